@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what the build and the tests need on a fresh Debian machine.
+# Idempotent: does nothing when everything is already there.
+set -euo pipefail
+
+need_apt=()
+command -v gcc >/dev/null || need_apt+=(gcc g++)
+command -v avr-gcc >/dev/null || need_apt+=(gcc-avr avr-libc)
+[ -d /usr/share/arduino/hardware/arduino/avr/cores/arduino ] || need_apt+=(arduino-core-avr)
+[ -e /usr/include/simavr/parts/uart_pty.h ] || need_apt+=(simavr libsimavr-dev)
+command -v ip >/dev/null || need_apt+=(iproute2)
+command -v nft >/dev/null || need_apt+=(nftables)
+command -v node >/dev/null || need_apt+=(nodejs)
+command -v npm >/dev/null || need_apt+=(npm)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "install-deps: apt-get install ${need_apt[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+command -v go >/dev/null || { echo "install-deps: Go is required (go.mod names the version)" >&2; exit 1; }
+go mod download
