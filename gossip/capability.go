@@ -1,0 +1,233 @@
+package gossip
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/record"
+)
+
+// Limits on a capability record. A record outside them is rejected whole.
+const (
+	MaxRecordBytes = 64 << 10
+	maxAddrs       = 32
+	maxAddrLen     = 256
+	maxRoles       = 16
+	maxShards      = 64
+	maxString      = 128
+	maxLayers      = 4096
+)
+
+// CapabilityDomain is the signing domain of capability envelopes.
+const CapabilityDomain = "swarm-capability"
+
+// capabilityCodec is the envelope payload type of capability records.
+var capabilityCodec = []byte("/swarm/v1/caps")
+
+// Thermal states, as iOS and Android name them. "" means unknown.
+const (
+	ThermalNominal  = "nominal"
+	ThermalFair     = "fair"
+	ThermalSerious  = "serious"
+	ThermalCritical = "critical"
+)
+
+// Capability is what one peer tells the swarm about itself every heartbeat.
+// It travels as the payload of a libp2p signed envelope; the envelope's key
+// must be PeerID's key.
+type Capability struct {
+	PeerID   string   `json:"peer_id"`
+	Seq      uint64   `json:"seq"`
+	TimeMS   int64    `json:"time_ms"` // sender's clock; informational only
+	Version  string   `json:"version,omitempty"`
+	Addrs    []string `json:"addrs,omitempty"`
+	Platform Platform `json:"platform"`
+	Roles    []Role   `json:"roles,omitempty"`
+	Shards   []Shard  `json:"shards,omitempty"`
+	Load     Load     `json:"load"`
+	Thermal  string   `json:"thermal,omitempty"`
+	Battery  *Battery `json:"battery,omitempty"`
+}
+
+// Platform describes the device.
+type Platform struct {
+	OS       string `json:"os"`
+	Arch     string `json:"arch"`
+	Device   string `json:"device,omitempty"` // e.g. "raspberry-pi-4", "pixel-7"
+	Cores    int    `json:"cores"`
+	RAMBytes uint64 `json:"ram_bytes"`
+	FreeRAM  uint64 `json:"free_ram_bytes,omitempty"`
+}
+
+// Role is a whole model serving one Mixture-of-Agents role.
+type Role struct {
+	Role      string  `json:"role"`
+	ModelCID  string  `json:"model_cid"`
+	ModelName string  `json:"model_name,omitempty"`
+	Quant     string  `json:"quant,omitempty"`
+	TokPerSec float64 `json:"tok_s,omitempty"` // measured decode speed
+}
+
+// Shard is layers [Start,End) of one model.
+type Shard struct {
+	ModelCID   string  `json:"model_cid"`
+	ModelName  string  `json:"model_name,omitempty"`
+	Quant      string  `json:"quant,omitempty"`
+	Start      int     `json:"start"`
+	End        int     `json:"end"`
+	Layers     int     `json:"layers"` // the model's total layer count
+	Hidden     int     `json:"hidden,omitempty"`
+	MemBytes   int64   `json:"mem_bytes,omitempty"`
+	MsPerLayer float64 `json:"ms_per_layer,omitempty"` // measured decode cost of one layer
+}
+
+// Load is how busy the peer is.
+type Load struct {
+	Active   int `json:"active"`   // requests being served now
+	Capacity int `json:"capacity"` // concurrent requests it accepts
+}
+
+// Battery is reported where the platform exposes it.
+type Battery struct {
+	Percent  int  `json:"percent"`
+	Charging bool `json:"charging"`
+}
+
+func init() { record.RegisterType(&Capability{}) }
+
+// Domain implements record.Record.
+func (c *Capability) Domain() string { return CapabilityDomain }
+
+// Codec implements record.Record.
+func (c *Capability) Codec() []byte { return capabilityCodec }
+
+// MarshalRecord implements record.Record.
+func (c *Capability) MarshalRecord() ([]byte, error) { return json.Marshal(c) }
+
+// UnmarshalRecord implements record.Record. It decodes strictly and then
+// checks every field against the record limits.
+func (c *Capability) UnmarshalRecord(b []byte) error {
+	if len(b) > MaxRecordBytes {
+		return fmt.Errorf("%w: %d bytes", ErrTooLarge, len(b))
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var tmp Capability
+	if err := dec.Decode(&tmp); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data after record", ErrMalformed)
+	}
+	if err := tmp.Validate(); err != nil {
+		return err
+	}
+	*c = tmp
+	return nil
+}
+
+// Validate checks every field against the record limits.
+func (c *Capability) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+	}
+	if _, err := peer.Decode(c.PeerID); err != nil {
+		return bad("peer_id %q: %v", trunc(c.PeerID), err)
+	}
+	if c.Seq == 0 {
+		return bad("seq is 0")
+	}
+	if len(c.Addrs) > maxAddrs {
+		return bad("%d addrs (max %d)", len(c.Addrs), maxAddrs)
+	}
+	for _, a := range c.Addrs {
+		if len(a) == 0 || len(a) > maxAddrLen {
+			return bad("addr of %d bytes", len(a))
+		}
+	}
+	for name, s := range map[string]string{"version": c.Version, "platform.os": c.Platform.OS,
+		"platform.arch": c.Platform.Arch, "platform.device": c.Platform.Device} {
+		if len(s) > maxString {
+			return bad("%s longer than %d bytes", name, maxString)
+		}
+	}
+	if c.Platform.Cores < 0 || c.Platform.Cores > 4096 {
+		return bad("platform.cores %d", c.Platform.Cores)
+	}
+	if len(c.Roles) > maxRoles {
+		return bad("%d roles (max %d)", len(c.Roles), maxRoles)
+	}
+	for i, r := range c.Roles {
+		if !isName(r.Role) {
+			return bad("roles[%d].role %q is not a lowercase name", i, trunc(r.Role))
+		}
+		if err := checkModel(r.ModelCID, r.ModelName, r.Quant); err != nil {
+			return bad("roles[%d]: %v", i, err)
+		}
+		if !finite(r.TokPerSec) || r.TokPerSec < 0 {
+			return bad("roles[%d].tok_s %v", i, r.TokPerSec)
+		}
+	}
+	if len(c.Shards) > maxShards {
+		return bad("%d shards (max %d)", len(c.Shards), maxShards)
+	}
+	for i, s := range c.Shards {
+		if err := checkModel(s.ModelCID, s.ModelName, s.Quant); err != nil {
+			return bad("shards[%d]: %v", i, err)
+		}
+		if s.Layers <= 0 || s.Layers > maxLayers || s.Start < 0 || s.Start >= s.End || s.End > s.Layers {
+			return bad("shards[%d]: layers [%d,%d) of %d", i, s.Start, s.End, s.Layers)
+		}
+		if s.Hidden < 0 || s.MemBytes < 0 || !finite(s.MsPerLayer) || s.MsPerLayer < 0 {
+			return bad("shards[%d]: negative or non-finite size or speed", i)
+		}
+	}
+	if c.Load.Active < 0 || c.Load.Capacity < 0 {
+		return bad("negative load")
+	}
+	switch c.Thermal {
+	case "", ThermalNominal, ThermalFair, ThermalSerious, ThermalCritical:
+	default:
+		return bad("thermal %q", trunc(c.Thermal))
+	}
+	if b := c.Battery; b != nil && (b.Percent < 0 || b.Percent > 100) {
+		return bad("battery percent %d", b.Percent)
+	}
+	return nil
+}
+
+func checkModel(cid, name, quant string) error {
+	if cid == "" || len(cid) > maxString {
+		return errors.New("model_cid empty or too long")
+	}
+	if len(name) > maxString || len(quant) > 32 {
+		return errors.New("model_name or quant too long")
+	}
+	return nil
+}
+
+// isName reports whether s is a short lowercase identifier (role names).
+func isName(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' && r != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+func trunc(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}

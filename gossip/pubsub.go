@@ -1,0 +1,219 @@
+package gossip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Topic names. The version is part of the name: a v2 record goes on a v2 topic.
+const (
+	CapsTopic = "swarm/v1/caps"
+	BMCTopic  = "swarm/v1/bmc"
+)
+
+// maxMessageBytes bounds every gossip message on the wire, whatever the topic.
+const maxMessageBytes = 128 << 10
+
+// Router is this peer's gossipsub router with the swarm's topics joined and
+// their validators registered.
+type Router struct {
+	ps     *pubsub.PubSub
+	host   host.Host
+	key    crypto.PrivKey
+	log    *slog.Logger
+	seqs   *seqTracker
+	caps   *pubsub.Topic
+	mu     sync.Mutex
+	topics map[string]*pubsub.Topic
+	closed bool
+}
+
+// NewRouter starts gossipsub on h with strict signing and peer scoring and
+// joins the capability topic. key must be h's private key.
+func NewRouter(ctx context.Context, h host.Host, key crypto.PrivKey, log *slog.Logger) (*Router, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	params, thresholds := scoreParams()
+	ps, err := pubsub.NewGossipSub(ctx, h,
+		pubsub.WithMessageSigning(true),
+		pubsub.WithStrictSignatureVerification(true),
+		pubsub.WithMaxMessageSize(maxMessageBytes),
+		pubsub.WithPeerScore(params, thresholds),
+		pubsub.WithPeerExchange(true),
+		pubsub.WithFloodPublish(true),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: starting gossipsub: %w", err)
+	}
+	r := &Router{ps: ps, host: h, key: key, log: log, seqs: newSeqTracker(4096), topics: map[string]*pubsub.Topic{}}
+	if err := ps.RegisterTopicValidator(CapsTopic, r.validateCapability); err != nil {
+		return nil, fmt.Errorf("gossip: %w", err)
+	}
+	r.caps, err = r.Join(CapsTopic)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// PubSub exposes the underlying router for topics registered by other layers.
+func (r *Router) PubSub() *pubsub.PubSub { return r.ps }
+
+// Join joins a topic once and returns the handle.
+func (r *Router) Join(name string) (*pubsub.Topic, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	if t, ok := r.topics[name]; ok {
+		return t, nil
+	}
+	t, err := r.ps.Join(name)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: joining %s: %w", name, err)
+	}
+	r.topics[name] = t
+	return t, nil
+}
+
+// PublishCapability seals c with the router's key and publishes it.
+func (r *Router) PublishCapability(ctx context.Context, c *Capability) error {
+	b, err := SealCapability(c, r.key)
+	if err != nil {
+		return err
+	}
+	return r.caps.Publish(ctx, b)
+}
+
+// SubscribeCapabilities returns a subscription yielding every valid, fresh
+// capability record, including this peer's own.
+func (r *Router) SubscribeCapabilities() (*CapSubscription, error) {
+	s, err := r.caps.Subscribe(pubsub.WithBufferSize(256))
+	if err != nil {
+		return nil, fmt.Errorf("gossip: %w", err)
+	}
+	return &CapSubscription{sub: s}, nil
+}
+
+// CapSubscription yields validated capability records.
+type CapSubscription struct{ sub *pubsub.Subscription }
+
+// Next blocks until the next record or ctx ends.
+func (s *CapSubscription) Next(ctx context.Context) (*Capability, error) {
+	for {
+		m, err := s.sub.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if c, ok := m.ValidatorData.(*Capability); ok {
+			return c, nil
+		}
+	}
+}
+
+// Cancel ends the subscription.
+func (s *CapSubscription) Cancel() { s.sub.Cancel() }
+
+// validateCapability is the capability topic's validator: it rejects (and
+// so penalises the sender through peer scoring) oversize, malformed,
+// unsigned and mis-signed records, and ignores stale ones.
+func (r *Router) validateCapability(_ context.Context, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+	c, author, err := checkCapability(m)
+	if err != nil {
+		r.log.Debug("capability rejected", "peer", from, "err", err)
+		if errors.Is(err, ErrStale) {
+			return pubsub.ValidationIgnore
+		}
+		return pubsub.ValidationReject
+	}
+	if !r.seqs.accept(author, c.Seq) {
+		return pubsub.ValidationIgnore
+	}
+	m.ValidatorData = c
+	return pubsub.ValidationAccept
+}
+
+// checkCapability opens a capability message and checks it was published
+// by the peer it describes.
+func checkCapability(m *pubsub.Message) (*Capability, peer.ID, error) {
+	c, signer, err := OpenCapability(m.GetData())
+	if err != nil {
+		return nil, "", err
+	}
+	author := m.GetFrom()
+	if author == "" {
+		return nil, "", fmt.Errorf("%w: message without author", ErrBadSignature)
+	}
+	if author != signer {
+		return nil, "", fmt.Errorf("%w: %s republished a record of %s", ErrBadSignature, author, signer)
+	}
+	return c, signer, nil
+}
+
+// Close leaves all topics. The gossipsub router itself stops with the
+// context it was created with.
+func (r *Router) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	var errs []error
+	for name, t := range r.topics {
+		if err := t.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("gossip: closing %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ErrClosed is returned by a closed router.
+var ErrClosed = errors.New("gossip: router closed")
+
+// scoreParams: invalid messages cost a lot and decay slowly; time in mesh
+// and first deliveries earn a little. IP colocation is off: a home LAN
+// behind one NAT, or a test on loopback, is many honest peers on one IP.
+func scoreParams() (*pubsub.PeerScoreParams, *pubsub.PeerScoreThresholds) {
+	topic := func() *pubsub.TopicScoreParams {
+		return &pubsub.TopicScoreParams{
+			TopicWeight:                    1,
+			TimeInMeshWeight:               0.01,
+			TimeInMeshQuantum:              time.Second,
+			TimeInMeshCap:                  100,
+			FirstMessageDeliveriesWeight:   1,
+			FirstMessageDeliveriesDecay:    0.9,
+			FirstMessageDeliveriesCap:      20,
+			InvalidMessageDeliveriesWeight: -100,
+			InvalidMessageDeliveriesDecay:  0.99,
+		}
+	}
+	return &pubsub.PeerScoreParams{
+			Topics:                    map[string]*pubsub.TopicScoreParams{CapsTopic: topic(), BMCTopic: topic()},
+			AppSpecificScore:          func(peer.ID) float64 { return 0 },
+			AppSpecificWeight:         1,
+			BehaviourPenaltyWeight:    -1,
+			BehaviourPenaltyThreshold: 6,
+			BehaviourPenaltyDecay:     0.9,
+			DecayInterval:             time.Second,
+			DecayToZero:               0.01,
+			RetainScore:               10 * time.Minute,
+		}, &pubsub.PeerScoreThresholds{
+			GossipThreshold:             -100,
+			PublishThreshold:            -500,
+			GraylistThreshold:           -1000,
+			AcceptPXThreshold:           10,
+			OpportunisticGraftThreshold: 5,
+		}
+}
