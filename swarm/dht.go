@@ -1,0 +1,175 @@
+package swarm
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/shards"
+)
+
+// DHT keys. Members, roles and models are provided under CIDs so that the
+// DHT's provider records do the rendezvous. The key strings are versioned.
+func nameKey(name string) cid.Cid {
+	sum := sha256.Sum256([]byte(name))
+	c, _ := shards.DigestCID(sum[:]) // a 32-byte digest always encodes
+	return c
+}
+
+// MembersKey is provided by every peer of the swarm.
+func MembersKey() cid.Cid { return nameKey("swarm/v1/members") }
+
+// RoleKey is provided by every peer serving role.
+func RoleKey(role string) cid.Cid { return nameKey("swarm/v1/role/" + role) }
+
+// ModelKey is provided by every peer holding layers of the model. Model
+// CIDs are used as they are; a name that is not a CID is hashed.
+func ModelKey(model string) cid.Cid {
+	if c, err := shards.ParseCID(model); err == nil {
+		return c
+	}
+	return nameKey("swarm/v1/model/" + model)
+}
+
+const (
+	provideEvery      = 10 * time.Minute
+	discoverFirst     = 2 * time.Second
+	discoverEvery     = 30 * time.Second
+	maxDiscoverDials  = 16
+	dhtRequestTimeout = 20 * time.Second
+)
+
+// dhtLoop provides this peer's keys and looks for members it is not yet
+// connected to, so that peers outside the LAN and outside the current
+// gossip mesh join it.
+func (s *Service) dhtLoop(ctx context.Context) {
+	defer s.wg.Done()
+	var lastProvide time.Time
+	var provided map[cid.Cid]bool
+	delay := discoverFirst
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		if delay < discoverEvery {
+			delay *= 2
+		}
+		if len(s.dht.RoutingTable().ListPeers()) == 0 {
+			continue
+		}
+		keys := s.provideKeys()
+		if time.Since(lastProvide) > provideEvery || !sameKeys(provided, keys) {
+			s.provide(ctx, keys)
+			lastProvide, provided = time.Now(), keys
+		}
+		s.discover(ctx)
+	}
+}
+
+func (s *Service) provideKeys() map[cid.Cid]bool {
+	keys := map[cid.Cid]bool{MembersKey(): true}
+	c := s.self()
+	for _, r := range c.Roles {
+		keys[RoleKey(r.Role)] = true
+	}
+	for _, sh := range c.Shards {
+		keys[ModelKey(sh.ModelCID)] = true
+	}
+	return keys
+}
+
+func sameKeys(a, b map[cid.Cid]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Service) provide(ctx context.Context, keys map[cid.Cid]bool) {
+	for k := range keys {
+		ctx, cancel := context.WithTimeout(ctx, dhtRequestTimeout)
+		err := s.dht.Provide(ctx, k, true)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			s.log.Debug("dht provide failed", "key", k, "err", err)
+		}
+	}
+}
+
+// discover connects to swarm members found in the DHT that this peer is
+// not connected to.
+func (s *Service) discover(ctx context.Context) {
+	found, err := s.FindProviders(ctx, MembersKey(), 64)
+	if err != nil {
+		s.log.Debug("dht member lookup failed", "err", err)
+		return
+	}
+	dials := 0
+	for _, ai := range found {
+		if ai.ID == s.host.ID() || s.host.Network().Connectedness(ai.ID) == network.Connected {
+			continue
+		}
+		if dials++; dials > maxDiscoverDials {
+			return
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := s.host.Connect(cctx, ai); err != nil {
+			s.log.Debug("dht member not reachable", "peer", ai.ID, "err", err)
+		}
+		cancel()
+	}
+}
+
+// FindProviders returns up to max peers that provide key.
+func (s *Service) FindProviders(ctx context.Context, key cid.Cid, max int) ([]peer.AddrInfo, error) {
+	if s.dht == nil {
+		return nil, fmt.Errorf("swarm: no DHT configured")
+	}
+	ctx, cancel := context.WithTimeout(ctx, dhtRequestTimeout)
+	defer cancel()
+	var out []peer.AddrInfo
+	for ai := range s.dht.FindProvidersAsync(ctx, key, max) {
+		out = append(out, ai)
+	}
+	return out, nil
+}
+
+// FindRole looks up peers serving role through the DHT and connects to
+// them, so their heartbeats reach the view. It returns how many it reached.
+func (s *Service) FindRole(ctx context.Context, role string) (int, error) {
+	return s.connectProviders(ctx, RoleKey(role))
+}
+
+// FindModel does the same for holders of a model's layers.
+func (s *Service) FindModel(ctx context.Context, model string) (int, error) {
+	return s.connectProviders(ctx, ModelKey(model))
+}
+
+func (s *Service) connectProviders(ctx context.Context, key cid.Cid) (int, error) {
+	found, err := s.FindProviders(ctx, key, 32)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, ai := range found {
+		if ai.ID == s.host.ID() {
+			continue
+		}
+		if err := s.host.Connect(ctx, ai); err == nil {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,260 @@
+package swarm
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/gossip"
+)
+
+// Peer is one row of the peer table.
+type Peer struct {
+	ID        peer.ID
+	Cap       gossip.Capability // the latest verified record
+	Alive     bool
+	Self      bool
+	FirstSeen time.Time
+	LastSeen  time.Time
+	DeadSince time.Time // zero while alive
+}
+
+// Liveness parameters of a View.
+type Liveness struct {
+	Heartbeat   time.Duration // how often peers publish; default 2 s
+	Misses      int           // missed heartbeats before a peer is dead; default 3
+	ForgetAfter time.Duration // a dead peer is dropped from the table after this; default 10 min
+	MaxPeers    int           // table size bound; default 4096
+}
+
+func (l Liveness) withDefaults() Liveness {
+	if l.Heartbeat <= 0 {
+		l.Heartbeat = 2 * time.Second
+	}
+	if l.Misses <= 0 {
+		l.Misses = 3
+	}
+	if l.ForgetAfter <= 0 {
+		l.ForgetAfter = 10 * time.Minute
+	}
+	if l.MaxPeers <= 0 {
+		l.MaxPeers = 4096
+	}
+	return l
+}
+
+// DeadAfter is how long a silent peer stays alive.
+func (l Liveness) DeadAfter() time.Duration {
+	l = l.withDefaults()
+	return time.Duration(l.Misses) * l.Heartbeat
+}
+
+// View is the peer table. It is safe for concurrent use.
+type View struct {
+	self peer.ID
+	live Liveness
+
+	mu    sync.RWMutex
+	peers map[peer.ID]*Peer
+	subs  subscribers
+}
+
+// NewView returns an empty table for the peer self.
+func NewView(self peer.ID, live Liveness) *View {
+	return &View{self: self, live: live.withDefaults(), peers: make(map[peer.ID]*Peer)}
+}
+
+// Liveness returns the parameters the view judges peers by.
+func (v *View) Liveness() Liveness { return v.live }
+
+// Observe records a verified capability heartbeat received at now.
+func (v *View) Observe(c *gossip.Capability, now time.Time) {
+	id, err := peer.Decode(c.PeerID)
+	if err != nil {
+		return // validated records always decode; be defensive anyway
+	}
+	v.mu.Lock()
+	p, ok := v.peers[id]
+	if ok && c.Seq < p.Cap.Seq {
+		v.mu.Unlock()
+		return
+	}
+	var ev *Event
+	switch {
+	case !ok:
+		if len(v.peers) >= v.live.MaxPeers && !v.evictLocked() {
+			v.mu.Unlock()
+			return
+		}
+		p = &Peer{ID: id, Self: id == v.self, FirstSeen: now}
+		v.peers[id] = p
+		ev = &Event{Kind: PeerJoined}
+	case !p.Alive:
+		ev = &Event{Kind: PeerAlive}
+	case changed(&p.Cap, c):
+		ev = &Event{Kind: PeerChanged}
+	}
+	p.Cap = *c
+	p.Alive = true
+	p.LastSeen = now
+	p.DeadSince = time.Time{}
+	var snapshot Peer
+	if ev != nil {
+		snapshot = *p
+	}
+	v.mu.Unlock()
+	if ev != nil {
+		ev.Peer = snapshot
+		v.subs.send(*ev)
+	}
+}
+
+// Sweep marks peers silent for too long as dead and forgets long-dead ones.
+// It returns the peers that died in this sweep.
+func (v *View) Sweep(now time.Time) []peer.ID {
+	deadAfter := v.live.DeadAfter()
+	var died []Peer
+	var forgotten []Peer
+	v.mu.Lock()
+	for id, p := range v.peers {
+		if p.Self {
+			continue
+		}
+		if p.Alive && now.Sub(p.LastSeen) > deadAfter {
+			p.Alive = false
+			p.DeadSince = now
+			died = append(died, *p)
+		} else if !p.Alive && now.Sub(p.DeadSince) > v.live.ForgetAfter {
+			delete(v.peers, id)
+			forgotten = append(forgotten, *p)
+		}
+	}
+	v.mu.Unlock()
+	ids := make([]peer.ID, 0, len(died))
+	for _, p := range died {
+		ids = append(ids, p.ID)
+		v.subs.send(Event{Kind: PeerDead, Peer: p})
+	}
+	for _, p := range forgotten {
+		v.subs.send(Event{Kind: PeerForgotten, Peer: p})
+	}
+	return ids
+}
+
+// evictLocked drops the dead peer that died first to make room; it reports
+// false when every peer is alive (then the newcomer is not added).
+func (v *View) evictLocked() bool {
+	var victim *Peer
+	for _, p := range v.peers {
+		if !p.Alive && (victim == nil || p.DeadSince.Before(victim.DeadSince)) {
+			victim = p
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	delete(v.peers, victim.ID)
+	return true
+}
+
+// Peers returns every known peer, this one first, then by ID.
+func (v *View) Peers() []Peer {
+	v.mu.RLock()
+	out := make([]Peer, 0, len(v.peers))
+	for _, p := range v.peers {
+		out = append(out, *p)
+	}
+	v.mu.RUnlock()
+	slices.SortFunc(out, func(a, b Peer) int {
+		if a.Self != b.Self {
+			if a.Self {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.ID.String(), b.ID.String())
+	})
+	return out
+}
+
+// Get returns one peer.
+func (v *View) Get(id peer.ID) (Peer, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	p, ok := v.peers[id]
+	if !ok {
+		return Peer{}, false
+	}
+	return *p, true
+}
+
+// Alive reports whether the view holds id as a live peer.
+func (v *View) Alive(id peer.ID) bool {
+	p, ok := v.Get(id)
+	return ok && p.Alive
+}
+
+// RoleHolder is a live peer serving a role.
+type RoleHolder struct {
+	Peer Peer
+	Role gossip.Role
+}
+
+// ByRole returns the live peers serving role, fastest first.
+func (v *View) ByRole(role string) []RoleHolder {
+	var out []RoleHolder
+	for _, p := range v.Peers() {
+		if !p.Alive {
+			continue
+		}
+		for _, r := range p.Cap.Roles {
+			if r.Role == role {
+				out = append(out, RoleHolder{Peer: p, Role: r})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b RoleHolder) int {
+		switch {
+		case a.Role.TokPerSec > b.Role.TokPerSec:
+			return -1
+		case a.Role.TokPerSec < b.Role.TokPerSec:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// ShardHolder is a live peer holding a layer range of a model.
+type ShardHolder struct {
+	Peer  Peer
+	Shard gossip.Shard
+}
+
+// HoldersOf returns the live peers holding layers of model (matched by CID
+// or by name), ordered by the first layer they hold.
+func (v *View) HoldersOf(model string) []ShardHolder {
+	var out []ShardHolder
+	for _, p := range v.Peers() {
+		if !p.Alive {
+			continue
+		}
+		for _, s := range p.Cap.Shards {
+			if s.ModelCID == model || (s.ModelName != "" && s.ModelName == model) {
+				out = append(out, ShardHolder{Peer: p, Shard: s})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b ShardHolder) int { return a.Shard.Start - b.Shard.Start })
+	return out
+}
+
+// changed reports whether a record says something new beyond its sequence
+// number, clock and load.
+func changed(old, c *gossip.Capability) bool {
+	return !slices.Equal(old.Addrs, c.Addrs) || !slices.Equal(old.Roles, c.Roles) ||
+		!slices.Equal(old.Shards, c.Shards) || old.Platform != c.Platform || old.Thermal != c.Thermal
+}
