@@ -1,0 +1,125 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/llmswarm/llmswarm/node/client"
+)
+
+// apiServer is the local HTTP API.
+type apiServer struct {
+	ln  net.Listener
+	srv *http.Server
+	n   *Node
+	mux *http.ServeMux
+}
+
+func startAPI(ln net.Listener, n *Node, log *slog.Logger) *apiServer {
+	a := &apiServer{ln: ln, n: n, mux: http.NewServeMux()}
+	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	})
+	a.mux.HandleFunc("GET /v1/swarm/id", a.id)
+	a.mux.HandleFunc("GET /v1/swarm/peers", a.peers)
+	a.mux.HandleFunc("GET /v1/swarm/status", a.status)
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	a.srv = &http.Server{
+		Handler:           a.auth(a.mux),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	go a.srv.Serve(ln)
+	return a
+}
+
+func (a *apiServer) addr() string { return a.ln.Addr().String() }
+
+func (a *apiServer) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := a.srv.Shutdown(ctx); err != nil {
+		return a.srv.Close()
+	}
+	return nil
+}
+
+// auth requires the bearer token, when one is configured, on everything but
+// /healthz. The comparison is constant-time.
+func (a *apiServer) auth(next http.Handler) http.Handler {
+	token := a.n.cfg.APIToken
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if token != "" && r.URL.Path != "/healthz" {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || !equalConstantTime(got, token) {
+				writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong API token")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (a *apiServer) id(w http.ResponseWriter, r *http.Request) {
+	h := a.n.Host()
+	if h == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "peer is shutting down")
+		return
+	}
+	self := a.n.selfCapability()
+	writeJSON(w, http.StatusOK, client.ID{
+		PeerID: h.ID().String(), Addrs: addrStrings(h), Version: Version,
+		Platform: platformOut(self.Platform), Private: a.n.private,
+	})
+}
+
+func (a *apiServer) peers(w http.ResponseWriter, r *http.Request) {
+	s, h := a.n.Swarm(), a.n.Host()
+	if s == nil || h == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "peer is shutting down")
+		return
+	}
+	now := time.Now()
+	out := client.Peers{Peers: []client.Peer{}}
+	for _, p := range s.View().Peers() {
+		out.Peers = append(out.Peers, peerOut(p, now, p.Self || h.Network().Connectedness(p.ID) == network.Connected))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *apiServer) status(w http.ResponseWriter, r *http.Request) {
+	n := a.n
+	s, h := n.Swarm(), n.Host()
+	if s == nil || h == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "peer is shutting down")
+		return
+	}
+	st := client.Status{
+		PeerID: h.ID().String(), Version: Version, UptimeS: time.Since(n.start).Seconds(),
+		Connections: len(h.Network().Conns()), DHTMode: n.cfg.DHTMode, MDNS: !n.cfg.NoMDNS,
+		Private: n.private, HeartbeatMS: time.Duration(n.cfg.Heartbeat).Milliseconds(),
+		DeadAfterMS: s.View().Liveness().DeadAfter().Milliseconds(), Bootstrap: len(n.cfg.Bootstrap),
+		ListenAddrs: addrStrings(h),
+	}
+	for _, p := range s.View().Peers() {
+		st.PeersKnown++
+		if p.Alive {
+			st.PeersAlive++
+		}
+	}
+	n.mu.Lock()
+	if n.dht != nil {
+		st.DHTPeers = n.dht.RoutingTable().Size()
+	}
+	n.mu.Unlock()
+	writeJSON(w, http.StatusOK, st)
+}
+

@@ -1,0 +1,65 @@
+package node
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+
+	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+func addrStrings(h host.Host) []string {
+	out := []string{}
+	for _, a := range h.Addrs() {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+func platformOut(p gossip.Platform) client.Platform {
+	return client.Platform{OS: p.OS, Arch: p.Arch, Device: p.Device, Cores: p.Cores, RAMBytes: p.RAMBytes, FreeRAM: p.FreeRAM}
+}
+
+func peerOut(p swarm.Peer, now time.Time, connected bool) client.Peer {
+	c := p.Cap
+	out := client.Peer{
+		PeerID: p.ID.String(), Self: p.Self, Alive: p.Alive, Connected: connected,
+		LastSeenMS: now.Sub(p.LastSeen).Milliseconds(), Version: c.Version, Addrs: c.Addrs,
+		Platform: platformOut(c.Platform), Active: c.Load.Active, Capacity: c.Load.Capacity, Thermal: c.Thermal,
+	}
+	if !p.Alive {
+		out.DeadForMS = now.Sub(p.DeadSince).Milliseconds()
+	}
+	for _, r := range c.Roles {
+		out.Roles = append(out.Roles, client.Role(r))
+	}
+	for _, s := range c.Shards {
+		out.Shards = append(out.Shards, client.Shard(s))
+	}
+	if c.Battery != nil {
+		b := client.Battery(*c.Battery)
+		out.Battery = &b
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	writeJSON(w, status, client.Error{Error: client.ErrorBody{Message: msg, Type: typ}})
+}
+
+func equalConstantTime(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}

@@ -1,0 +1,137 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultAddr is where swarmd's API listens unless configured otherwise.
+const DefaultAddr = "127.0.0.1:7433"
+
+// ErrNotRunning: nothing answers at the API address.
+var ErrNotRunning = errors.New("swarmd is not running")
+
+// APIError is an error answer of the API.
+type APIError struct {
+	Status  int
+	Message string
+	Type    string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("swarmd: %s (HTTP %d)", e.Message, e.Status)
+}
+
+// Client calls one swarmd's local API.
+type Client struct {
+	addr  string
+	token string
+	http  *http.Client
+}
+
+// New returns a client for the API at addr (HOST:PORT or http://HOST:PORT).
+// token may be empty.
+func New(addr, token string) *Client {
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	return &Client{addr: strings.TrimSuffix(strings.TrimPrefix(addr, "http://"), "/"), token: token,
+		http: &http.Client{Transport: &http.Transport{DisableCompression: true}}}
+}
+
+// Addr is the API address the client calls.
+func (c *Client) Addr() string { return c.addr }
+
+// ID returns the peer's identity.
+func (c *Client) ID(ctx context.Context) (ID, error) {
+	var out ID
+	return out, c.get(ctx, "/v1/swarm/id", &out)
+}
+
+// Peers returns the peer table.
+func (c *Client) Peers(ctx context.Context) (Peers, error) {
+	var out Peers
+	return out, c.get(ctx, "/v1/swarm/peers", &out)
+}
+
+// Status returns the peer's status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var out Status
+	return out, c.get(ctx, "/v1/swarm/status", &out)
+}
+
+// Healthy reports whether the daemon answers /healthz.
+func (c *Client) Healthy(ctx context.Context) error {
+	var out map[string]any
+	return c.get(ctx, "/healthz", &out)
+}
+
+func (c *Client) get(ctx context.Context, path string, out any) error {
+	return c.do(ctx, http.MethodGet, path, nil, out)
+}
+
+// do sends one request and decodes the JSON answer into out.
+func (c *Client) do(ctx context.Context, method, path string, body io.Reader, out any) error {
+	if _, ok := ctx.Deadline(); !ok && method == http.MethodGet {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	resp, err := c.send(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
+		return fmt.Errorf("swarmd at %s: bad answer to %s: %w", c.addr, path, err)
+	}
+	return nil
+}
+
+// send sends a request and turns transport failures and error answers into
+// errors; the caller closes the body of a successful response.
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.addr+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("swarmd at %s: %w", c.addr, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if isRefused(err) {
+			return nil, fmt.Errorf("%w at %s", ErrNotRunning, c.addr)
+		}
+		return nil, fmt.Errorf("swarmd at %s: %w", c.addr, err)
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		var e Error
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(b, &e) != nil || e.Error.Message == "" {
+			e.Error.Message = strings.TrimSpace(string(b))
+		}
+		return nil, &APIError{Status: resp.StatusCode, Message: e.Error.Message, Type: e.Error.Type}
+	}
+	return resp, nil
+}
+
+func isRefused(err error) bool {
+	var op *net.OpError
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	return errors.As(err, &op) && op.Op == "dial"
+}

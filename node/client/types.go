@@ -1,0 +1,105 @@
+// Package client is the Go client of swarmd's local HTTP API, and the
+// API's JSON types. swarmctl links only this package: it must not import
+// libp2p, cgo or any other package of this module.
+package client
+
+// ID is GET /v1/swarm/id.
+type ID struct {
+	PeerID   string   `json:"peer_id"`
+	Addrs    []string `json:"addrs"`
+	Version  string   `json:"version"`
+	Platform Platform `json:"platform"`
+	Private  bool     `json:"private"` // member of a private (swarm.key) network
+}
+
+// Platform describes a device.
+type Platform struct {
+	OS       string `json:"os"`
+	Arch     string `json:"arch"`
+	Device   string `json:"device,omitempty"`
+	Cores    int    `json:"cores"`
+	RAMBytes uint64 `json:"ram_bytes"`
+	FreeRAM  uint64 `json:"free_ram_bytes,omitempty"`
+}
+
+// Peers is GET /v1/swarm/peers.
+type Peers struct {
+	Peers []Peer `json:"peers"`
+}
+
+// Peer is one row of the peer table.
+type Peer struct {
+	PeerID     string   `json:"peer_id"`
+	Self       bool     `json:"self"`
+	Alive      bool     `json:"alive"`
+	Connected  bool     `json:"connected"`
+	LastSeenMS int64    `json:"last_seen_ms_ago"`
+	DeadForMS  int64    `json:"dead_for_ms,omitempty"`
+	Version    string   `json:"version,omitempty"`
+	Addrs      []string `json:"addrs,omitempty"`
+	Platform   Platform `json:"platform"`
+	Roles      []Role   `json:"roles,omitempty"`
+	Shards     []Shard  `json:"shards,omitempty"`
+	Active     int      `json:"active"`
+	Capacity   int      `json:"capacity"`
+	Thermal    string   `json:"thermal,omitempty"`
+	Battery    *Battery `json:"battery,omitempty"`
+}
+
+// Role is a model serving a Mixture-of-Agents role.
+type Role struct {
+	Role      string  `json:"role"`
+	ModelCID  string  `json:"model_cid"`
+	ModelName string  `json:"model_name,omitempty"`
+	Quant     string  `json:"quant,omitempty"`
+	TokPerSec float64 `json:"tok_s,omitempty"`
+}
+
+// Shard is layers [Start,End) of a model.
+type Shard struct {
+	ModelCID   string  `json:"model_cid"`
+	ModelName  string  `json:"model_name,omitempty"`
+	Quant      string  `json:"quant,omitempty"`
+	Start      int     `json:"start"`
+	End        int     `json:"end"`
+	Layers     int     `json:"layers"`
+	Hidden     int     `json:"hidden,omitempty"`
+	MemBytes   int64   `json:"mem_bytes,omitempty"`
+	MsPerLayer float64 `json:"ms_per_layer,omitempty"`
+}
+
+// Battery state where the device exposes it.
+type Battery struct {
+	Percent  int  `json:"percent"`
+	Charging bool `json:"charging"`
+}
+
+// Status is GET /v1/swarm/status.
+type Status struct {
+	PeerID      string   `json:"peer_id"`
+	Version     string   `json:"version"`
+	UptimeS     float64  `json:"uptime_s"`
+	PeersKnown  int      `json:"peers_known"`
+	PeersAlive  int      `json:"peers_alive"`
+	Connections int      `json:"connections"`
+	DHTMode     string   `json:"dht_mode"`
+	DHTPeers    int      `json:"dht_routing_table"`
+	MDNS        bool     `json:"mdns"`
+	Private     bool     `json:"private"`
+	HeartbeatMS int64    `json:"heartbeat_ms"`
+	DeadAfterMS int64    `json:"dead_after_ms"`
+	Bootstrap   int      `json:"bootstrap_peers"`
+	ListenAddrs []string `json:"listen_addrs"`
+}
+
+// Error is the body of every API error.
+type Error struct {
+	Error ErrorBody `json:"error"`
+}
+
+// ErrorBody is OpenAI-shaped so OpenAI clients show the message.
+type ErrorBody struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Code    string `json:"code,omitempty"`
+}

@@ -1,0 +1,220 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// DefaultPort is the libp2p port (TCP and QUIC) and DefaultAPI the local
+// HTTP API address.
+const (
+	DefaultPort = 7434
+	DefaultAPI  = "127.0.0.1:7433"
+)
+
+// Config configures one peer. Its zero value is valid: every empty field
+// takes the default documented in README.md. It round-trips as JSON; the
+// swarmd config file and the mobile facade's JSON have this shape.
+type Config struct {
+	// DataDir holds the identity key, the optional swarm.key, models and
+	// shards. Default: ~/.swarm.
+	DataDir string `json:"data_dir,omitempty"`
+	// Listen is the libp2p listen multiaddrs. Default: TCP and QUIC on
+	// port 7434 on all IPv4 and IPv6 interfaces.
+	Listen []string `json:"listen,omitempty"`
+	// API is the local HTTP API address. Default 127.0.0.1:7433; "off"
+	// disables it. A non-loopback address needs APIToken.
+	API string `json:"api,omitempty"`
+	// APIToken, when set, is required as "Authorization: Bearer TOKEN" on
+	// every API call except /healthz.
+	APIToken string `json:"api_token,omitempty"`
+	// Bootstrap peers to connect to at start (multiaddrs ending in /p2p/ID).
+	Bootstrap []string `json:"bootstrap,omitempty"`
+	// NoMDNS turns off LAN discovery by mDNS.
+	NoMDNS bool `json:"no_mdns,omitempty"`
+	// SwarmKey is the path of a pre-shared key file (IPFS swarm.key format)
+	// that makes the swarm private. Default: DataDir/swarm.key if it exists.
+	SwarmKey string `json:"swarm_key,omitempty"`
+	// DHTMode is "server" (default), "client", "auto" or "off".
+	DHTMode string `json:"dht_mode,omitempty"`
+	// Heartbeat is how often capability records are published. Default 2s.
+	Heartbeat Duration `json:"heartbeat,omitempty"`
+	// DeadAfterMisses is how many heartbeats a peer may miss before it is
+	// marked dead. Default 3.
+	DeadAfterMisses int `json:"dead_after_misses,omitempty"`
+	// ConnLow and ConnHigh are the connection manager's watermarks.
+	// Defaults 32 and 96.
+	ConnLow  int `json:"conn_low,omitempty"`
+	ConnHigh int `json:"conn_high,omitempty"`
+	// MemoryLimitMB bounds the memory libp2p may use. Default 256.
+	MemoryLimitMB int `json:"memory_limit_mb,omitempty"`
+	// Device names the hardware in capability records (e.g. "raspberry-pi-4").
+	Device string `json:"device,omitempty"`
+}
+
+// Duration is a time.Duration that reads and writes JSON as "2s".
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON implements json.Unmarshaler. It accepts "2s" or a number of
+// nanoseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		n, nerr := strconv.ParseInt(string(b), 10, 64)
+		if nerr != nil {
+			return fmt.Errorf("duration must be a string like \"2s\": %s", b)
+		}
+		*d = Duration(n)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("bad duration %q: %w", s, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// LoadConfig reads a JSON config file. Unknown keys are errors, so a typo
+// does not silently fall back to a default.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if dec.More() {
+		return c, fmt.Errorf("config %s: trailing data after the JSON object", path)
+	}
+	return c, nil
+}
+
+// withDefaults fills every empty field.
+func (c Config) withDefaults() (Config, error) {
+	if c.DataDir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return c, fmt.Errorf("config: no data_dir and no home directory: %w", err)
+		}
+		c.DataDir = filepath.Join(home, ".swarm")
+	}
+	if len(c.Listen) == 0 {
+		p := strconv.Itoa(DefaultPort)
+		c.Listen = []string{"/ip4/0.0.0.0/tcp/" + p, "/ip4/0.0.0.0/udp/" + p + "/quic-v1",
+			"/ip6/::/tcp/" + p, "/ip6/::/udp/" + p + "/quic-v1"}
+	}
+	if c.API == "" {
+		c.API = DefaultAPI
+	}
+	if c.SwarmKey == "" {
+		if p := filepath.Join(c.DataDir, "swarm.key"); fileExists(p) {
+			c.SwarmKey = p
+		}
+	}
+	if c.DHTMode == "" {
+		c.DHTMode = "server"
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = Duration(2 * time.Second)
+	}
+	if c.DeadAfterMisses == 0 {
+		c.DeadAfterMisses = 3
+	}
+	if c.ConnLow == 0 {
+		c.ConnLow = 32
+	}
+	if c.ConnHigh == 0 {
+		c.ConnHigh = 96
+	}
+	if c.MemoryLimitMB == 0 {
+		c.MemoryLimitMB = 256
+	}
+	return c, c.validate()
+}
+
+// validate checks a config with defaults applied; every error names the key.
+func (c Config) validate() error {
+	for _, l := range c.Listen {
+		if _, err := ma.NewMultiaddr(l); err != nil {
+			return fmt.Errorf("config: listen address %q: %w", l, err)
+		}
+	}
+	for _, b := range c.Bootstrap {
+		if _, err := ParseBootstrap(b); err != nil {
+			return err
+		}
+	}
+	if c.API != "off" {
+		host, port, err := net.SplitHostPort(c.API)
+		if err != nil {
+			return fmt.Errorf("config: api address %q: want HOST:PORT", c.API)
+		}
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return fmt.Errorf("config: api address %q: bad port", c.API)
+		}
+		if !isLoopback(host) && c.APIToken == "" {
+			return fmt.Errorf("config: api address %q is not loopback: set api_token to expose the API", c.API)
+		}
+	}
+	switch c.DHTMode {
+	case "server", "client", "auto", "off":
+	default:
+		return fmt.Errorf("config: dht_mode %q: want server, client, auto or off", c.DHTMode)
+	}
+	if c.Heartbeat < Duration(100*time.Millisecond) || c.Heartbeat > Duration(time.Minute) {
+		return fmt.Errorf("config: heartbeat %s: want between 100ms and 1m", time.Duration(c.Heartbeat))
+	}
+	if c.DeadAfterMisses < 1 || c.DeadAfterMisses > 100 {
+		return fmt.Errorf("config: dead_after_misses %d: want 1..100", c.DeadAfterMisses)
+	}
+	if c.ConnLow < 1 || c.ConnHigh < c.ConnLow {
+		return fmt.Errorf("config: conn_low %d / conn_high %d: want 1 <= low <= high", c.ConnLow, c.ConnHigh)
+	}
+	if c.MemoryLimitMB < 32 {
+		return fmt.Errorf("config: memory_limit_mb %d: want at least 32", c.MemoryLimitMB)
+	}
+	return nil
+}
+
+// ParseBootstrap parses a bootstrap multiaddr, which must name the peer.
+func ParseBootstrap(s string) (peer.AddrInfo, error) {
+	m, err := ma.NewMultiaddr(s)
+	if err != nil {
+		return peer.AddrInfo{}, fmt.Errorf("config: bootstrap address %q: %w", s, err)
+	}
+	ai, err := peer.AddrInfoFromP2pAddr(m)
+	if err != nil {
+		return peer.AddrInfo{}, fmt.Errorf("config: bootstrap address %q must end in /p2p/PEER_ID: %w", s, err)
+	}
+	return *ai, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

@@ -1,0 +1,219 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+
+	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// Node is one peer. Set Config and Logger, then call Start; the zero
+// Config is valid. Close is idempotent and also tears down a node whose
+// Start failed half-way.
+type Node struct {
+	Config Config
+	Logger *slog.Logger // nil: discard
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	cfg     Config // Config with defaults applied
+	log     *slog.Logger
+	start   time.Time
+	key     crypto.PrivKey
+	host    host.Host
+	dht     *dht.IpfsDHT
+	router  *gossip.Router
+	swarm   *swarm.Service
+	disc    *discovery
+	api     *apiServer
+	cancel  context.CancelFunc
+	private bool
+}
+
+// ErrStarted is returned by a second Start.
+var ErrStarted = errors.New("node: already started")
+
+// Start brings the peer up: identity, host, gossip, DHT, discovery, the
+// swarm view and the local API. The node runs until Close or until ctx ends.
+func (n *Node) Start(ctx context.Context) (err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.started || n.closed {
+		return ErrStarted
+	}
+	n.started = true
+	defer func() {
+		if err != nil {
+			n.teardownLocked()
+		}
+	}()
+	n.log = n.Logger
+	if n.log == nil {
+		n.log = slog.New(slog.DiscardHandler)
+	}
+	n.start = time.Now()
+	if n.cfg, err = n.Config.withDefaults(); err != nil {
+		return err
+	}
+	if err = prepareDataDir(n.cfg.DataDir); err != nil {
+		return err
+	}
+	if n.key, err = loadOrCreateIdentity(n.cfg.DataDir); err != nil {
+		return err
+	}
+	psk, err := n.loadPSK()
+	if err != nil {
+		return err
+	}
+	n.private = psk != nil
+	// Claim the API port before starting libp2p, so "port in use" is found
+	// before the peer announces itself.
+	var apiLn net.Listener
+	if n.cfg.API != "off" {
+		if apiLn, err = net.Listen("tcp", n.cfg.API); err != nil {
+			return fmt.Errorf("api: listening on %s: %w", n.cfg.API, err)
+		}
+	}
+	h, notes, err := newHost(n.cfg, n.key, psk)
+	if err != nil {
+		if apiLn != nil {
+			apiLn.Close()
+		}
+		return err
+	}
+	n.host = h
+	for _, note := range notes {
+		n.log.Warn(note)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.cancel = cancel
+	if n.router, err = gossip.NewRouter(runCtx, h, n.key, n.log); err != nil {
+		if apiLn != nil {
+			apiLn.Close()
+		}
+		return err
+	}
+	if n.cfg.DHTMode != "off" {
+		if n.dht, err = newDHT(runCtx, h, n.cfg); err != nil {
+			if apiLn != nil {
+				apiLn.Close()
+			}
+			return err
+		}
+	}
+	live := swarm.Liveness{Heartbeat: time.Duration(n.cfg.Heartbeat), Misses: n.cfg.DeadAfterMisses}
+	n.swarm = swarm.New(h, n.router, n.dht, n.selfCapability, live, n.log)
+	if err = n.swarm.Start(runCtx); err != nil {
+		if apiLn != nil {
+			apiLn.Close()
+		}
+		return err
+	}
+	if n.disc, err = startDiscovery(runCtx, h, n.cfg, n.log); err != nil {
+		if apiLn != nil {
+			apiLn.Close()
+		}
+		return err
+	}
+	if apiLn != nil {
+		n.api = startAPI(apiLn, n, n.log)
+	}
+	n.log.Info("peer started", "peer", h.ID(), "addrs", h.Addrs(), "api", n.cfg.API,
+		"data_dir", n.cfg.DataDir, "private", n.private, "mdns", !n.cfg.NoMDNS, "dht", n.cfg.DHTMode)
+	if ctx.Done() != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+				n.Close()
+			case <-runCtx.Done():
+			}
+		}()
+	}
+	return nil
+}
+
+func (n *Node) loadPSK() (psk []byte, err error) {
+	if n.cfg.SwarmKey == "" {
+		return nil, nil
+	}
+	return loadSwarmKey(n.cfg.SwarmKey)
+}
+
+// Close stops the peer. It is idempotent.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil
+	}
+	n.closed = true
+	return n.teardownLocked()
+}
+
+// teardownLocked stops whatever Start built, in reverse order.
+func (n *Node) teardownLocked() error {
+	var errs []error
+	if n.api != nil {
+		errs = append(errs, n.api.close())
+		n.api = nil
+	}
+	if n.disc != nil {
+		n.disc.close()
+		n.disc = nil
+	}
+	if n.swarm != nil {
+		errs = append(errs, n.swarm.Close())
+		n.swarm = nil
+	}
+	if n.dht != nil {
+		errs = append(errs, n.dht.Close())
+		n.dht = nil
+	}
+	if n.router != nil {
+		errs = append(errs, n.router.Close())
+		n.router = nil
+	}
+	if n.cancel != nil {
+		n.cancel()
+	}
+	if n.host != nil {
+		errs = append(errs, n.host.Close())
+		n.host = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Host is the libp2p host (nil before Start).
+func (n *Node) Host() host.Host {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.host
+}
+
+// Swarm is the live view service (nil before Start).
+func (n *Node) Swarm() *swarm.Service {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.swarm
+}
+
+// APIAddr is the address the local API listens on ("" when off).
+func (n *Node) APIAddr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.api == nil {
+		return ""
+	}
+	return n.api.addr()
+}

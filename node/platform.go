@@ -1,0 +1,101 @@
+package node
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/llmswarm/llmswarm/gossip"
+)
+
+// selfCapability describes this peer for its heartbeat. The swarm service
+// fills in ID, addresses, sequence and time.
+func (n *Node) selfCapability() gossip.Capability {
+	total, free := memInfo()
+	c := gossip.Capability{
+		Version: Version,
+		Platform: gossip.Platform{
+			OS: runtime.GOOS, Arch: runtime.GOARCH, Device: n.cfg.Device,
+			Cores: runtime.NumCPU(), RAMBytes: total, FreeRAM: free,
+		},
+		Thermal: thermalState(),
+		Battery: battery(),
+	}
+	return c
+}
+
+// memInfo reads total and available memory (Linux; zero elsewhere).
+func memInfo() (total, avail uint64) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		v, err := strconv.ParseUint(fields[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch fields[0] {
+		case "MemTotal:":
+			total = v << 10
+		case "MemAvailable:":
+			avail = v << 10
+		}
+	}
+	return total, avail
+}
+
+// thermalState maps the hottest Linux thermal zone to the iOS/Android
+// thermal state names; "" where the platform exposes none.
+func thermalState() string {
+	zones, _ := filepath.Glob("/sys/class/thermal/thermal_zone*/temp")
+	hottest := -1
+	for _, z := range zones {
+		b, err := os.ReadFile(z)
+		if err != nil {
+			continue
+		}
+		if milli, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && milli > hottest {
+			hottest = milli
+		}
+	}
+	switch {
+	case hottest < 0:
+		return ""
+	case hottest < 65000:
+		return gossip.ThermalNominal
+	case hottest < 78000:
+		return gossip.ThermalFair
+	case hottest < 90000:
+		return gossip.ThermalSerious
+	}
+	return gossip.ThermalCritical
+}
+
+// battery reads the first Linux battery; nil where there is none.
+func battery() *gossip.Battery {
+	dirs, _ := filepath.Glob("/sys/class/power_supply/BAT*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "capacity"))
+		if err != nil {
+			continue
+		}
+		pct, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pct < 0 || pct > 100 {
+			continue
+		}
+		st, _ := os.ReadFile(filepath.Join(d, "status"))
+		s := strings.TrimSpace(string(st))
+		return &gossip.Battery{Percent: pct, Charging: s == "Charging" || s == "Full"}
+	}
+	return nil
+}
