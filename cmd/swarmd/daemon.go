@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/libp2p/go-libp2p/gologshim"
+
+	"github.com/llmswarm/llmswarm/node"
+)
+
+func version() string { return node.Version }
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// daemonFlags are swarmd's flags; each overrides the config file's key of
+// the same meaning.
+type daemonFlags struct {
+	config, data, api, swarmKey, logFormat, logLevel, dhtMode, device string
+	listen, bootstrap                                                 listFlag
+	noMDNS                                                            bool
+	heartbeat                                                         time.Duration
+}
+
+// errPrinted is a usage error the flag package has already printed.
+var errPrinted = errors.New("usage error")
+
+func parseDaemonFlags(args []string, stderr io.Writer) (*daemonFlags, *flag.FlagSet, error) {
+	f := &daemonFlags{}
+	fs := flag.NewFlagSet("swarmd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // the flag package prints the error itself; -h prints help below
+	fs.StringVar(&f.config, "config", "", "JSON config `FILE` (keys: see README.md); flags override it")
+	fs.StringVar(&f.data, "data", "", "data `DIR` (default ~/.swarm)")
+	fs.Var(&f.listen, "listen", "libp2p listen `MULTIADDR` (repeatable; default TCP+QUIC on port 7434)")
+	fs.StringVar(&f.api, "api", "", "local HTTP API `HOST:PORT` (default 127.0.0.1:7433; \"off\" disables)")
+	fs.Var(&f.bootstrap, "bootstrap", "bootstrap peer `MULTIADDR` ending in /p2p/ID (repeatable)")
+	fs.BoolVar(&f.noMDNS, "no-mdns", false, "turn off LAN discovery by mDNS")
+	fs.StringVar(&f.swarmKey, "swarm-key", "", "pre-shared key `FILE` (IPFS swarm.key format) for a private swarm")
+	fs.StringVar(&f.dhtMode, "dht-mode", "", "DHT mode: server, client, auto or off (default server)")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 0, "capability heartbeat interval (default 2s)")
+	fs.StringVar(&f.device, "device", "", "device name announced to the swarm (e.g. raspberry-pi-4)")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, usage, "\nFlags:\n")
+			fs.PrintDefaults()
+			return nil, fs, err
+		}
+		return nil, fs, errPrinted
+	}
+	if fs.NArg() > 0 {
+		return nil, fs, fmt.Errorf("unexpected argument %q (subcommands: model, bench, version)", fs.Arg(0))
+	}
+	return f, fs, nil
+}
+
+// buildConfig merges the config file and the flags. SWARM_API_TOKEN sets the
+// API token, so it never shows in a process listing.
+func (f *daemonFlags) buildConfig() (node.Config, error) {
+	var cfg node.Config
+	if f.config != "" {
+		var err error
+		if cfg, err = node.LoadConfig(f.config); err != nil {
+			return cfg, err
+		}
+	}
+	if f.data != "" {
+		cfg.DataDir = f.data
+	}
+	if len(f.listen) > 0 {
+		cfg.Listen = f.listen
+	}
+	if f.api != "" {
+		cfg.API = f.api
+	}
+	if len(f.bootstrap) > 0 {
+		cfg.Bootstrap = append(cfg.Bootstrap, f.bootstrap...)
+	}
+	if f.noMDNS {
+		cfg.NoMDNS = true
+	}
+	if f.swarmKey != "" {
+		cfg.SwarmKey = f.swarmKey
+	}
+	if f.dhtMode != "" {
+		cfg.DHTMode = f.dhtMode
+	}
+	if f.heartbeat != 0 {
+		cfg.Heartbeat = node.Duration(f.heartbeat)
+	}
+	if f.device != "" {
+		cfg.Device = f.device
+	}
+	if tok := os.Getenv("SWARM_API_TOKEN"); tok != "" {
+		cfg.APIToken = tok
+	}
+	for _, b := range cfg.Bootstrap {
+		if _, err := node.ParseBootstrap(b); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler
+	switch format {
+	case "text":
+		h = slog.NewTextHandler(w, opts)
+	case "json":
+		h = slog.NewJSONHandler(w, opts)
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", format)
+	}
+	return slog.New(h), nil
+}
+
+func runDaemon(args []string, stdout, stderr io.Writer) int {
+	f, _, err := parseDaemonFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		if err != errPrinted {
+			fmt.Fprintln(stderr, "swarmd:", err)
+		}
+		fmt.Fprintln(stderr, "Run 'swarmd -h' for usage.")
+		return 2
+	}
+	log, err := newLogger(f.logFormat, f.logLevel, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "swarmd:", err)
+		return 2
+	}
+	cfg, err := f.buildConfig()
+	if err != nil {
+		fmt.Fprintln(stderr, "swarmd:", err)
+		return 2
+	}
+	// go-libp2p logs through the same handler, floored at warn: its info
+	// and debug lines are for libp2p developers.
+	gologshim.SetDefaultHandler(floor{log.Handler(), slog.LevelWarn})
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	n := &node.Node{Config: cfg, Logger: log}
+	if err := n.Start(ctx); err != nil {
+		n.Close()
+		fmt.Fprintln(stderr, "swarmd:", err)
+		return 1
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	if err := n.Close(); err != nil {
+		log.Warn("shutdown", "err", err)
+	}
+	return 0
+}
+
+// floor drops records below a minimum level.
+type floor struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (f floor) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= f.min && f.Handler.Enabled(ctx, l)
+}
+func (f floor) WithAttrs(a []slog.Attr) slog.Handler { return floor{f.Handler.WithAttrs(a), f.min} }
+func (f floor) WithGroup(g string) slog.Handler      { return floor{f.Handler.WithGroup(g), f.min} }
