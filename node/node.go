@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -40,6 +42,10 @@ type Node struct {
 	cancel  context.CancelFunc
 	private bool
 }
+
+// APIAddrFile, in the data dir, holds the address the API listens on while
+// the peer runs.
+const APIAddrFile = "api.addr"
 
 // ErrStarted is returned by a second Start.
 var ErrStarted = errors.New("node: already started")
@@ -128,8 +134,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	if apiLn != nil {
 		n.api = startAPI(apiLn, n, n.log)
+		// Tell local tools where the API is (it may be on an ephemeral port).
+		if err = os.WriteFile(filepath.Join(n.cfg.DataDir, APIAddrFile), []byte(n.api.addr()+"\n"), 0o600); err != nil {
+			return fmt.Errorf("data dir %s: %w", n.cfg.DataDir, err)
+		}
 	}
-	n.log.Info("peer started", "peer", h.ID(), "addrs", h.Addrs(), "api", n.cfg.API,
+	n.log.Info("peer started", "peer", h.ID(), "addrs", h.Addrs(), "api", n.apiAddrLocked(),
 		"data_dir", n.cfg.DataDir, "private", n.private, "mdns", !n.cfg.NoMDNS, "dht", n.cfg.DHTMode)
 	if ctx.Done() != nil {
 		go func() {
@@ -166,6 +176,7 @@ func (n *Node) teardownLocked() error {
 	var errs []error
 	if n.api != nil {
 		errs = append(errs, n.api.close())
+		os.Remove(filepath.Join(n.cfg.DataDir, APIAddrFile))
 		n.api = nil
 	}
 	if n.disc != nil {
@@ -212,8 +223,13 @@ func (n *Node) Swarm() *swarm.Service {
 func (n *Node) APIAddr() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	return n.apiAddrLocked()
+}
+
+// apiAddrLocked is APIAddr for callers holding n.mu.
+func (n *Node) apiAddrLocked() string {
 	if n.api == nil {
-		return ""
+		return "off"
 	}
 	return n.api.addr()
 }
