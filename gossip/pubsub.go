@@ -106,6 +106,29 @@ func (r *Router) SubscribeCapabilities() (*CapSubscription, error) {
 	return &CapSubscription{sub: s}, nil
 }
 
+// CapsPeerJoins calls fn (from one goroutine) each time a peer joins the
+// capability topic, until ctx ends. The swarm view uses it to greet a new
+// peer with a heartbeat at once instead of at the next tick.
+func (r *Router) CapsPeerJoins(ctx context.Context, fn func(peer.ID)) error {
+	h, err := r.caps.EventHandler()
+	if err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	go func() {
+		defer h.Cancel()
+		for {
+			ev, err := h.NextPeerEvent(ctx)
+			if err != nil {
+				return
+			}
+			if ev.Type == pubsub.PeerJoin {
+				fn(ev.Peer)
+			}
+		}
+	}()
+	return nil
+}
+
 // CapSubscription yields validated capability records.
 type CapSubscription struct{ sub *pubsub.Subscription }
 

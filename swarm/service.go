@@ -64,9 +64,20 @@ func (s *Service) Start(ctx context.Context) error {
 		return errors.New("swarm: service already started or closed")
 	}
 	ctx, s.cancel = context.WithCancel(ctx)
+	greet := make(chan struct{}, 1)
+	if err := s.router.CapsPeerJoins(ctx, func(peer.ID) {
+		select {
+		case greet <- struct{}{}:
+		default:
+		}
+	}); err != nil {
+		s.cancel()
+		sub.Cancel()
+		return err
+	}
 	s.wg.Add(3)
 	go s.receive(ctx, sub)
-	go s.heartbeat(ctx)
+	go s.heartbeat(ctx, greet)
 	go s.sweep(ctx)
 	if s.dht != nil {
 		s.wg.Add(1)
@@ -120,7 +131,10 @@ func (s *Service) nextSeq() uint64 {
 	return seq
 }
 
-func (s *Service) heartbeat(ctx context.Context) {
+// heartbeat publishes on every tick, and also when a peer joins the topic
+// (at most one extra beat per 200 ms), so a newcomer learns of this peer at
+// once.
+func (s *Service) heartbeat(ctx context.Context, greet <-chan struct{}) {
 	defer s.wg.Done()
 	t := time.NewTicker(s.view.live.Heartbeat)
 	defer t.Stop()
@@ -132,6 +146,12 @@ func (s *Service) heartbeat(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-greet:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
 		}
 	}
 }
