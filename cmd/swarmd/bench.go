@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
+)
+
+// runBench implements `swarmd bench`: prefill and decode speed of one model
+// file, median of several runs after a warm-up. Exit codes: 0 ok, 1 failure,
+// 2 usage error.
+func runBench(args []string, stdout, stderr io.Writer) int {
+	const cmd = "swarmd bench"
+	fs := newFlagSet(cmd, stderr)
+	path := fs.String("model", "", "GGUF model file (required, whole model)")
+	threads := fs.Int("threads", runtime.NumCPU(), "ggml CPU threads")
+	prompt := fs.Int("prompt", 32, "prompt tokens (prefill)")
+	gen := fs.Int("gen", 64, "generated tokens (decode)")
+	reps := fs.Int("reps", 3, "measured runs (after one warm-up)")
+	flash := fs.Bool("flash", false, "flash attention")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return 2
+	}
+	switch {
+	case len(pos) > 0:
+		return usageErr(stderr, cmd, "unexpected argument %q", pos[0])
+	case *path == "":
+		return usageErr(stderr, cmd, "--model FILE is required")
+	case *threads < 1:
+		return usageErr(stderr, cmd, "--threads must be at least 1")
+	case *prompt < 1 || *gen < 1 || *reps < 1:
+		return usageErr(stderr, cmd, "--prompt, --gen and --reps must be at least 1")
+	}
+	feats, ok := engine.SIMD()
+	if !ok {
+		fmt.Fprintf(stderr, "%s: warning: ggml built without SIMD (%s); rebuild with CGO_CFLAGS='-O3 -march=x86-64-v3'\n", cmd, feats)
+	}
+	ctx := context.Background()
+	m, err := engine.Load(ctx, *path, engine.Options{Threads: *threads, Slots: 1, Context: *prompt + *gen + 8, Batch: max(512, *prompt), FlashAttention: *flash})
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return 1
+	}
+	defer m.Close()
+	info := m.Info()
+	vocab := info.VocabSize
+	r := rand.New(rand.NewPCG(1, 2))
+	var pp, tg []float64
+	for rep := 0; rep <= *reps; rep++ {
+		s, err := m.NewSession()
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+			return 1
+		}
+		toks := make([]int32, *prompt)
+		for i := range toks {
+			toks[i] = int32(r.IntN(max(1, vocab*9/10)))
+		}
+		t0 := time.Now()
+		logits, err := s.RunRange(ctx, 0, info.Layers, toks, nil)
+		if err != nil {
+			s.Close()
+			fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+			return 1
+		}
+		dp := time.Since(t0)
+		t0 = time.Now()
+		for range *gen {
+			id := engine.Greedy(logits)
+			if logits, err = s.RunRange(ctx, 0, info.Layers, []int32{id}, nil); err != nil {
+				s.Close()
+				fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+				return 1
+			}
+		}
+		dg := time.Since(t0)
+		s.Close()
+		if rep > 0 { // rep 0 warms up caches and ggml's allocator
+			pp = append(pp, float64(*prompt)/dp.Seconds())
+			tg = append(tg, float64(*gen)/dg.Seconds())
+		}
+	}
+	mem := m.Memory()
+	fmt.Fprintf(stdout, "model:   %s (%s, %s, %d layers)\n", *path, info.Arch, info.Name, info.Layers)
+	fmt.Fprintf(stdout, "engine:  %d threads, ggml SIMD: %s, weights %.1f MiB\n", *threads, feats, float64(mem.Weights)/(1<<20))
+	fmt.Fprintf(stdout, "prefill: pp%-4d %8.1f tok/s  (median of %d; runs %s)\n", *prompt, median(pp), *reps, fmtRuns(pp))
+	fmt.Fprintf(stdout, "decode:  tg%-4d %8.2f tok/s  (median of %d; runs %s)\n", *gen, median(tg), *reps, fmtRuns(tg))
+	return 0
+}
+
+func median(x []float64) float64 {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func fmtRuns(x []float64) string {
+	out := ""
+	for i, v := range x {
+		if i > 0 {
+			out += " "
+		}
+		out += fmt.Sprintf("%.1f", v)
+	}
+	return out
+}

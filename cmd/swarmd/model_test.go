@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCmd(f func([]string, *bytes.Buffer, *bytes.Buffer) int, args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := f(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func modelCmd(args []string, o, e *bytes.Buffer) int { return runModel(args, o, e) }
+func benchCmd(args []string, o, e *bytes.Buffer) int { return runBench(args, o, e) }
+
+func TestModelCommands(t *testing.T) {
+	dir := t.TempDir()
+	full := filepath.Join(dir, "tiny.gguf")
+	code, out, errs := runCmd(modelCmd, "synth", "--arch", "llama", "--size", "tiny", "--type", "q8_0", "--seed", "3", "-o", full)
+	if code != 0 {
+		t.Fatalf("synth: %d %s", code, errs)
+	}
+	if !strings.Contains(out, "llama") {
+		t.Fatalf("synth output %q", out)
+	}
+	code, out, errs = runCmd(modelCmd, "info", full)
+	if code != 0 || !strings.Contains(out, "cid:") || !strings.Contains(out, "bafk") || !strings.Contains(out, "[0,4)") {
+		t.Fatalf("info: %d %q %s", code, out, errs)
+	}
+	code, out, errs = runCmd(modelCmd, "slice", full, "--layers", "1-3")
+	if code != 0 {
+		t.Fatalf("slice: %d %s", code, errs)
+	}
+	sliced := filepath.Join(dir, "tiny.layers-1-3.gguf")
+	if !strings.Contains(out, sliced) {
+		t.Fatalf("slice output %q", out)
+	}
+	code, out, errs = runCmd(modelCmd, "info", "--json", sliced)
+	if code != 0 {
+		t.Fatalf("info --json: %d %s", code, errs)
+	}
+	var v struct {
+		CID        string
+		LayerRange [2]int
+		Layers     int
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v.LayerRange != [2]int{1, 3} || v.Layers != 4 || v.CID == "" {
+		t.Fatalf("info json %q: %v %+v", out, err, v)
+	}
+
+	usage := []struct {
+		args []string
+		want string
+	}{
+		{nil, "usage"},
+		{[]string{"frobnicate"}, "unknown command"},
+		{[]string{"synth", "--arch", "gpt9", "-o", "x"}, "unknown --arch"},
+		{[]string{"synth", "--size", "huge", "-o", "x"}, "unknown --size"},
+		{[]string{"synth"}, "-o FILE is required"},
+		{[]string{"synth", "--bogus"}, "flag provided but not defined"},
+		{[]string{"info"}, "exactly one FILE"},
+		{[]string{"slice", full}, "--layers A-B is required"},
+		{[]string{"slice", full, "--layers", "3-1"}, "0 <= A < B"},
+		{[]string{"slice", full, "--layers", "x"}, "want A-B"},
+		{[]string{"slice", sliced, "--layers", "0-2", "-o", filepath.Join(dir, "bad.gguf")}, "file holds layers [1,3)"},
+	}
+	for _, u := range usage {
+		code, _, errs := runCmd(modelCmd, u.args...)
+		if code != 2 || !strings.Contains(errs, u.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", u.args, code, errs, u.want)
+		}
+	}
+	code, _, errs = runCmd(modelCmd, "info", filepath.Join(dir, "missing.gguf"))
+	if code != 1 || !strings.Contains(errs, "missing.gguf") {
+		t.Errorf("info missing: %d %q", code, errs)
+	}
+}
+
+func TestBenchCommand(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tiny.gguf")
+	if code, _, errs := runCmd(modelCmd, "synth", "--arch", "qwen3", "-o", p); code != 0 {
+		t.Fatal(errs)
+	}
+	code, out, errs := runCmd(benchCmd, "--model", p, "--threads", "1", "--prompt", "8", "--gen", "4", "--reps", "1")
+	if code != 0 || !strings.Contains(out, "prefill:") || !strings.Contains(out, "decode:") {
+		t.Fatalf("bench: %d %q %s", code, out, errs)
+	}
+	t.Log(out)
+	if code, _, errs := runCmd(benchCmd, "--threads", "2"); code != 2 || !strings.Contains(errs, "--model FILE is required") {
+		t.Errorf("bench without model: %d %q", code, errs)
+	}
+	if code, _, errs := runCmd(benchCmd, "--model", p+".none"); code != 1 || !strings.Contains(errs, ".none") {
+		t.Errorf("bench missing file: %d %q", code, errs)
+	}
+}

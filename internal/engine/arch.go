@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/ollama/ollama/kvcache"
+	"github.com/ollama/ollama/ml"
+	"github.com/ollama/ollama/ml/nn"
+	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/models/llama"
+	"github.com/ollama/ollama/model/models/qwen2"
+	"github.com/ollama/ollama/model/models/qwen3"
+)
+
+// Architectures lists the general.architecture values the engine runs.
+var Architectures = []string{"qwen3", "qwen2", "llama"}
+
+// arch is the per-architecture view of a loaded ollama model that the layer
+// loop needs. The layer loop (run.go) mirrors each model's own Forward; the
+// test TestWholeMatchesModelForward keeps them bit-identical, so an ollama
+// upgrade that changes a model's forward pass is caught.
+type arch interface {
+	embed(ctx ml.Context, ids ml.Tensor) ml.Tensor
+	layer(ctx ml.Context, i int, h, positions, outputs ml.Tensor, cache kvcache.Cache) ml.Tensor
+	head(ctx ml.Context, h ml.Tensor) ml.Tensor
+	hasEmbed() bool
+	hasLayer(i int) bool
+	hasHead() bool
+}
+
+func newArch(m model.Model, eps float32) (arch, error) {
+	switch t := m.(type) {
+	case *qwen3.Model:
+		return qwen3Arch{t, eps}, nil
+	case *qwen2.Model:
+		return qwen2Arch{t, eps}, nil
+	case *llama.Model:
+		return llamaArch{t, eps}, nil
+	}
+	return nil, fmt.Errorf("%w: ollama model type %T", ErrUnsupportedArch, m)
+}
+
+func linearOK(l *nn.Linear) bool   { return l != nil && l.Weight != nil }
+func normOK(n *nn.RMSNorm) bool    { return n != nil && n.Weight != nil }
+func embedOK(e *nn.Embedding) bool { return e != nil && e.Weight != nil }
+
+// headOK rejects the 1-column placeholder output.weight a first-stage slice
+// carries to stop ollama from loading a second copy of tied embeddings.
+func headOK(norm *nn.RMSNorm, out *nn.Linear) bool {
+	return normOK(norm) && linearOK(out) && out.Weight.Dim(1) > 1
+}
+
+type qwen3Arch struct {
+	m   *qwen3.Model
+	eps float32
+}
+
+func (a qwen3Arch) embed(ctx ml.Context, ids ml.Tensor) ml.Tensor {
+	return a.m.TokenEmbedding.Forward(ctx, ids)
+}
+
+func (a qwen3Arch) layer(ctx ml.Context, i int, h, pos, out ml.Tensor, c kvcache.Cache) ml.Tensor {
+	return a.m.Layers[i].Forward(ctx, h, pos, out, c, a.m.Options)
+}
+
+func (a qwen3Arch) head(ctx ml.Context, h ml.Tensor) ml.Tensor {
+	return a.m.Output.Forward(ctx, a.m.OutputNorm.Forward(ctx, h, a.eps))
+}
+
+func (a qwen3Arch) hasEmbed() bool { return embedOK(a.m.TokenEmbedding) }
+func (a qwen3Arch) hasHead() bool  { return headOK(a.m.OutputNorm, a.m.Output) }
+func (a qwen3Arch) hasLayer(i int) bool {
+	l := a.m.Layers[i]
+	return normOK(l.AttentionNorm) && normOK(l.MLPNorm) && l.Attention != nil &&
+		linearOK(l.Attention.Query) && linearOK(l.Attention.Key) && linearOK(l.Attention.Value) &&
+		linearOK(l.Attention.Output) && l.MLP != nil
+}
+
+type qwen2Arch struct {
+	m   *qwen2.Model
+	eps float32
+}
+
+func (a qwen2Arch) embed(ctx ml.Context, ids ml.Tensor) ml.Tensor {
+	return a.m.TokenEmbedding.Forward(ctx, ids)
+}
+
+func (a qwen2Arch) layer(ctx ml.Context, i int, h, pos, out ml.Tensor, c kvcache.Cache) ml.Tensor {
+	return a.m.Layers[i].Forward(ctx, h, pos, out, c, &a.m.Options)
+}
+
+func (a qwen2Arch) head(ctx ml.Context, h ml.Tensor) ml.Tensor {
+	return a.m.Output.Forward(ctx, a.m.OutputNorm.Forward(ctx, h, a.eps))
+}
+
+func (a qwen2Arch) hasEmbed() bool { return embedOK(a.m.TokenEmbedding) }
+func (a qwen2Arch) hasHead() bool  { return headOK(a.m.OutputNorm, a.m.Output) }
+func (a qwen2Arch) hasLayer(i int) bool {
+	l := a.m.Layers[i]
+	return normOK(l.AttentionNorm) && normOK(l.MLPNorm) && l.Attention != nil &&
+		linearOK(l.Attention.Query) && linearOK(l.Attention.Key) && linearOK(l.Attention.Value) &&
+		linearOK(l.Attention.Output) && l.MLP != nil &&
+		linearOK(l.MLP.Gate) && linearOK(l.MLP.Up) && linearOK(l.MLP.Down)
+}
+
+type llamaArch struct {
+	m   *llama.Model
+	eps float32
+}
+
+func (a llamaArch) embed(ctx ml.Context, ids ml.Tensor) ml.Tensor {
+	return a.m.TokenEmbedding.Forward(ctx, ids)
+}
+
+func (a llamaArch) layer(ctx ml.Context, i int, h, pos, out ml.Tensor, c kvcache.Cache) ml.Tensor {
+	return a.m.Layers[i].Forward(ctx, h, pos, out, c, &a.m.Options)
+}
+
+func (a llamaArch) head(ctx ml.Context, h ml.Tensor) ml.Tensor {
+	return a.m.Output.Forward(ctx, a.m.OutputNorm.Forward(ctx, h, a.eps))
+}
+
+func (a llamaArch) hasEmbed() bool { return embedOK(a.m.TokenEmbedding) }
+func (a llamaArch) hasHead() bool  { return headOK(a.m.OutputNorm, a.m.Output) }
+func (a llamaArch) hasLayer(i int) bool {
+	l := a.m.Layers[i]
+	return normOK(l.AttentionNorm) && normOK(l.MLPNorm) && l.SelfAttention != nil &&
+		linearOK(l.SelfAttention.Query) && linearOK(l.SelfAttention.Key) &&
+		linearOK(l.SelfAttention.Value) && linearOK(l.SelfAttention.Output) && l.MLP != nil &&
+		linearOK(l.MLP.Gate) && linearOK(l.MLP.Up) && linearOK(l.MLP.Down)
+}

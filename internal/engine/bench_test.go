@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ollama/ollama/ml"
+)
+
+// Benchmarks run on $ENGINE_BENCH_MODEL (e.g. a 0.6b-shape synthetic model
+// from `swarmd model synth --size 0.6b --type q8_0 -o /tmp/m.gguf`), or on a
+// synthetic "small" q8_0 model. Threads: $ENGINE_BENCH_THREADS (default 2).
+//
+//	ENGINE_BENCH_MODEL=/tmp/m.gguf go test -run XXX -bench . -benchtime 3x ./internal/engine/
+func benchModel(b *testing.B) *Model {
+	b.Helper()
+	path := os.Getenv("ENGINE_BENCH_MODEL")
+	if path == "" {
+		path = synthFile(b, "qwen3", "small", "q8_0")
+	}
+	threads := 2
+	if s := os.Getenv("ENGINE_BENCH_THREADS"); s != "" {
+		threads, _ = strconv.Atoi(s)
+	}
+	return loadT(b, path, Options{Threads: threads, Slots: 1, Context: 1024})
+}
+
+func benchPrompt(m *Model, n int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32((i*7919 + 13) % (m.Info().VocabSize * 9 / 10))
+	}
+	return p
+}
+
+// BenchmarkPrefill32 reports prompt tokens per second for a 32-token prompt.
+func BenchmarkPrefill32(b *testing.B) {
+	m := benchModel(b)
+	prompt := benchPrompt(m, 32)
+	N := m.Info().Layers
+	b.ResetTimer()
+	for range b.N {
+		s, err := m.NewSession()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.RunRange(context.Background(), 0, N, prompt, nil); err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+	}
+	b.ReportMetric(float64(32*b.N)/b.Elapsed().Seconds(), "tok/s")
+}
+
+// BenchmarkDecode reports decode tokens per second (one token per graph),
+// after a 32-token prompt, 64 tokens per iteration.
+func BenchmarkDecode(b *testing.B) {
+	m := benchModel(b)
+	prompt := benchPrompt(m, 32)
+	N := m.Info().Layers
+	const gen = 64
+	var decodeSec float64
+	var build, compute int64
+	for range b.N {
+		s, err := m.NewSession()
+		if err != nil {
+			b.Fatal(err)
+		}
+		l, err := s.RunRange(context.Background(), 0, N, prompt, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		b0, c0 := m.statBuild.Load(), m.statCompute.Load()
+		for range gen {
+			if l, err = s.RunRange(context.Background(), 0, N, []int32{Greedy(l)}, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		decodeSec += time.Since(start).Seconds()
+		build += m.statBuild.Load() - b0
+		compute += m.statCompute.Load() - c0
+		s.Close()
+	}
+	b.ReportMetric(float64(gen*b.N)/decodeSec, "tok/s")
+	// graph building in Go vs ggml compute, per token
+	b.ReportMetric(float64(build)/1e6/float64(gen*b.N), "build-ms/tok")
+	b.ReportMetric(float64(compute)/1e6/float64(gen*b.N), "compute-ms/tok")
+}
+
+// BenchmarkSampler measures sampling from a vocabulary of Qwen's size.
+func BenchmarkSampler(b *testing.B) {
+	logits := randomLogits(1, 151936)
+	s := NewSampler(SamplerOptions{Temperature: 0.7, TopK: 40, TopP: 0.9, MinP: 0.05, RepeatPenalty: 1.1})
+	hist := []int32{1, 2, 3, 4, 5}
+	for b.Loop() {
+		if _, err := s.Sample(logits, hist); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeOllama is the stock path (model.Forward with the model's own
+// cache) on the same model, to separate engine overhead from ggml's speed.
+func BenchmarkDecodeOllama(b *testing.B) {
+	m := benchModel(b)
+	cache := m.m.Config().Cache
+	cache.Init(m.m.Backend(), ml.DTypeF16, 1, 1024, 512)
+	defer cache.Close()
+	prompt := benchPrompt(m, 32)
+	const gen = 64
+	var decodeSec float64
+	for range b.N {
+		if err := cache.Remove(0, 0, math.MaxInt32); err != nil {
+			b.Fatal(err)
+		}
+		l := ollamaForward(b, m, prompt, 0)
+		start := time.Now()
+		for i := range gen {
+			l = ollamaForward(b, m, []int32{Greedy(l)}, int32(32+i))
+		}
+		decodeSec += time.Since(start).Seconds()
+	}
+	b.ReportMetric(float64(gen*b.N)/decodeSec, "tok/s")
+}

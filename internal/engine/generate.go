@@ -1,0 +1,250 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Request is one whole-model generation.
+type Request struct {
+	// Messages are rendered with the model's chat template. If empty, Prompt
+	// is used as raw text (BOS added if the model wants it).
+	Messages []Message `json:"messages,omitempty"`
+	Prompt   string    `json:"prompt,omitempty"`
+	// Think switches Qwen3 thinking (nil: template default, on).
+	Think    *bool          `json:"think,omitempty"`
+	Sampling SamplerOptions `json:"sampling"`
+	// MaxTokens caps generated tokens (0: until end of generation or the
+	// session's context is full).
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// Stop strings end generation; the text returned stops before them.
+	Stop []string `json:"stop,omitempty"`
+}
+
+// Token is one generated token as streamed. Text is the new visible text (it
+// may be empty: control tokens, incomplete UTF-8, text held back because it
+// may begin a stop string).
+type Token struct {
+	ID   int32
+	Text string
+}
+
+// DoneReason says why generation ended.
+type DoneReason string
+
+const (
+	DoneStop   DoneReason = "stop"   // end-of-generation token or stop string
+	DoneLength DoneReason = "length" // MaxTokens or context full
+	DoneCancel DoneReason = "cancel" // ctx done
+)
+
+// Metrics of one generation.
+type Metrics struct {
+	PromptTokens    int
+	GeneratedTokens int
+	// TTFT is from the call to the first generated token.
+	TTFT time.Duration
+	// Prefill is the prompt's forward pass; Decode the passes after it.
+	Prefill, Decode time.Duration
+	// PrefillTPS is prompt tokens per second; DecodeTPS decode passes per
+	// second (the first token comes from the prefill pass).
+	PrefillTPS, DecodeTPS float64
+}
+
+// Result of Generate.
+type Result struct {
+	Text string
+	// Tokens are the generated ids, including a final end-of-generation token.
+	Tokens  []int32
+	Done    DoneReason
+	Metrics Metrics
+}
+
+// Generate runs a whole-model generation in a new session (ErrCapacity if
+// none is free), calling onToken (if not nil) for each generated token as it
+// is produced. If ctx ends, it returns what was generated with Done ==
+// DoneCancel and ctx's error. An error from onToken stops generation and is
+// returned.
+func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) error) (Result, error) {
+	start := time.Now()
+	var res Result
+	if m.info.LayerRange != [2]int{0, m.info.Layers} || !m.info.HasEmbedding || !m.info.HasHead {
+		return res, &FileError{m.path, fmt.Errorf("%w: generation needs the whole model, file holds layers [%d,%d)", ErrMissingLayers, m.info.LayerRange[0], m.info.LayerRange[1])}
+	}
+	var prompt []int32
+	var err error
+	if len(req.Messages) > 0 {
+		prompt, err = m.tok.EncodeChat(req.Messages, ChatOptions{Think: req.Think})
+	} else {
+		prompt, err = m.tok.Encode(req.Prompt, true)
+	}
+	if err != nil {
+		return res, err
+	}
+	if len(prompt) == 0 {
+		return res, fmt.Errorf("%w: empty prompt", ErrBadInput)
+	}
+	if len(prompt) >= m.opts.Context {
+		return res, fmt.Errorf("%w: prompt of %d tokens, session context %d", ErrContextFull, len(prompt), m.opts.Context)
+	}
+	s, err := m.NewSession()
+	if err != nil {
+		return res, err
+	}
+	defer s.Close()
+
+	res.Metrics.PromptTokens = len(prompt)
+	sampler := NewSampler(req.Sampling)
+	dec := m.tok.NewStreamDecoder()
+	st := stopper{stops: req.Stop}
+	history := append([]int32(nil), prompt...)
+	var visible strings.Builder
+	emit := func(id int32, text string) error {
+		visible.WriteString(text)
+		if onToken != nil {
+			return onToken(Token{ID: id, Text: text})
+		}
+		return nil
+	}
+	N := m.info.Layers
+	in := prompt
+	var decodeStart time.Time
+	for {
+		if err := ctx.Err(); err != nil {
+			res.Done = DoneCancel
+			break
+		}
+		if m.opts.Context-s.Pos() < len(in) {
+			res.Done = DoneLength
+			break
+		}
+		t0 := time.Now()
+		logits, err := s.RunRange(ctx, 0, N, in, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				res.Done = DoneCancel
+				break
+			}
+			return res, err
+		}
+		if len(res.Tokens) == 0 {
+			res.Metrics.Prefill = time.Since(t0)
+			decodeStart = time.Now()
+		}
+		id, err := sampler.Sample(logits, history)
+		if err != nil {
+			return res, err
+		}
+		if len(res.Tokens) == 0 {
+			res.Metrics.TTFT = time.Since(start)
+		}
+		res.Tokens = append(res.Tokens, id)
+		history = append(history, id)
+		if m.tok.IsEOG(id) {
+			res.Done = DoneStop
+			break
+		}
+		var piece string
+		if !m.tok.IsControl(id) {
+			if piece, err = dec.Add(id); err != nil {
+				return res, err
+			}
+		}
+		out, stopped := st.add(piece)
+		if err := emit(id, out); err != nil {
+			return res, err
+		}
+		if stopped {
+			res.Done = DoneStop
+			break
+		}
+		if req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens {
+			res.Done = DoneLength
+			break
+		}
+		in = []int32{id}
+	}
+	if !st.hit { // emit text held back for stop strings or mid-character
+		if rest := st.flush(dec.Flush()); rest != "" {
+			visible.WriteString(rest)
+			if onToken != nil {
+				if err := onToken(Token{ID: -1, Text: rest}); err != nil {
+					return res, err
+				}
+			}
+		}
+	}
+	res.Text = visible.String()
+	mt := &res.Metrics
+	mt.GeneratedTokens = len(res.Tokens)
+	if mt.Prefill > 0 {
+		mt.PrefillTPS = float64(mt.PromptTokens) / mt.Prefill.Seconds()
+	}
+	if !decodeStart.IsZero() && len(res.Tokens) > 1 {
+		mt.Decode = time.Since(decodeStart)
+		mt.DecodeTPS = float64(len(res.Tokens)-1) / mt.Decode.Seconds()
+	}
+	if res.Done == DoneCancel {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// stopper holds back text that may be the start of a stop string.
+type stopper struct {
+	stops   []string
+	pending string
+	hit     bool
+}
+
+// add appends text and returns what can be shown, and whether a stop string
+// was found (the text before it is returned; the rest is dropped).
+func (s *stopper) add(text string) (string, bool) {
+	s.pending += text
+	if len(s.stops) == 0 {
+		out := s.pending
+		s.pending = ""
+		return out, false
+	}
+	cut := -1
+	for _, stop := range s.stops {
+		if stop == "" {
+			continue
+		}
+		if i := strings.Index(s.pending, stop); i >= 0 && (cut < 0 || i < cut) {
+			cut = i
+		}
+	}
+	if cut >= 0 {
+		out := s.pending[:cut]
+		s.pending = ""
+		s.hit = true
+		return out, true
+	}
+	keep := 0
+	for _, stop := range s.stops {
+		for k := min(len(stop)-1, len(s.pending)); k > keep; k-- {
+			if strings.HasSuffix(s.pending, stop[:k]) {
+				keep = k
+				break
+			}
+		}
+	}
+	out := s.pending[:len(s.pending)-keep]
+	s.pending = s.pending[len(s.pending)-keep:]
+	return out, false
+}
+
+// flush returns held-back text plus tail when generation ends without a stop
+// string.
+func (s *stopper) flush(tail string) string {
+	out, stopped := s.add(tail)
+	if stopped {
+		return out
+	}
+	out += s.pending
+	s.pending = ""
+	return out
+}

@@ -1,0 +1,309 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	fsggml "github.com/ollama/ollama/fs/ggml"
+	"github.com/ollama/ollama/ml"
+	"github.com/ollama/ollama/model"
+
+	// register the ggml backend and the architectures we run
+	_ "github.com/ollama/ollama/ml/backend/ggml"
+	_ "github.com/ollama/ollama/model/models/llama"
+	_ "github.com/ollama/ollama/model/models/qwen2"
+	_ "github.com/ollama/ollama/model/models/qwen3"
+)
+
+// computeMu serializes all graph computation in the process: ollama's ggml
+// backend shares one CPU backend object (with one work buffer) between every
+// loaded model.
+var computeMu sync.Mutex
+
+// Options configure Load. The zero value is usable.
+type Options struct {
+	// Threads is the number of ggml CPU threads (default: runtime.NumCPU()).
+	// ggml's CPU backend is shared by the process, so the last model loaded
+	// sets the thread count for all.
+	Threads int
+	// Slots is the number of concurrent sessions (default 4).
+	Slots int
+	// Context is the KV capacity of one session, in tokens (default: the
+	// model's context length, at most 4096).
+	Context int
+	// Batch is the most tokens put in one compute graph; longer inputs are
+	// split (default 512). Pipeline stages must use the same Batch to be
+	// bit-identical to a whole-model run.
+	Batch int
+	// TTL is how long a session may stay idle before it expires and frees its
+	// slot (default 10 minutes; negative: never).
+	TTL time.Duration
+	// FlashAttention selects ggml's fused attention kernel.
+	FlashAttention bool
+	// Logger receives load and session events (nil: discard).
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults(ctxLen int) {
+	if o.Threads <= 0 {
+		o.Threads = runtime.NumCPU()
+	}
+	if o.Slots <= 0 {
+		o.Slots = 4
+	}
+	if o.Context <= 0 {
+		o.Context = 4096
+		if ctxLen > 0 && ctxLen < o.Context {
+			o.Context = ctxLen
+		}
+	}
+	if o.Batch <= 0 {
+		o.Batch = 512
+	}
+	if o.TTL == 0 {
+		o.TTL = 10 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Info describes a loaded model file.
+type Info struct {
+	Path          string
+	Arch          string
+	Name          string
+	Layers        int    // block_count of the whole model
+	LayerRange    [2]int // layers [a,b) present in this file
+	Hidden        int
+	VocabSize     int
+	ContextLength int
+	HasEmbedding  bool
+	HasHead       bool
+}
+
+// Memory is what a loaded model holds.
+type Memory struct {
+	// Weights is the bytes of weight tensors held (ggml buffers).
+	Weights int64
+	// KVPerSession is the KV cache bytes one session takes once it has run
+	// every layer present in the file.
+	KVPerSession int64
+}
+
+// Model is a loaded GGUF (whole model or stage slice). It is safe for
+// concurrent use; each sequence runs in its own Session.
+type Model struct {
+	path string
+	opts Options
+	log  *slog.Logger
+	m    model.Model
+	a    arch
+	tok  *Tokenizer
+	info Info
+	mem  Memory
+
+	mu       sync.Mutex // guards slots, closed, session bookkeeping
+	slots    []*slot
+	closed   bool
+	dead     atomic.Bool // set before the backend is freed; checked under computeMu
+
+	// time spent building graphs in Go vs computing them in ggml (ns), for
+	// benchmarks
+	statBuild, statCompute atomic.Int64
+	nextID   uint64
+	now      func() time.Time
+	closeErr error
+}
+
+// Load loads a whole GGUF model or a stage slice for the CPU. Errors name the
+// file; they wrap ErrNotGGUF, ErrTruncated, ErrUnsupportedArch, fs errors
+// (os.ErrNotExist) or ErrInternal.
+func Load(ctx context.Context, path string, opts Options) (m *Model, err error) {
+	meta, err := checkFile(path)
+	if err != nil {
+		return nil, err
+	}
+	kv := meta.KV()
+	opts.defaults(int(kv.ContextLength()))
+	fa := ml.FlashAttentionDisabled
+	if opts.FlashAttention {
+		fa = ml.FlashAttentionEnabled
+	}
+	var om model.Model
+	func() {
+		defer recoverErr(&err, "loading model")
+		om, err = model.New(path, ml.BackendParams{AllocMemory: true, NumThreads: opts.Threads, FlashAttention: fa})
+	}()
+	if err != nil {
+		return nil, &FileError{path, err}
+	}
+	fail := func(e error) (*Model, error) {
+		func() {
+			defer func() { _ = recover() }()
+			om.Backend().Close()
+		}()
+		return nil, &FileError{path, e}
+	}
+	func() {
+		defer recoverErr(&err, "loading weights")
+		err = om.Backend().Load(ctx, nil)
+	}()
+	if err != nil {
+		return fail(err)
+	}
+	cfg := om.Backend().Config()
+	a, err := newArch(om, cfg.Float("attention.layer_norm_rms_epsilon"))
+	if err != nil {
+		return fail(err)
+	}
+	tok, err := newTokenizer(om, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	m = &Model{path: path, opts: opts, log: opts.Logger, m: om, a: a, tok: tok, now: time.Now}
+	m.info = Info{
+		Path:          path,
+		Arch:          cfg.Architecture(),
+		Name:          cfg.String("general.name"),
+		Layers:        int(cfg.Uint("block_count")),
+		Hidden:        int(cfg.Uint("embedding_length")),
+		VocabSize:     tok.VocabSize(),
+		ContextLength: int(cfg.Uint("context_length")),
+	}
+	func() {
+		defer recoverErr(&err, "inspecting tensors")
+		m.info.HasEmbedding = a.hasEmbed()
+		m.info.HasHead = a.hasHead()
+		first, last := -1, -1
+		for i := 0; i < m.info.Layers; i++ {
+			if a.hasLayer(i) {
+				if first < 0 {
+					first = i
+				}
+				last = i
+			}
+		}
+		if first >= 0 {
+			m.info.LayerRange = [2]int{first, last + 1}
+		}
+	}()
+	if err != nil {
+		return fail(err)
+	}
+	bm := om.Backend().BackendMemory()
+	m.mem.Weights = int64(bm.InputWeights)
+	for _, w := range bm.CPU.Weights {
+		m.mem.Weights += int64(w)
+	}
+	for _, g := range bm.GPUs {
+		for _, w := range g.Weights {
+			m.mem.Weights += int64(w)
+		}
+	}
+	kvHeads := int64(cfg.Uint("attention.head_count_kv"))
+	heads := int64(cfg.Uint("attention.head_count"))
+	hk, hv := int64(cfg.Uint("attention.key_length")), int64(cfg.Uint("attention.value_length"))
+	if hk == 0 && heads > 0 {
+		hk = int64(m.info.Hidden) / heads
+	}
+	if hv == 0 {
+		hv = hk
+	}
+	present := int64(m.info.LayerRange[1] - m.info.LayerRange[0])
+	ctxCells := int64((opts.Context + 255) / 256 * 256) // ggml pads the cache to 256 cells
+	m.mem.KVPerSession = present * ctxCells * kvHeads * (hk + hv) * 2
+	m.slots = make([]*slot, opts.Slots)
+	m.log.Info("model loaded", "model", path, "arch", m.info.Arch, "layers", fmt.Sprintf("%d-%d", m.info.LayerRange[0], m.info.LayerRange[1]),
+		"weights_bytes", m.mem.Weights, "threads", opts.Threads, "slots", opts.Slots, "context", opts.Context)
+	return m, nil
+}
+
+// checkFile reads the GGUF header (without large arrays) to give clear errors
+// before ollama allocates anything: missing file, not GGUF, truncated,
+// unsupported architecture.
+func checkFile(path string) (meta *fsggml.GGML, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &FileError{path, err}
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, &FileError{path, err}
+	}
+	var magic [4]byte
+	if _, err := io.ReadFull(f, magic[:]); err != nil || string(magic[:]) != "GGUF" {
+		return nil, &FileError{path, fmt.Errorf("%w: bad magic", ErrNotGGUF)}
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, &FileError{path, err}
+	}
+	func() {
+		defer recoverErr(&err, "decoding GGUF header")
+		meta, err = fsggml.Decode(f, 0)
+	}()
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "exceeds file size") {
+			return nil, &FileError{path, fmt.Errorf("%w: header ends early: %v", ErrTruncated, err)}
+		}
+		return nil, &FileError{path, fmt.Errorf("%w: %v", ErrNotGGUF, err)}
+	}
+	if meta.Length > st.Size() {
+		return nil, &FileError{path, fmt.Errorf("%w: %d bytes, tensor data needs %d", ErrTruncated, st.Size(), meta.Length)}
+	}
+	if arch := meta.KV().Architecture(); !slices.Contains(Architectures, arch) {
+		return nil, &FileError{path, fmt.Errorf("%w %q (supported: %s)", ErrUnsupportedArch, arch, strings.Join(Architectures, ", "))}
+	}
+	return meta, nil
+}
+
+// Info describes the loaded file.
+func (m *Model) Info() Info { return m.info }
+
+// Memory reports the weight bytes held and the KV bytes one session takes.
+func (m *Model) Memory() Memory { return m.mem }
+
+// Tokenizer returns the model's tokenizer and chat template.
+func (m *Model) Tokenizer() *Tokenizer { return m.tok }
+
+// Options returns the options in effect (defaults applied).
+func (m *Model) Options() Options { return m.opts }
+
+// Close frees the model's memory. Sessions still open fail afterwards with
+// ErrClosed. Close is idempotent.
+func (m *Model) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return m.closeErr
+	}
+	m.closed = true
+	m.dead.Store(true)
+	computeMu.Lock()
+	defer computeMu.Unlock()
+	func() {
+		defer recoverErr(&m.closeErr, "closing model")
+		for _, s := range m.slots {
+			if s == nil {
+				continue
+			}
+			if s.sess != nil {
+				s.sess.closed = true
+			}
+			s.cache.Close()
+		}
+		m.m.Backend().Close()
+	}()
+	return m.closeErr
+}

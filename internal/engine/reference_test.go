@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ollama/ollama/ml"
+	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/input"
+)
+
+// TestWholeMatchesModelForward checks the engine's layer loop against
+// ollama's own model.Forward, bit for bit, for every architecture over a
+// prompt and 16 decode steps. If an ollama upgrade changes a model's forward
+// pass, this fails.
+func TestWholeMatchesModelForward(t *testing.T) {
+	for _, arch := range Architectures {
+		t.Run(arch, func(t *testing.T) {
+			m := loadT(t, synthFile(t, arch, "tiny", "f32"), Options{Context: 256})
+			cache := m.m.Config().Cache
+			cache.Init(m.m.Backend(), ml.DTypeF16, 1, 256, 512)
+			defer cache.Close()
+			s, err := m.NewSession()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			in := splitPrompt
+			var pos int32
+			for step := range splitSteps {
+				want := ollamaForward(t, m, in, pos)
+				got, err := s.RunRange(context.Background(), 0, m.Info().Layers, in, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bitEqual(got, want) {
+					t.Fatalf("step %d: engine logits differ from model.Forward (max |d| %g)", step, maxAbsDiff(got, want))
+				}
+				pos += int32(len(in))
+				in = []int32{Greedy(want)}
+			}
+		})
+	}
+}
+
+// ollamaForward is the stock path ollama's runner takes: model.Forward over
+// the whole model with the model's own cache, logits of the last position.
+func ollamaForward(t testing.TB, m *Model, tokens []int32, pos int32) []float32 {
+	t.Helper()
+	computeMu.Lock()
+	defer computeMu.Unlock()
+	ctx := m.m.Backend().NewContext()
+	defer ctx.Close()
+	n := len(tokens)
+	b := input.Batch{Positions: make([]int32, n), Sequences: make([]int, n)}
+	for i := range b.Positions {
+		b.Positions[i] = pos + int32(i)
+	}
+	b.Inputs = ctx.Input().FromInts(tokens, n)
+	b.Outputs = ctx.Input().FromInts([]int32{int32(n - 1)}, 1)
+	logits, err := model.Forward(ctx, m.m, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx.Compute(logits)
+	return logits.Floats()
+}

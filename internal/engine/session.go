@@ -1,0 +1,290 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/ollama/ollama/kvcache"
+	"github.com/ollama/ollama/ml"
+)
+
+// slot is one KV cache, reused by successive sessions. Each slot has its own
+// kvcache.Causal (one sequence), so a session's cells always start at cell 0
+// and its results do not depend on what other sessions hold: concurrent
+// sessions are bit-identical to a session run alone.
+type slot struct {
+	cache *kvcache.Causal
+	sess  *Session
+}
+
+// Session is one sequence on a Model: a KV cache slot and the next position.
+// Its methods are safe for concurrent use but calls on one session are
+// serialized. A session expires after Options.TTL without calls.
+type Session struct {
+	m     *Model
+	id    uint64
+	slot  int
+	cache *kvcache.Causal
+
+	mu  sync.Mutex // serializes calls; guards pos
+	pos int32
+
+	// guarded by m.mu
+	closed   bool
+	busy     bool
+	lastUsed time.Time
+}
+
+// NewSession takes a free slot, expiring idle sessions first. It returns
+// ErrCapacity when every slot is in use.
+func (m *Model) NewSession() (*Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	m.expireLocked()
+	for i, sl := range m.slots {
+		if sl != nil && sl.sess != nil {
+			continue
+		}
+		if sl == nil {
+			c := kvcache.NewCausalCache(nil)
+			var err error
+			func() {
+				defer recoverErr(&err, "initialising KV cache")
+				c.Init(m.m.Backend(), ml.DTypeF16, 1, m.opts.Context, m.opts.Batch)
+			}()
+			if err != nil {
+				return nil, err
+			}
+			sl = &slot{cache: c}
+			m.slots[i] = sl
+		}
+		m.nextID++
+		s := &Session{m: m, id: m.nextID, slot: i, cache: sl.cache, lastUsed: m.now()}
+		sl.sess = s
+		m.log.Debug("session opened", "model", m.path, "session", s.id, "slot", i)
+		return s, nil
+	}
+	return nil, fmt.Errorf("%w (%d slots)", ErrCapacity, len(m.slots))
+}
+
+// ExpireIdle closes sessions idle longer than Options.TTL and returns how
+// many it closed. NewSession also does this before reporting ErrCapacity.
+func (m *Model) ExpireIdle() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.expireLocked()
+}
+
+func (m *Model) expireLocked() int {
+	if m.opts.TTL < 0 {
+		return 0
+	}
+	n := 0
+	now := m.now()
+	for _, sl := range m.slots {
+		if sl == nil || sl.sess == nil || sl.sess.busy {
+			continue
+		}
+		if now.Sub(sl.sess.lastUsed) > m.opts.TTL {
+			m.log.Debug("session expired", "model", m.path, "session", sl.sess.id)
+			m.releaseLocked(sl.sess)
+			n++
+		}
+	}
+	return n
+}
+
+// Sessions reports how many sessions are open and the slot count.
+func (m *Model) Sessions() (open, slots int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, sl := range m.slots {
+		if sl != nil && sl.sess != nil {
+			open++
+		}
+	}
+	return open, len(m.slots)
+}
+
+func (m *Model) releaseLocked(s *Session) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	sl := m.slots[s.slot]
+	if sl.sess == s {
+		sl.sess = nil
+		// Whole-sequence removal only edits cache metadata (no shift), so it
+		// needs no compute lock.
+		_ = sl.cache.Remove(0, 0, math.MaxInt32)
+	}
+}
+
+// ID identifies the session within its model (for logs).
+func (s *Session) ID() uint64 { return s.id }
+
+// Pos is the number of positions the session holds (the next position).
+func (s *Session) Pos() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int(s.pos)
+}
+
+// Close frees the session's slot, after any call in progress returns. It is
+// idempotent.
+func (s *Session) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	if !s.m.closed {
+		s.m.releaseLocked(s)
+	}
+}
+
+// acquire marks the session busy (so it does not expire mid-call).
+func (s *Session) acquire() error {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	if s.m.closed {
+		return ErrClosed
+	}
+	if s.closed {
+		return ErrSessionClosed
+	}
+	s.busy = true
+	s.lastUsed = s.m.now()
+	return nil
+}
+
+func (s *Session) release() {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	s.busy = false
+	s.lastUsed = s.m.now()
+}
+
+// Truncate keeps the first n positions of the session and drops the rest, so
+// that the next call continues at position n (replay after a failover).
+func (s *Session) Truncate(n int) (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.release()
+	if n < 0 || n > int(s.pos) {
+		return fmt.Errorf("%w: truncate to %d, session holds %d", ErrBadInput, n, s.pos)
+	}
+	if n == int(s.pos) {
+		return nil
+	}
+	defer recoverErr(&err, "truncating KV cache")
+	if err := s.cache.Remove(0, int32(n), math.MaxInt32); err != nil {
+		return fmt.Errorf("engine: truncating session: %w", err)
+	}
+	s.pos = int32(n)
+	return nil
+}
+
+// RunRange runs layers [a,b) for the next len(tokens) (a == 0) or
+// len(hidden)/Hidden (a > 0) positions of the session. Hidden states are
+// token-major float32, Hidden per token. It returns the hidden states of every
+// input position when b < Layers, or the logits (VocabSize floats) of the last
+// input position when b == Layers. Inputs longer than Options.Batch are run
+// in several graphs. ctx is checked between graphs.
+func (s *Session) RunRange(ctx context.Context, a, b int, tokens []int32, hidden []float32) ([]float32, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	m := s.m
+	N, H := m.info.Layers, m.info.Hidden
+	if a < 0 || b > N || a >= b {
+		return nil, fmt.Errorf("%w: [%d,%d) of %d layers", ErrBadRange, a, b, N)
+	}
+	if err := m.checkRange(a, b); err != nil {
+		return nil, err
+	}
+	var n int
+	if a == 0 {
+		if hidden != nil {
+			return nil, fmt.Errorf("%w: layer 0 takes token ids, not hidden states", ErrBadInput)
+		}
+		n = len(tokens)
+		for _, t := range tokens {
+			if t < 0 || int(t) >= m.info.VocabSize {
+				return nil, fmt.Errorf("%w: token id %d outside vocabulary of %d", ErrBadInput, t, m.info.VocabSize)
+			}
+		}
+	} else {
+		if tokens != nil {
+			return nil, fmt.Errorf("%w: layer %d takes hidden states, not token ids", ErrBadInput, a)
+		}
+		if len(hidden)%H != 0 {
+			return nil, fmt.Errorf("%w: %d hidden floats is not a multiple of %d", ErrBadInput, len(hidden), H)
+		}
+		n = len(hidden) / H
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%w: no input positions", ErrBadInput)
+	}
+	if int(s.pos)+n > m.opts.Context {
+		return nil, fmt.Errorf("%w: %d + %d positions > %d", ErrContextFull, s.pos, n, m.opts.Context)
+	}
+	var out []float32
+	if b < N {
+		out = make([]float32, 0, n*H)
+	}
+	for off := 0; off < n; off += m.opts.Batch {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		k := min(m.opts.Batch, n-off)
+		var tk []int32
+		var hd []float32
+		if a == 0 {
+			tk = tokens[off : off+k]
+		} else {
+			hd = hidden[off*H : (off+k)*H]
+		}
+		res, err := s.forward(a, b, tk, hd, k)
+		if err != nil {
+			return nil, err
+		}
+		if b < N {
+			out = append(out, res...)
+		} else {
+			out = res
+		}
+	}
+	return out, nil
+}
+
+// checkRange reports ErrMissingLayers naming the file when [a,b) needs
+// tensors the file lacks.
+func (m *Model) checkRange(a, b int) error {
+	if a == 0 && !m.info.HasEmbedding {
+		return &FileError{m.path, fmt.Errorf("%w: no token_embd (layers [%d,%d) present)", ErrMissingLayers, m.info.LayerRange[0], m.info.LayerRange[1])}
+	}
+	if b == m.info.Layers && !m.info.HasHead {
+		return &FileError{m.path, fmt.Errorf("%w: no output head (layers [%d,%d) present)", ErrMissingLayers, m.info.LayerRange[0], m.info.LayerRange[1])}
+	}
+	if a < m.info.LayerRange[0] || b > m.info.LayerRange[1] {
+		return &FileError{m.path, fmt.Errorf("%w: asked [%d,%d), file holds [%d,%d)", ErrMissingLayers, a, b, m.info.LayerRange[0], m.info.LayerRange[1])}
+	}
+	for i := a; i < b; i++ {
+		if !m.a.hasLayer(i) {
+			return &FileError{m.path, fmt.Errorf("%w: layer %d incomplete", ErrMissingLayers, i)}
+		}
+	}
+	return nil
+}

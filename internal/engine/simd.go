@@ -1,0 +1,64 @@
+package engine
+
+// The ggml CPU code is compiled into this binary by ollama's ml/backend/ggml
+// packages; these compile-time feature probes are plain C functions there, so
+// declaring them here links against the same objects.
+
+/*
+extern int ggml_cpu_has_sse3(void);
+extern int ggml_cpu_has_avx(void);
+extern int ggml_cpu_has_avx2(void);
+extern int ggml_cpu_has_f16c(void);
+extern int ggml_cpu_has_fma(void);
+extern int ggml_cpu_has_avx512(void);
+extern int ggml_cpu_has_neon(void);
+extern int ggml_cpu_has_dotprod(void);
+extern int ggml_cpu_has_fp16_va(void);
+*/
+import "C"
+
+import (
+	"runtime"
+	"strings"
+
+	_ "github.com/ollama/ollama/ml/backend/ggml" // links ggml and its CPU backend
+)
+
+// SIMD reports the SIMD features the ggml compiled into this binary was built
+// with (compile-time flags, not what the running CPU supports) and whether they
+// are enough for usable speed: AVX2+FMA+F16C on amd64, NEON with dot product
+// on arm64. Other architectures report ok=true with whatever is listed.
+func SIMD() (features string, ok bool) {
+	var fs []string
+	add := func(name string, on C.int) {
+		if on != 0 {
+			fs = append(fs, name)
+		}
+	}
+	add("SSE3", C.ggml_cpu_has_sse3())
+	add("AVX", C.ggml_cpu_has_avx())
+	add("AVX2", C.ggml_cpu_has_avx2())
+	add("F16C", C.ggml_cpu_has_f16c())
+	add("FMA", C.ggml_cpu_has_fma())
+	add("AVX512", C.ggml_cpu_has_avx512())
+	add("NEON", C.ggml_cpu_has_neon())
+	add("DOTPROD", C.ggml_cpu_has_dotprod())
+	add("FP16_VA", C.ggml_cpu_has_fp16_va())
+	has := func(n string) bool {
+		for _, f := range fs {
+			if f == n {
+				return true
+			}
+		}
+		return false
+	}
+	switch runtime.GOARCH {
+	case "amd64":
+		ok = has("AVX2") && has("FMA") && has("F16C")
+	case "arm64":
+		ok = has("NEON") && has("DOTPROD")
+	default:
+		ok = true
+	}
+	return strings.Join(fs, " "), ok
+}

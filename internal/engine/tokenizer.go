@@ -1,0 +1,195 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"unicode/utf8"
+
+	"github.com/ollama/ollama/fs"
+	fsggml "github.com/ollama/ollama/fs/ggml"
+	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/models/llama"
+	"github.com/ollama/ollama/model/models/qwen2"
+	"github.com/ollama/ollama/model/models/qwen3"
+	"github.com/ollama/ollama/tokenizer"
+)
+
+// eogNames are end-of-generation tokens recognised by name in addition to the
+// GGUF's eos_token_id(s).
+var eogNames = []string{"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|eom_id|>", "<|end|>"}
+
+// Tokenizer turns text into token ids and back, renders chat templates and
+// knows the end-of-generation tokens. It needs only GGUF metadata (every
+// stage slice keeps it), not weights. It is safe for concurrent use.
+type Tokenizer struct {
+	t      tokenizer.Tokenizer
+	vocab  *tokenizer.Vocabulary
+	eog    map[int32]bool
+	format ChatFormat
+	qwen25 bool // Qwen2.5 template: default system prompt
+	src    string
+}
+
+// LoadTokenizer reads only the metadata of a GGUF (whole model or any stage
+// slice) and returns its tokenizer, without loading weights.
+func LoadTokenizer(path string) (t *Tokenizer, err error) {
+	if _, err := checkFile(path); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &FileError{path, err}
+	}
+	defer f.Close()
+	defer recoverErr(&err, "reading tokenizer")
+	meta, err := fsggml.Decode(f, -1)
+	if err != nil {
+		return nil, &FileError{path, fmt.Errorf("%w: %v", ErrNotGGUF, err)}
+	}
+	kv := meta.KV()
+	var m model.Model
+	switch kv.Architecture() {
+	case "qwen3":
+		m, err = qwen3.New(kv)
+	case "qwen2":
+		m, err = qwen2.New(kv)
+	case "llama":
+		m, err = llama.New(kv)
+	default:
+		err = fmt.Errorf("%w %q", ErrUnsupportedArch, kv.Architecture())
+	}
+	if err != nil {
+		return nil, &FileError{path, err}
+	}
+	t, err = newTokenizer(m, kv)
+	if err != nil {
+		return nil, &FileError{path, err}
+	}
+	return t, nil
+}
+
+func newTokenizer(m any, cfg fs.Config) (*Tokenizer, error) {
+	tt, ok := m.(tokenizer.Tokenizer)
+	if !ok {
+		return nil, fmt.Errorf("%w: model %T has no tokenizer", ErrUnsupportedArch, m)
+	}
+	v := tt.Vocabulary()
+	if len(v.Values) == 0 || len(v.Types) != len(v.Values) {
+		return nil, fmt.Errorf("%w: tokenizer has %d tokens and %d token types", ErrBadInput, len(v.Values), len(v.Types))
+	}
+	t := &Tokenizer{t: tt, vocab: v, eog: map[int32]bool{}}
+	for _, id := range v.EOS {
+		if id >= 0 && int(id) < len(v.Values) {
+			t.eog[id] = true
+		}
+	}
+	for _, name := range eogNames {
+		if id := v.Encode(name); id >= 0 && v.Types[id] == tokenizer.TOKEN_TYPE_CONTROL {
+			t.eog[id] = true
+		}
+	}
+	t.src = cfg.String("tokenizer.chat_template")
+	t.format, t.qwen25 = detectChatFormat(t.src)
+	return t, nil
+}
+
+// VocabSize is the number of tokens.
+func (t *Tokenizer) VocabSize() int { return len(t.vocab.Values) }
+
+// Encode tokenizes s. Special tokens written in s (like <|im_start|>) become
+// their ids. addSpecial adds BOS/EOS as the GGUF asks.
+func (t *Tokenizer) Encode(s string, addSpecial bool) (ids []int32, err error) {
+	defer recoverErr(&err, "encoding")
+	return t.t.Encode(s, addSpecial)
+}
+
+// Decode turns ids back into text. Ids outside the vocabulary are an error.
+func (t *Tokenizer) Decode(ids []int32) (s string, err error) {
+	for _, id := range ids {
+		if id < 0 || int(id) >= len(t.vocab.Values) {
+			return "", fmt.Errorf("%w: token id %d outside vocabulary of %d", ErrBadInput, id, len(t.vocab.Values))
+		}
+	}
+	defer recoverErr(&err, "decoding")
+	return t.t.Decode(ids)
+}
+
+// Token returns the text of one token as stored in the vocabulary (byte-level
+// BPE form), or "" for an id outside it.
+func (t *Tokenizer) Token(id int32) string {
+	if id < 0 || int(id) >= len(t.vocab.Values) {
+		return ""
+	}
+	return t.vocab.Values[id]
+}
+
+// ID returns the id of a token by its vocabulary text, or -1.
+func (t *Tokenizer) ID(token string) int32 { return t.vocab.Encode(token) }
+
+// IsEOG reports whether id ends generation.
+func (t *Tokenizer) IsEOG(id int32) bool { return t.eog[id] }
+
+// EOG returns the end-of-generation token ids.
+func (t *Tokenizer) EOG() []int32 {
+	out := make([]int32, 0, len(t.eog))
+	for id := range t.eog {
+		out = append(out, id)
+	}
+	return out
+}
+
+// IsControl reports whether id is a control (special) token, which streaming
+// output does not show.
+func (t *Tokenizer) IsControl(id int32) bool {
+	return id >= 0 && int(id) < len(t.vocab.Types) && t.vocab.Types[id] == tokenizer.TOKEN_TYPE_CONTROL
+}
+
+// ChatFormat is the chat format the template was recognised as.
+func (t *Tokenizer) ChatFormat() ChatFormat { return t.format }
+
+// ChatTemplate is the raw tokenizer.chat_template string from the GGUF.
+func (t *Tokenizer) ChatTemplate() string { return t.src }
+
+// NewStreamDecoder returns a decoder for streaming tokens as text.
+func (t *Tokenizer) NewStreamDecoder() *StreamDecoder { return &StreamDecoder{t: t} }
+
+// StreamDecoder turns a stream of token ids into text pieces that never split
+// a UTF-8 character (byte-level BPE tokens can end mid-character).
+type StreamDecoder struct {
+	t   *Tokenizer
+	buf []byte
+}
+
+// Add decodes id and returns the text that is now complete (maybe "").
+func (d *StreamDecoder) Add(id int32) (string, error) {
+	s, err := d.t.Decode([]int32{id})
+	if err != nil {
+		return "", err
+	}
+	d.buf = append(d.buf, s...)
+	k := completeUTF8(d.buf)
+	out := string(d.buf[:k])
+	d.buf = append(d.buf[:0], d.buf[k:]...)
+	return out, nil
+}
+
+// Flush returns whatever bytes remain, even an incomplete character.
+func (d *StreamDecoder) Flush() string {
+	s := string(d.buf)
+	d.buf = d.buf[:0]
+	return s
+}
+
+// completeUTF8 returns the length of the longest prefix of b that does not end
+// inside a multi-byte character that may still be completed.
+func completeUTF8(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return i
+			}
+			return len(b)
+		}
+	}
+	return len(b)
+}

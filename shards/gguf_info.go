@@ -1,0 +1,123 @@
+package shards
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ModelInfo is what the swarm announces about a model file.
+type ModelInfo struct {
+	Arch          string // general.architecture
+	Name          string // general.name
+	Layers        int    // <arch>.block_count
+	Hidden        int    // <arch>.embedding_length
+	Quant         string // e.g. "Q8_0", "Q4_K_M", "F32" (general.file_type, else the dominant tensor type)
+	ContextLength int
+	VocabSize     int
+	HeadCount     int
+	HeadCountKV   int
+	LayerRange    [2]int // layers [a,b) present (a slice holds fewer than Layers)
+	HasEmbedding  bool
+	HasHead       bool
+	TensorBytes   int64 // total tensor data bytes
+	LayerBytes    int64 // mean bytes of one blk.N (for the partitioner)
+}
+
+// ReadModelInfo reads the metadata of the GGUF at path. Errors name the file
+// and the problem (missing, not GGUF, truncated, unsupported version).
+func ReadModelInfo(path string) (ModelInfo, error) {
+	g, err := ReadGGUFFile(path)
+	if err != nil {
+		return ModelInfo{}, err
+	}
+	return g.ModelInfo(), nil
+}
+
+// layerOf returns N for a tensor named blk.N.*, or -1.
+func layerOf(name string) int {
+	rest, ok := strings.CutPrefix(name, "blk.")
+	if !ok {
+		return -1
+	}
+	num, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return -1
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}
+
+// ModelInfo summarises the header.
+func (g *GGUF) ModelInfo() ModelInfo {
+	arch := g.String("general.architecture")
+	mi := ModelInfo{
+		Arch:          arch,
+		Name:          g.String("general.name"),
+		Layers:        int(min(g.Uint(arch+".block_count"), math.MaxInt32)),
+		Hidden:        int(min(g.Uint(arch+".embedding_length"), math.MaxInt32)),
+		ContextLength: int(min(g.Uint(arch+".context_length"), math.MaxInt32)),
+		HeadCount:     int(min(g.Uint(arch+".attention.head_count"), math.MaxInt32)),
+		HeadCountKV:   int(min(g.Uint(arch+".attention.head_count_kv"), math.MaxInt32)),
+		VocabSize:     g.ArrayLen("tokenizer.ggml.tokens"),
+	}
+	byType := map[GGMLType]int64{}
+	perLayer := map[int]int64{}
+	first, last := -1, -1
+	var embd, out, outNorm bool
+	for _, t := range g.Tensors {
+		mi.TensorBytes += int64(t.Size)
+		byType[t.Type] += int64(t.Size)
+		if l := layerOf(t.Name); l >= 0 {
+			perLayer[l] += int64(t.Size)
+			if first < 0 || l < first {
+				first = l
+			}
+			last = max(last, l)
+		}
+		switch t.Name {
+		case "token_embd.weight":
+			embd = true
+		case "output_norm.weight":
+			outNorm = true
+		case "output.weight":
+			// a 1-row placeholder (first-stage slice) is not a head
+			out = len(t.Dims) > 1 && t.Dims[1] > 1
+		}
+	}
+	if first >= 0 {
+		mi.LayerRange = [2]int{first, last + 1}
+		var sum int64
+		for _, b := range perLayer {
+			sum += b
+		}
+		mi.LayerBytes = sum / int64(len(perLayer))
+	}
+	_, hasOutput := g.Tensor("output.weight")
+	mi.HasEmbedding = embd
+	mi.HasHead = outNorm && (out || (embd && !hasOutput))
+	if v, ok := g.Get("general.file_type"); ok {
+		if ft, ok := v.(uint32); ok {
+			mi.Quant = fileTypeNames[ft]
+		}
+	}
+	if mi.Quant == "" && len(byType) > 0 {
+		types := make([]GGMLType, 0, len(byType))
+		for t := range byType {
+			types = append(types, t)
+		}
+		slices.Sort(types)
+		best := types[0]
+		for _, t := range types {
+			if byType[t] > byType[best] {
+				best = t
+			}
+		}
+		mi.Quant = best.String()
+	}
+	return mi
+}
