@@ -1,0 +1,80 @@
+package moa
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Call asks peer p to answer req, calling onToken with each piece of text
+// as it arrives. Ending ctx resets the stream, which stops the peer's
+// generation.
+func Call(ctx context.Context, h host.Host, p peer.ID, req *Request, onToken func(string)) (*Done, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := h.NewStream(network.WithAllowLimitedConn(ctx, ProtocolID), p, ProtocolID)
+	if err != nil {
+		return nil, fmt.Errorf("moa: opening stream: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { st.Reset() })
+	defer stop()
+	if err := writeFrame(st, req); err != nil {
+		st.Reset()
+		return nil, ctxErr(ctx, fmt.Errorf("moa: sending request: %w", err))
+	}
+	if err := st.CloseWrite(); err != nil {
+		st.Reset()
+		return nil, ctxErr(ctx, err)
+	}
+	r := bufio.NewReader(st)
+	for {
+		rep, err := DecodeReply(r)
+		if err != nil {
+			st.Reset()
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("%w: stream ended before done", ErrProtocol)
+			}
+			return nil, ctxErr(ctx, err)
+		}
+		switch rep.Type {
+		case ReplyToken:
+			if onToken != nil {
+				onToken(rep.Text)
+			}
+		case ReplyDone:
+			st.Close()
+			return rep.Done, nil
+		case ReplyError:
+			st.Close()
+			return nil, remoteError(rep.Error)
+		}
+	}
+}
+
+// ctxErr prefers the context's error: a reset we caused is a timeout or a
+// cancellation, not a protocol failure.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+func remoteError(e *WireError) error {
+	switch e.Code {
+	case CodeBusy:
+		return fmt.Errorf("%w: %s", ErrBusy, e.Message)
+	case CodeNoRole:
+		return fmt.Errorf("%w: %s", ErrNoRole, e.Message)
+	case CodeBadRequest:
+		return fmt.Errorf("%w: %s", ErrBadRequest, e.Message)
+	}
+	return fmt.Errorf("moa: remote error %s: %s", e.Code, e.Message)
+}

@@ -1,0 +1,53 @@
+package moa
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+var (
+	// ErrBusy: the peer is at its concurrency limit.
+	ErrBusy = errors.New("moa: peer busy")
+	// ErrBadRequest: a request breaks the protocol's limits.
+	ErrBadRequest = errors.New("moa: bad request")
+	// ErrNoRole: the peer does not serve the role asked.
+	ErrNoRole = errors.New("moa: role not served here")
+	// ErrProtocol: a frame does not decode.
+	ErrProtocol = errors.New("moa: protocol error")
+	// ErrNoAgents: no live peer serves any role the query needs.
+	ErrNoAgents = errors.New("moa: no live peer serves the roles this query needs")
+)
+
+// AgentError is one agent's failure.
+type AgentError struct {
+	Role string
+	Peer string
+	Err  error
+}
+
+func (e *AgentError) Error() string {
+	return fmt.Sprintf("%s on %s: %v", e.Role, shortPeer(e.Peer), e.Err)
+}
+
+func (e *AgentError) Unwrap() error { return e.Err }
+
+// NoResponseError: every agent asked failed or timed out.
+type NoResponseError struct {
+	Failed []*AgentError
+}
+
+func (e *NoResponseError) Error() string {
+	var parts []string
+	for _, f := range e.Failed {
+		parts = append(parts, f.Error())
+	}
+	return "moa: no agent answered: " + strings.Join(parts, "; ")
+}
+
+func shortPeer(id string) string {
+	if len(id) > 12 {
+		return "…" + id[len(id)-10:]
+	}
+	return id
+}

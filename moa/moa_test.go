@@ -1,0 +1,276 @@
+package moa
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+
+	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+var (
+	modelOnce sync.Once
+	modelPath string
+	modelErr  error
+)
+
+// tinyModel writes one synthetic qwen3 model per test binary.
+func tinyModel(t *testing.T) string {
+	t.Helper()
+	modelOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "moa-test")
+		if err != nil {
+			modelErr = err
+			return
+		}
+		modelPath = filepath.Join(dir, "tiny.gguf")
+		modelErr = engine.Synth(context.Background(), modelPath, engine.SynthSpec{Arch: "qwen3", Size: "tiny", Type: "f32", Seed: 7})
+	})
+	if modelErr != nil {
+		t.Fatal(modelErr)
+	}
+	return modelPath
+}
+
+// testPeer is a libp2p host with a MoA server.
+type testPeer struct {
+	h   host.Host
+	srv *Server
+}
+
+func newTestPeer(t *testing.T, slots int, roles ...string) *testPeer {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &testPeer{h: h, srv: NewServer(h, nil)}
+	t.Cleanup(func() { p.srv.Close(); h.Close() })
+	for _, r := range roles {
+		rm, err := LoadRole(t.Context(), r, tinyModel(t), engine.Options{Threads: 1, Slots: slots, Context: 512})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.srv.Add(rm)
+	}
+	return p
+}
+
+// viewOf builds the originator's view of the given peers, as gossip would.
+func viewOf(self *testPeer, peers ...*testPeer) *swarm.View {
+	v := swarm.NewView(self.h.ID(), swarm.Liveness{})
+	for i, p := range append([]*testPeer{self}, peers...) {
+		self.h.Peerstore().AddAddrs(p.h.ID(), p.h.Addrs(), time.Hour)
+		active, capacity := p.srv.Load()
+		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Roles: p.srv.Roles(),
+			Load: gossip.Load{Active: active, Capacity: capacity}}, time.Now())
+	}
+	return v
+}
+
+func TestAskFanOutAndAggregate(t *testing.T) {
+	origin := newTestPeer(t, 4)
+	b := newTestPeer(t, 4, Reasoner, Concise)
+	c := newTestPeer(t, 4, Aggregator)
+	o := &Originator{Host: origin.h, View: viewOf(origin, b, c)}
+	var streamed strings.Builder
+	var agents []AgentResponse
+	res, err := o.Ask(t.Context(), Query{Prompt: "What is the capital of France?", MaxTokens: 8,
+		OnToken: func(s string) { streamed.WriteString(s) }, OnAgent: func(a AgentResponse) { agents = append(agents, a) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.QueryType != SimpleFact || res.Classifier != "rules" || res.AgentsResponded != 2 {
+		t.Fatalf("result: type %s by %s, %d agents", res.QueryType, res.Classifier, res.AgentsResponded)
+	}
+	for _, a := range res.AgentResponses {
+		if a.Peer != b.h.ID().String() || a.Tokens == 0 || a.Content == "" || a.Model == "" {
+			t.Fatalf("agent response: %+v", a)
+		}
+	}
+	if res.Aggregator == nil || res.Aggregator.Peer != c.h.ID().String() || res.Aggregator.Error != "" {
+		t.Fatalf("aggregator: %+v", res.Aggregator)
+	}
+	// A random-weight aggregator may end at once; then the best agent's
+	// answer is the final one.
+	want := res.Aggregator.Content
+	if strings.TrimSpace(want) == "" {
+		want = res.AgentResponses[0].Content
+		if res.AgentResponses[1].Weight > res.AgentResponses[0].Weight {
+			want = res.AgentResponses[1].Content
+		}
+	}
+	if res.FinalAnswer != want || streamed.String() != res.FinalAnswer {
+		t.Fatalf("final %q, aggregator %q, streamed %q", res.FinalAnswer, res.Aggregator.Content, streamed.String())
+	}
+	if len(agents) != 2 {
+		t.Fatalf("OnAgent called %d times, want 2", len(agents))
+	}
+}
+
+func TestAskWithoutAggregatorPicksBestAndSingleIsDirect(t *testing.T) {
+	origin := newTestPeer(t, 4)
+	b := newTestPeer(t, 4, Reasoner)
+	o := &Originator{Host: origin.h, View: viewOf(origin, b)}
+	res, err := o.Ask(t.Context(), Query{Prompt: "What is the capital of France?", MaxTokens: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.AgentsResponded != 1 || res.FinalAnswer != res.AgentResponses[0].Content || res.Aggregator != nil {
+		t.Fatalf("single responder: %+v", res)
+	}
+}
+
+func TestAskLocalRoles(t *testing.T) {
+	origin := newTestPeer(t, 4, Reasoner, Concise)
+	o := &Originator{Host: origin.h, View: viewOf(origin), Local: origin.srv}
+	res, err := o.Ask(t.Context(), Query{Prompt: "Who wrote Hamlet?", MaxTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.AgentsResponded != 2 {
+		t.Fatalf("local roles: %d responded", res.AgentsResponded)
+	}
+}
+
+func TestAskNoAgents(t *testing.T) {
+	origin := newTestPeer(t, 4)
+	o := &Originator{Host: origin.h, View: viewOf(origin)}
+	_, err := o.Ask(t.Context(), Query{Prompt: "Who wrote Hamlet?"})
+	if !errors.Is(err, ErrNoAgents) || !strings.Contains(err.Error(), "reasoner") {
+		t.Fatalf("err = %v, want ErrNoAgents naming the roles", err)
+	}
+	if _, err := o.Ask(t.Context(), Query{Prompt: "  "}); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("empty prompt: err = %v", err)
+	}
+}
+
+func TestDeadPeerLeftOut(t *testing.T) {
+	origin := newTestPeer(t, 4)
+	b := newTestPeer(t, 4, Reasoner)
+	c := newTestPeer(t, 4, Concise)
+	v := viewOf(origin, b, c)
+	c.h.Close() // gone, but the view still lists it
+	o := &Originator{Host: origin.h, View: v}
+	res, err := o.Ask(t.Context(), Query{Prompt: "Who wrote Hamlet?", MaxTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.AgentsResponded != 1 || len(res.FailedAgents) != 1 || res.FailedAgents[0].Role != Concise {
+		t.Fatalf("responded %d, failed %+v", res.AgentsResponded, res.FailedAgents)
+	}
+	// Every agent gone: a clear error naming each failure.
+	b.h.Close()
+	_, err = o.Ask(t.Context(), Query{Prompt: "Who wrote Hamlet?", MaxTokens: 4})
+	var nr *NoResponseError
+	if !errors.As(err, &nr) || len(nr.Failed) != 2 {
+		t.Fatalf("err = %v, want NoResponseError for 2 agents", err)
+	}
+}
+
+func TestTimeoutLeavesSlowAgentOut(t *testing.T) {
+	origin := newTestPeer(t, 4)
+	b := newTestPeer(t, 4, Reasoner, Concise)
+	o := &Originator{Host: origin.h, View: viewOf(origin, b), Timeouts: Timeouts{Simple: 50 * time.Millisecond}}
+	start := time.Now()
+	_, err := o.Ask(t.Context(), Query{Prompt: "Who wrote Hamlet?", MaxTokens: 4000})
+	if err == nil {
+		t.Fatal("4000 tokens in 50 ms: expected every agent to time out")
+	}
+	if !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("err = %v, want a timeout per agent", err)
+	}
+	// The serving side stops generating once the originator gives up.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if active, _ := b.srv.Load(); active == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server still generating %s after the originator left", time.Since(start))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestBusyAnswersAtOnce(t *testing.T) {
+	b := newTestPeer(t, 1, Reasoner)
+	origin := newTestPeer(t, 4)
+	origin.h.Peerstore().AddAddrs(b.h.ID(), b.h.Addrs(), time.Hour)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	started := make(chan struct{})
+	go Call(ctx, origin.h, b.h.ID(), &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "go on"}}, MaxTokens: 4000},
+		func(string) {
+			select {
+			case <-started:
+			default:
+				close(started)
+			}
+		})
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("first request produced no token")
+	}
+	_, err := Call(t.Context(), origin.h, b.h.ID(), &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "me too"}}}, nil)
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("second request on a 1-slot peer: err = %v, want ErrBusy", err)
+	}
+	_, err = Call(t.Context(), origin.h, b.h.ID(), &Request{Role: Writer, Messages: []Message{{Role: "user", Content: "x"}}}, nil)
+	if !errors.Is(err, ErrNoRole) {
+		t.Fatalf("unserved role: err = %v, want ErrNoRole", err)
+	}
+}
+
+func TestSpeedMode(t *testing.T) {
+	origin := newTestPeer(t, 4)
+	b := newTestPeer(t, 4, Drafter, Reasoner)
+	o := &Originator{Host: origin.h, View: viewOf(origin, b)}
+	var streamed strings.Builder
+	res, err := o.Ask(t.Context(), Query{Prompt: "What is 2+2?", Mode: ModeSpeed, MaxTokens: 6, OnToken: func(s string) { streamed.WriteString(s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.AgentsResponded != 2 || res.AgentResponses[0].Role != Drafter || res.AgentResponses[1].Role != Reasoner {
+		t.Fatalf("speed mode agents: %+v", res.AgentResponses)
+	}
+	if res.FinalAnswer != res.AgentResponses[1].Content || streamed.String() != res.FinalAnswer {
+		t.Fatalf("final %q, reasoner %q, streamed %q", res.FinalAnswer, res.AgentResponses[1].Content, streamed.String())
+	}
+}
+
+func TestSpotterAnswerIsParsedStrictly(t *testing.T) {
+	origin := newTestPeer(t, 4)
+	b := newTestPeer(t, 4, Spotter, Reasoner)
+	o := &Originator{Host: origin.h, View: viewOf(origin, b)}
+	res, err := o.Ask(t.Context(), Query{Prompt: "What is 17 * 23?", MaxTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A random-weight spotter does not answer with a category: the rules decide.
+	if res.Classifier != "rules" || res.QueryType != Math {
+		t.Fatalf("classified %s by %s", res.QueryType, res.Classifier)
+	}
+}
+
+func TestMain(m *testing.M) {
+	// ollama logs every model load at info level through the default logger.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	code := m.Run()
+	if modelPath != "" {
+		os.RemoveAll(filepath.Dir(modelPath))
+	}
+	os.Exit(code)
+}

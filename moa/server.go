@@ -1,0 +1,208 @@
+package moa
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/internal/engine"
+)
+
+// Server serves this peer's role models on ProtocolID.
+type Server struct {
+	host host.Host // nil: local calls only
+	log  *slog.Logger
+	// Status reports the device's thermal state and battery percent (0:
+	// unknown) for the metrics of each reply. May be nil.
+	Status func() (thermal string, battery int)
+
+	mu     sync.RWMutex
+	roles  map[string]*RoleModel
+	closed bool
+}
+
+// NewServer registers the stream handler on h (if not nil).
+func NewServer(h host.Host, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{host: h, log: log, roles: map[string]*RoleModel{}}
+	if h != nil {
+		h.SetStreamHandler(ProtocolID, s.handle)
+	}
+	return s
+}
+
+// Add serves a loaded role model (replacing one of the same role).
+func (s *Server) Add(rm *RoleModel) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.roles[rm.Role]; old != nil && old != rm {
+		old.Close()
+	}
+	s.roles[rm.Role] = rm
+}
+
+// Roles is what to announce.
+func (s *Server) Roles() []gossip.Role {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []gossip.Role
+	for _, r := range Roles {
+		if rm := s.roles[r]; rm != nil {
+			out = append(out, rm.Capability())
+		}
+	}
+	return out
+}
+
+// Load is the number of requests being served and how many fit at once.
+func (s *Server) Load() (active, capacity int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, rm := range s.roles {
+		active += int(rm.active.Load())
+		_, slots := rm.Model.Sessions()
+		capacity += slots
+	}
+	return active, capacity
+}
+
+// Serve answers req locally, calling onToken with each piece of text.
+func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) error) (*Done, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	rm := s.roles[req.Role]
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed || rm == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNoRole, req.Role)
+	}
+	if req.DeadlineMS > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.DeadlineMS)*time.Millisecond)
+		defer cancel()
+	}
+	msgs := []engine.Message{{Role: "system", Content: SystemPrompt(req.Role)}}
+	for _, m := range req.Messages {
+		if m.Role == "system" { // the role's own prompt comes first; extra system text follows it
+			msgs[0].Content += "\n\n" + m.Content
+			continue
+		}
+		msgs = append(msgs, engine.Message{Role: m.Role, Content: m.Content})
+	}
+	sm := req.Sampling
+	ereq := engine.Request{
+		Messages: msgs, MaxTokens: req.MaxTokens, Think: req.Think,
+		Sampling: engine.SamplerOptions{Temperature: sm.Temperature, TopK: sm.TopK, TopP: sm.TopP, MinP: sm.MinP,
+			RepeatPenalty: sm.RepeatPenalty, Seed: sm.Seed},
+	}
+	rm.active.Add(1)
+	defer rm.active.Add(-1)
+	start := time.Now()
+	res, err := rm.Model.Generate(ctx, ereq, func(t engine.Token) error {
+		if t.Text == "" || onToken == nil {
+			return nil
+		}
+		return onToken(t.Text)
+	})
+	if errors.Is(err, engine.ErrCapacity) {
+		return nil, fmt.Errorf("%w: all %s slots in use", ErrBusy, req.Role)
+	}
+	if err != nil && res.Done != engine.DoneCancel {
+		return nil, err
+	}
+	d := &Done{
+		Role: req.Role, Model: rm.Name, ModelCID: rm.CID, PromptTokens: res.Metrics.PromptTokens,
+		Tokens: res.Metrics.GeneratedTokens, TokPerSec: res.Metrics.DecodeTPS,
+		TTFTMS: ms(res.Metrics.TTFT), TotalMS: ms(time.Since(start)), Reason: string(res.Done),
+	}
+	if s.Status != nil {
+		d.Thermal, d.Battery = s.Status()
+	}
+	return d, err
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// handle serves one stream: a request frame, then token frames and a done
+// or error frame. If the originator resets the stream, generation stops.
+func (s *Server) handle(st network.Stream) {
+	defer st.Close()
+	st.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(io.LimitReader(st, maxFrame+16))
+	req, err := DecodeRequest(r)
+	if err != nil {
+		s.log.Debug("moa: bad request", "peer", st.Conn().RemotePeer(), "err", err)
+		writeFrame(st, &Reply{Type: ReplyError, Error: &WireError{Code: CodeBadRequest, Message: err.Error()}})
+		return
+	}
+	st.SetReadDeadline(time.Time{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The originator sends nothing more: any read result other than a clean
+	// half-close means it went away.
+	go func() {
+		var b [1]byte
+		if _, err := st.Read(b[:]); !errors.Is(err, io.EOF) {
+			cancel()
+		}
+	}()
+	w := bufio.NewWriter(st)
+	done, err := s.Serve(ctx, req, func(text string) error {
+		if err := writeFrame(w, &Reply{Type: ReplyToken, Text: text}); err != nil {
+			return err
+		}
+		return w.Flush()
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			s.log.Debug("moa: originator went away", "peer", st.Conn().RemotePeer(), "role", req.Role)
+			st.Reset()
+			return
+		}
+		code := CodeInternal
+		switch {
+		case errors.Is(err, ErrBusy):
+			code = CodeBusy
+		case errors.Is(err, ErrNoRole):
+			code = CodeNoRole
+		case errors.Is(err, ErrBadRequest):
+			code = CodeBadRequest
+		}
+		writeFrame(w, &Reply{Type: ReplyError, Error: &WireError{Code: code, Message: err.Error()}})
+		w.Flush()
+		return
+	}
+	writeFrame(w, &Reply{Type: ReplyDone, Done: done})
+	w.Flush()
+}
+
+// Close stops serving and unloads the models. It is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.host != nil {
+		s.host.RemoveStreamHandler(ProtocolID)
+	}
+	var errs []error
+	for _, rm := range s.roles {
+		errs = append(errs, rm.Close())
+	}
+	return errors.Join(errs...)
+}

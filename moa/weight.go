@@ -1,0 +1,54 @@
+package moa
+
+import (
+	"math"
+	"slices"
+
+	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// Weight ranks a role holder: min(tok/s / 40, 1) x a thermal penalty
+// (nominal or fair 1.0, serious 0.5, critical 0.1) x a load factor (a peer
+// with free slots 1.0, a full one 0.25, as it will likely answer busy).
+func Weight(tokPerSec float64, thermal string, load gossip.Load) float64 {
+	w := math.Min(tokPerSec/40, 1)
+	if w <= 0 {
+		w = 0.01 // unmeasured: usable, last
+	}
+	switch thermal {
+	case gossip.ThermalSerious:
+		w *= 0.5
+	case gossip.ThermalCritical:
+		w *= 0.1
+	}
+	if load.Capacity > 0 && load.Active >= load.Capacity {
+		w *= 0.25
+	}
+	return w
+}
+
+// candidate is a peer that can answer as a role.
+type candidate struct {
+	peer   swarm.Peer
+	role   gossip.Role
+	weight float64
+}
+
+// candidates lists the live holders of role, best first.
+func candidates(v *swarm.View, role string) []candidate {
+	var out []candidate
+	for _, h := range v.ByRole(role) {
+		out = append(out, candidate{peer: h.Peer, role: h.Role, weight: Weight(h.Role.TokPerSec, h.Peer.Cap.Thermal, h.Peer.Cap.Load)})
+	}
+	slices.SortStableFunc(out, func(a, b candidate) int {
+		switch {
+		case a.weight > b.weight:
+			return -1
+		case a.weight < b.weight:
+			return 1
+		}
+		return 0
+	})
+	return out
+}

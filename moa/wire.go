@@ -1,0 +1,225 @@
+package moa
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// ProtocolID is the MoA stream protocol: one request frame from the
+// originator, then token frames and one final done or error frame.
+const ProtocolID = "/swarm/moa/1.0.0"
+
+// Wire limits.
+const (
+	maxFrame     = 1 << 20 // one frame, bytes
+	maxMessages  = 64
+	maxTextBytes = 512 << 10 // all message contents together
+	maxGenTokens = 8192
+	maxDeadline  = 10 * time.Minute
+)
+
+// Message is one chat turn.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Sampling options carried in a request. Zero values mean the engine's
+// defaults (greedy).
+type Sampling struct {
+	Temperature   float32 `json:"temperature,omitempty"`
+	TopK          int     `json:"top_k,omitempty"`
+	TopP          float32 `json:"top_p,omitempty"`
+	MinP          float32 `json:"min_p,omitempty"`
+	RepeatPenalty float32 `json:"repeat_penalty,omitempty"`
+	Seed          uint64  `json:"seed,omitempty"`
+}
+
+// Request asks a peer to answer as one role.
+type Request struct {
+	Role       string    `json:"role"`
+	Messages   []Message `json:"messages"` // the role's system prompt is prepended by the server
+	Sampling   Sampling  `json:"sampling"`
+	MaxTokens  int       `json:"max_tokens,omitempty"`
+	DeadlineMS int64     `json:"deadline_ms,omitempty"` // budget from receipt; 0: none
+	Think      *bool     `json:"think,omitempty"`
+}
+
+// Validate checks a request against the wire limits.
+func (r *Request) Validate() error {
+	if !IsRole(r.Role) {
+		return fmt.Errorf("%w: unknown role %q", ErrBadRequest, trunc(r.Role))
+	}
+	if len(r.Messages) == 0 || len(r.Messages) > maxMessages {
+		return fmt.Errorf("%w: %d messages (want 1..%d)", ErrBadRequest, len(r.Messages), maxMessages)
+	}
+	total := 0
+	for i, m := range r.Messages {
+		switch m.Role {
+		case "system", "user", "assistant":
+		default:
+			return fmt.Errorf("%w: messages[%d].role %q", ErrBadRequest, i, trunc(m.Role))
+		}
+		total += len(m.Content)
+	}
+	if total > maxTextBytes {
+		return fmt.Errorf("%w: %d bytes of message text (max %d)", ErrBadRequest, total, maxTextBytes)
+	}
+	if r.MaxTokens < 0 || r.MaxTokens > maxGenTokens {
+		return fmt.Errorf("%w: max_tokens %d (want 0..%d)", ErrBadRequest, r.MaxTokens, maxGenTokens)
+	}
+	if r.DeadlineMS < 0 || time.Duration(r.DeadlineMS)*time.Millisecond > maxDeadline {
+		return fmt.Errorf("%w: deadline_ms %d", ErrBadRequest, r.DeadlineMS)
+	}
+	s := r.Sampling
+	if s.Temperature < 0 || s.Temperature > 5 || s.TopK < 0 || s.TopP < 0 || s.TopP > 1 || s.MinP < 0 || s.MinP > 1 ||
+		s.RepeatPenalty < 0 || s.RepeatPenalty > 10 {
+		return fmt.Errorf("%w: sampling options out of range", ErrBadRequest)
+	}
+	return nil
+}
+
+// Reply frame types.
+const (
+	ReplyToken = "token"
+	ReplyDone  = "done"
+	ReplyError = "error"
+)
+
+// Reply is one frame from the serving peer.
+type Reply struct {
+	Type  string     `json:"type"`
+	Text  string     `json:"text,omitempty"`
+	Done  *Done      `json:"done,omitempty"`
+	Error *WireError `json:"error,omitempty"`
+}
+
+// Done closes a successful reply with the generation's metrics.
+type Done struct {
+	Role         string  `json:"role"`
+	Model        string  `json:"model"`
+	ModelCID     string  `json:"model_cid"`
+	PromptTokens int     `json:"prompt_tokens"`
+	Tokens       int     `json:"tokens"`
+	TokPerSec    float64 `json:"tok_s"`
+	TTFTMS       float64 `json:"ttft_ms"`
+	TotalMS      float64 `json:"total_ms"`
+	Reason       string  `json:"reason"` // stop, length, cancel
+	Thermal      string  `json:"thermal,omitempty"`
+	Battery      int     `json:"battery,omitempty"` // percent; 0: unknown
+}
+
+// Error codes on the wire.
+const (
+	CodeBusy       = "busy"
+	CodeBadRequest = "bad_request"
+	CodeNoRole     = "no_role"
+	CodeInternal   = "internal"
+)
+
+// WireError is an error frame.
+type WireError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (r *Reply) validate() error {
+	switch r.Type {
+	case ReplyToken:
+		if r.Done != nil || r.Error != nil {
+			return fmt.Errorf("%w: token frame with done or error", ErrProtocol)
+		}
+	case ReplyDone:
+		if r.Done == nil {
+			return fmt.Errorf("%w: done frame without metrics", ErrProtocol)
+		}
+	case ReplyError:
+		if r.Error == nil || r.Error.Code == "" {
+			return fmt.Errorf("%w: error frame without code", ErrProtocol)
+		}
+	default:
+		return fmt.Errorf("%w: unknown frame type %q", ErrProtocol, trunc(r.Type))
+	}
+	return nil
+}
+
+// writeFrame writes one length-prefixed (uvarint) JSON frame.
+func writeFrame(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(b) > maxFrame {
+		return fmt.Errorf("%w: frame of %d bytes (max %d)", ErrProtocol, len(b), maxFrame)
+	}
+	var hdr [binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(hdr[:], uint64(len(b)))
+	if _, err := w.Write(append(hdr[:n], b...)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// readFrame reads one frame into v, strictly (unknown fields are errors).
+func readFrame(r *bufio.Reader, v any) error {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return io.EOF
+		}
+		return fmt.Errorf("%w: frame length: %v", ErrProtocol, err)
+	}
+	if n == 0 || n > maxFrame {
+		return fmt.Errorf("%w: frame of %d bytes (max %d)", ErrProtocol, n, maxFrame)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return fmt.Errorf("%w: truncated frame: %v", ErrProtocol, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrProtocol, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data in frame", ErrProtocol)
+	}
+	return nil
+}
+
+// DecodeRequest reads and validates a request frame.
+func DecodeRequest(r *bufio.Reader) (*Request, error) {
+	var req Request
+	if err := readFrame(r, &req); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+// DecodeReply reads and validates a reply frame.
+func DecodeReply(r *bufio.Reader) (*Reply, error) {
+	var rep Reply
+	if err := readFrame(r, &rep); err != nil {
+		return nil, err
+	}
+	if err := rep.validate(); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+func trunc(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
