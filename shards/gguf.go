@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 )
 
 // Errors from reading GGUF files. Returned errors wrap them and name the file.
@@ -464,7 +465,18 @@ func ReadGGUFFile(path string) (*GGUF, error) {
 	}
 	g, err := ReadGGUF(f, st.Size())
 	if err != nil {
-		return nil, fmt.Errorf("shards: %s: %w", path, err)
+		return nil, &fileError{path, err}
 	}
 	return g, nil
 }
+
+// fileError names the file a GGUF error is about.
+type fileError struct {
+	path string
+	err  error
+}
+
+func (e *fileError) Error() string {
+	return "shards: " + e.path + ": " + strings.TrimPrefix(e.err.Error(), "shards: ")
+}
+func (e *fileError) Unwrap() error { return e.err }

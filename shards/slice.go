@@ -33,22 +33,22 @@ func Slice(in, out string, a, b int) (ModelInfo, error) {
 	}
 	g, err := ReadGGUF(f, st.Size())
 	if err != nil {
-		return ModelInfo{}, fmt.Errorf("shards: %s: %w", in, err)
+		return ModelInfo{}, &fileError{in, err}
 	}
 	mi := g.ModelInfo()
 	n := mi.Layers
 	if a < 0 || b > n || a >= b {
-		return ModelInfo{}, fmt.Errorf("shards: %s: %w: [%d,%d) of %d layers", in, ErrLayerRange, a, b, n)
+		return ModelInfo{}, &fileError{in, fmt.Errorf("%w: [%d,%d) of %d layers", ErrLayerRange, a, b, n)}
 	}
 	if a < mi.LayerRange[0] || b > mi.LayerRange[1] {
-		return ModelInfo{}, fmt.Errorf("shards: %s: %w: asked [%d,%d), file holds layers [%d,%d)", in, ErrLayerRange, a, b, mi.LayerRange[0], mi.LayerRange[1])
+		return ModelInfo{}, &fileError{in, fmt.Errorf("%w: asked [%d,%d), file holds layers [%d,%d)", ErrLayerRange, a, b, mi.LayerRange[0], mi.LayerRange[1])}
 	}
 	first, last := a == 0, b == n
 	if first && !mi.HasEmbedding {
-		return ModelInfo{}, fmt.Errorf("shards: %s: %w: first stage needs token_embd, file has none", in, ErrLayerRange)
+		return ModelInfo{}, &fileError{in, fmt.Errorf("%w: first stage needs token_embd, file has none", ErrLayerRange)}
 	}
 	if last && !mi.HasHead {
-		return ModelInfo{}, fmt.Errorf("shards: %s: %w: last stage needs the output head, file has none", in, ErrLayerRange)
+		return ModelInfo{}, &fileError{in, fmt.Errorf("%w: last stage needs the output head, file has none", ErrLayerRange)}
 	}
 	_, hasOutput := g.Tensor("output.weight")
 	embd, hasEmbd := g.Tensor("token_embd.weight")

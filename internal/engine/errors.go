@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 var (
@@ -42,7 +43,9 @@ type FileError struct {
 	Err  error
 }
 
-func (e *FileError) Error() string { return fmt.Sprintf("engine: %s: %v", e.Path, e.Err) }
+func (e *FileError) Error() string {
+	return fmt.Sprintf("engine: %s: %s", e.Path, strings.TrimPrefix(e.Err.Error(), "engine: "))
+}
 func (e *FileError) Unwrap() error { return e.Err }
 
 // recoverErr turns a panic into an ErrInternal error stored in *err. Use it

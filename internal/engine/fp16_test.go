@@ -88,3 +88,28 @@ func TestF16Wire(t *testing.T) {
 		s2.Close()
 	}
 }
+
+// FuzzF16Bytes: decoding any bytes and encoding again gives the same bytes
+// (NaNs aside, which are canonicalised).
+func FuzzF16Bytes(f *testing.F) {
+	f.Add([]byte{0, 0x3c, 0xff, 0x7b})
+	f.Add([]byte{1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fs, err := F16BytesToF32(b)
+		if err != nil {
+			if len(b)%2 == 0 {
+				t.Fatal(err)
+			}
+			return
+		}
+		back := F32ToF16Bytes(fs)
+		for i := range fs {
+			if math.IsNaN(float64(fs[i])) {
+				continue
+			}
+			if back[2*i] != b[2*i] || back[2*i+1] != b[2*i+1] {
+				t.Fatalf("half %d: %x -> %g -> %x", i, b[2*i:2*i+2], fs[i], back[2*i:2*i+2])
+			}
+		}
+	})
+}

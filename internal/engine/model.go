@@ -36,7 +36,9 @@ type Options struct {
 	// ggml's CPU backend is shared by the process, so the last model loaded
 	// sets the thread count for all.
 	Threads int
-	// Slots is the number of concurrent sessions (default 4).
+	// Slots is the number of concurrent sessions (default 4). A slot's KV
+	// cache is allocated on first use, per layer run, and kept for reuse until
+	// Close: at most Slots * Memory().KVPerSession bytes.
 	Slots int
 	// Context is the KV capacity of one session, in tokens (default: the
 	// model's context length, at most 4096).
@@ -113,17 +115,17 @@ type Model struct {
 	info Info
 	mem  Memory
 
-	mu       sync.Mutex // guards slots, closed, session bookkeeping
-	slots    []*slot
-	closed   bool
-	dead     atomic.Bool // set before the backend is freed; checked under computeMu
+	mu     sync.Mutex // guards slots, closed, session bookkeeping
+	slots  []*slot
+	closed bool
+	dead   atomic.Bool // set before the backend is freed; checked under computeMu
 
 	// time spent building graphs in Go vs computing them in ggml (ns), for
 	// benchmarks
 	statBuild, statCompute atomic.Int64
-	nextID   uint64
-	now      func() time.Time
-	closeErr error
+	nextID                 uint64
+	now                    func() time.Time
+	closeErr               error
 }
 
 // Load loads a whole GGUF model or a stage slice for the CPU. Errors name the
@@ -255,7 +257,7 @@ func checkFile(path string) (meta *fsggml.GGML, err error) {
 	}()
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "exceeds file size") {
-			return nil, &FileError{path, fmt.Errorf("%w: header ends early: %v", ErrTruncated, err)}
+			return nil, &FileError{path, fmt.Errorf("%w: %v", ErrTruncated, err)}
 		}
 		return nil, &FileError{path, fmt.Errorf("%w: %v", ErrNotGGUF, err)}
 	}

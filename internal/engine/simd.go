@@ -18,6 +18,7 @@ extern int ggml_cpu_has_fp16_va(void);
 import "C"
 
 import (
+	"log/slog"
 	"runtime"
 	"strings"
 
@@ -61,4 +62,16 @@ func SIMD() (features string, ok bool) {
 		ok = true
 	}
 	return strings.Join(fs, " "), ok
+}
+
+// WarnIfNoSIMD logs a warning (and returns false) when the ggml compiled into
+// this binary lacks the SIMD it needs for usable speed. Daemons call it at
+// start.
+func WarnIfNoSIMD(log *slog.Logger) bool {
+	features, ok := SIMD()
+	if !ok && log != nil {
+		log.Warn("ggml was built without SIMD: inference will be about 3x slower; build with CGO_CFLAGS/CGO_CXXFLAGS='-O3 -march=x86-64-v3' (amd64) or NEON dot-product flags (arm64)",
+			"features", features, "arch", runtime.GOARCH)
+	}
+	return ok
 }
