@@ -1,0 +1,131 @@
+package pipeline
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// chain is the originator's end of an open session: a stream to the first
+// hop, through which every step travels.
+type chain struct {
+	st    stream
+	r     *bufio.Reader
+	open  Open
+	first RouteHop
+	pos   int
+}
+
+// openChain opens a session along route. If the first hop is this peer,
+// its stage runs in-process.
+func (o *Originator) openChain(ctx context.Context, open Open) (*chain, error) {
+	first := open.Route[0]
+	var st stream
+	if first.Peer == o.Host.ID().String() {
+		if o.Local == nil {
+			return nil, &StageError{Peer: first.Peer, Layers: [2]int{first.Start, first.End}, Code: CodeNoShard,
+				Err: errors.New("route starts on this peer, which serves no stages")}
+		}
+		a, b := net.Pipe()
+		go o.Local.ServeLocal(b)
+		st = pipeStream{a}
+	} else {
+		id, err := peer.Decode(first.Peer)
+		if err != nil {
+			return nil, err
+		}
+		ns, err := o.Host.NewStream(network.WithAllowLimitedConn(ctx, ProtocolID), id, ProtocolID)
+		if err != nil {
+			return nil, &StageError{Peer: first.Peer, Layers: [2]int{first.Start, first.End}, Code: CodeDownstream, Err: err}
+		}
+		st = ns
+	}
+	c := &chain{st: st, r: bufio.NewReaderSize(st, 64<<10), open: open, first: first}
+	stop := context.AfterFunc(ctx, func() { st.Reset() })
+	defer stop()
+	if err := writeJSON(st, frameOpen, &open); err != nil {
+		st.Reset()
+		return nil, c.fail(ctx, err)
+	}
+	st.SetReadDeadline(time.Now().Add(60 * time.Second))
+	typ, body, err := readFrame(c.r)
+	if err != nil {
+		st.Reset()
+		return nil, c.fail(ctx, err)
+	}
+	switch typ {
+	case frameOpened:
+		var ok Opened
+		if err := decodeJSON(body, &ok); err != nil || ok.Session != open.Session {
+			st.Reset()
+			return nil, c.fail(ctx, fmt.Errorf("bad opened frame: %v", err))
+		}
+		return c, nil
+	case frameError:
+		st.Reset()
+		return nil, c.remoteError(body)
+	}
+	st.Reset()
+	return nil, c.fail(ctx, fmt.Errorf("unexpected frame type %d", typ))
+}
+
+// fail blames the first hop for a transport failure (a deeper failure
+// comes back as an error frame naming its hop).
+func (c *chain) fail(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return &StageError{Peer: c.first.Peer, Layers: [2]int{c.first.Start, c.first.End}, Code: CodeDownstream, Err: err}
+}
+
+func (c *chain) remoteError(body []byte) error {
+	var we WireError
+	if err := decodeJSON(body, &we); err != nil {
+		return &StageError{Peer: c.first.Peer, Layers: [2]int{c.first.Start, c.first.End}, Code: CodeInternal, Err: err}
+	}
+	p, layers := we.Peer, [2]int{we.Start, we.End}
+	if p == "" {
+		p, layers = c.first.Peer, [2]int{c.first.Start, c.first.End}
+	}
+	return &StageError{Peer: p, Layers: layers, Code: we.Code, Err: errors.New(we.Message)}
+}
+
+// step sends tokens (positions pos..pos+len-1) and waits for the result.
+func (c *chain) step(ctx context.Context, tokens []int32) (*Result, time.Duration, error) {
+	stop := context.AfterFunc(ctx, func() { c.st.Reset() })
+	defer stop()
+	t0 := time.Now()
+	if err := writeFrame(c.st, frameStep, encodeStep(&Step{Session: c.open.Session, Pos: c.pos, Tokens: tokens})); err != nil {
+		return nil, 0, c.fail(ctx, err)
+	}
+	c.st.SetReadDeadline(time.Now().Add(5 * time.Minute))
+	typ, body, err := readFrame(c.r)
+	took := time.Since(t0)
+	if err != nil {
+		return nil, took, c.fail(ctx, err)
+	}
+	switch typ {
+	case frameResult:
+		res, err := DecodeResult(body)
+		if err != nil {
+			return nil, took, c.fail(ctx, err)
+		}
+		if res.Session != c.open.Session {
+			return nil, took, c.fail(ctx, fmt.Errorf("result for session %d", res.Session))
+		}
+		c.pos += len(tokens)
+		return res, took, nil
+	case frameError:
+		return nil, took, c.remoteError(body)
+	}
+	return nil, took, c.fail(ctx, fmt.Errorf("unexpected frame type %d", typ))
+}
+
+// close ends the session: the stages close theirs in turn.
+func (c *chain) close() { c.st.Close() }

@@ -1,0 +1,255 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// generation is the state of one Generate call.
+type generation struct {
+	o       *Originator
+	req     Request
+	ref     ModelRef
+	holders []swarm.ShardHolder
+	failed  map[string]bool
+	tok     *engine.Tokenizer
+	sampler *engine.Sampler
+	prompt  []int32
+	res     *GenerateResult
+
+	hops    []Hop
+	chain   *chain
+	compute []float64 // per hop, summed over decode steps
+	xfer    []float64
+	decodes int
+}
+
+func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error {
+	g.hops = hops
+	g.resetStats()
+	g.trace(TraceEvent{Kind: "route", Route: hops})
+	defer func() {
+		if g.chain != nil {
+			g.chain.close()
+		}
+	}()
+	var pending *Result // a step's result obtained by a replay after a failover
+	var err error
+	if g.chain, err = g.o.openChain(ctx, g.o.newOpen(g.ref, g.hops, g.req)); err != nil {
+		if g.chain, pending, err = g.recover(ctx, err); err != nil {
+			return err
+		}
+	}
+	history := slices.Clone(g.prompt)
+	input := g.prompt
+	dec := g.tok.NewStreamDecoder()
+	var text []byte
+	var decodeStart time.Time
+	for {
+		if err := ctx.Err(); err != nil {
+			g.res.Done = "cancel"
+			return err
+		}
+		var res *Result
+		var took time.Duration
+		switch bad := g.deadHop(); {
+		case pending != nil:
+			res, pending = pending, nil
+		case bad != nil:
+			err = &StageError{Peer: bad.Peer, Layers: [2]int{bad.Start, bad.End}, Code: CodeDownstream,
+				Err: errors.New("declared dead while the session ran")}
+		default:
+			res, took, err = g.chain.step(ctx, input)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				g.res.Done = "cancel"
+				return ctx.Err()
+			}
+			if g.chain, res, err = g.recover(ctx, err); err != nil {
+				return err
+			}
+		} else if len(input) == 1 && took > 0 {
+			g.account(res, took)
+		}
+		if len(g.res.Tokens) == 0 {
+			g.res.TTFTMS = msSince(start)
+			g.res.PrefillMS = float64(took.Microseconds()) / 1000
+			decodeStart = time.Now()
+		}
+		token := res.Token
+		if g.req.Logits {
+			if g.req.OnLogits != nil {
+				g.req.OnLogits(len(g.res.Tokens), res.Logits)
+			}
+			if token, err = g.sampler.Sample(res.Logits, history); err != nil {
+				return err
+			}
+		}
+		g.res.Tokens = append(g.res.Tokens, token)
+		history = append(history, token)
+		if g.tok.IsEOG(token) {
+			g.res.Done = "stop"
+			break
+		}
+		if !g.tok.IsControl(token) {
+			piece, err := dec.Add(token)
+			if err != nil {
+				return err
+			}
+			g.emit(piece, &text)
+		}
+		if g.req.MaxTokens > 0 && len(g.res.Tokens) >= g.req.MaxTokens {
+			g.res.Done = "length"
+			break
+		}
+		input = []int32{token}
+	}
+	g.emit(dec.Flush(), &text)
+	g.res.Text = string(text)
+	if n := len(g.res.Tokens); n > 1 {
+		g.res.DecodeTPS = float64(n-1) / time.Since(decodeStart).Seconds()
+	}
+	g.stats()
+	return nil
+}
+
+func (g *generation) emit(piece string, text *[]byte) {
+	if piece == "" {
+		return
+	}
+	*text = append(*text, piece...)
+	if g.req.OnToken != nil {
+		g.req.OnToken(piece)
+	}
+}
+
+func (g *generation) trace(ev TraceEvent) {
+	if g.req.OnTrace != nil {
+		g.req.OnTrace(ev)
+	}
+}
+
+// deadHop returns a hop whose peer routing must now avoid (declared dead
+// by the BMC, or dead in the swarm view).
+func (g *generation) deadHop() *Hop {
+	ex := g.o.excluded(nil)
+	for i := range g.hops {
+		if g.hops[i].Peer != g.o.Host.ID().String() && ex(g.hops[i].Peer) {
+			return &g.hops[i]
+		}
+	}
+	return nil
+}
+
+// recover handles a failed step or open: it leaves the failed peer out,
+// assembles a new route, opens it and replays the prompt and the tokens
+// generated so far, so the new stages' KV caches hold what the old ones
+// did. The replay's result is the result of the step that failed. With no
+// replacement it fails naming the layers nobody covers.
+func (g *generation) recover(ctx context.Context, cause error) (*chain, *Result, error) {
+	if g.chain != nil {
+		g.chain.st.Reset()
+		g.chain = nil
+	}
+	at := len(g.res.Tokens)
+	t0 := time.Now()
+	for {
+		var se *StageError
+		if !errors.As(cause, &se) || se.Code == CodeBadFrame {
+			return nil, nil, cause
+		}
+		if len(g.res.Reroutes) >= g.maxReroutes() {
+			return nil, nil, fmt.Errorf("%w (%d): last failure: %v", ErrTooManyReroutes, len(g.res.Reroutes), cause)
+		}
+		g.failed[se.Peer] = true
+		g.o.log().Warn("pipeline stage failed; re-routing", "peer", se.Peer, "layers", se.Layers, "err", se.Err)
+		hops, err := g.o.plan(g.ref, g.holders, g.failed)
+		if err != nil {
+			return nil, nil, fmt.Errorf("pipeline: stage %s (layers [%d,%d)) failed and no live peer replaces it: %w",
+				short(se.Peer), se.Layers[0], se.Layers[1], err)
+		}
+		g.res.Reroutes = append(g.res.Reroutes, Reroute{AtToken: at, Failed: se.Peer, Layers: se.Layers,
+			Reason: se.Err.Error(), NewRoute: hops})
+		c, err := g.o.openChain(ctx, g.o.newOpen(g.ref, hops, g.req))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			cause = err
+			continue
+		}
+		replay := append(slices.Clone(g.prompt), g.res.Tokens...)
+		res, _, err := c.step(ctx, replay)
+		if err != nil {
+			c.st.Reset()
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			cause = err
+			continue
+		}
+		last := &g.res.Reroutes[len(g.res.Reroutes)-1]
+		last.ReplayTokens, last.CostMS = len(replay), msSince(t0)
+		g.trace(TraceEvent{Kind: "reroute", Route: hops, Failed: se.Peer, Layers: se.Layers, Reason: last.Reason,
+			AtToken: at, CostMS: last.CostMS, Replay: len(replay)})
+		g.stats()
+		g.hops = hops
+		g.resetStats()
+		return c, res, nil
+	}
+}
+
+func (g *generation) maxReroutes() int {
+	if g.o.MaxReroutes > 0 {
+		return g.o.MaxReroutes
+	}
+	return 3
+}
+
+func (g *generation) resetStats() {
+	g.compute = make([]float64, len(g.hops))
+	g.xfer = make([]float64, len(g.hops))
+	g.decodes = 0
+}
+
+// account adds one decode step's per-hop times. Result hops come last hop
+// first; hop i's transfer is what its upstream waited beyond hop i's own
+// compute and downstream wait.
+func (g *generation) account(res *Result, took time.Duration) {
+	n := len(g.hops)
+	if len(res.Hops) != n {
+		return
+	}
+	ht := make([]HopTiming, n)
+	for i, h := range res.Hops {
+		ht[n-1-i] = h
+	}
+	upstream := float64(took.Microseconds()) / 1000
+	for i := 0; i < n; i++ {
+		c, d := float64(ht[i].ComputeMS), float64(ht[i].DownstreamMS)
+		g.compute[i] += c
+		g.xfer[i] += max(upstream-c-d, 0)
+		upstream = d
+	}
+	g.decodes++
+}
+
+// stats folds the current route's accounting into the result.
+func (g *generation) stats() {
+	for i, h := range g.hops {
+		hs := HopStat{Peer: h.Peer, Start: h.Start, End: h.End}
+		if g.decodes > 0 {
+			hs.ComputeMS = g.compute[i] / float64(g.decodes)
+			hs.TransferMS = g.xfer[i] / float64(g.decodes)
+		}
+		g.res.Hops = append(g.res.Hops, hs)
+	}
+	g.decodes = 0
+}

@@ -1,0 +1,347 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+
+	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/shards"
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+var (
+	testDir   string
+	modelsMu  sync.Mutex
+	modelFile = map[string]string{}
+)
+
+func TestMain(m *testing.M) {
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	d, err := os.MkdirTemp("", "pipeline-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testDir = d
+	code := m.Run()
+	os.RemoveAll(d)
+	os.Exit(code)
+}
+
+// model writes a synthetic model once per test binary.
+func model(t *testing.T, arch string) (path, cid string) {
+	t.Helper()
+	modelsMu.Lock()
+	defer modelsMu.Unlock()
+	p := filepath.Join(testDir, arch+".gguf")
+	if _, ok := modelFile[arch]; !ok {
+		if err := engine.Synth(context.Background(), p, engine.SynthSpec{Arch: arch, Size: "tiny", Type: "f32", Seed: 3}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := shards.FileCID(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		modelFile[arch] = c.String()
+	}
+	return p, modelFile[arch]
+}
+
+// stagePeer is a host serving some shards.
+type stagePeer struct {
+	h   host.Host
+	srv *StageServer
+}
+
+func newStagePeer(t *testing.T) *stagePeer {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stagePeer{h: h, srv: NewStageServer(h, nil)}
+	t.Cleanup(func() { p.srv.Close(); h.Close() })
+	return p
+}
+
+// serve slices the model to [a,b) and serves it.
+func (p *stagePeer) serve(t *testing.T, arch string, a, b int) {
+	t.Helper()
+	full, cid := model(t, arch)
+	out := filepath.Join(t.TempDir(), fmt.Sprintf("%s.%d-%d.gguf", arch, a, b))
+	if _, err := shards.Slice(full, out, a, b); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := LoadShard(context.Background(), out, cid, a, b, engine.Options{Threads: 1, Slots: 4, Context: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.srv.Add(sh)
+}
+
+// originatorFor builds an originator whose view holds the stage peers.
+func originatorFor(t *testing.T, arch string, self *stagePeer, stages ...*stagePeer) *Originator {
+	t.Helper()
+	full, _ := model(t, arch)
+	v := swarm.NewView(self.h.ID(), swarm.Liveness{})
+	for i, p := range append([]*stagePeer{self}, stages...) {
+		self.h.Peerstore().AddAddrs(p.h.ID(), p.h.Addrs(), time.Hour)
+		var addrs []string
+		for _, a := range p.h.Addrs() {
+			addrs = append(addrs, a.String())
+		}
+		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Addrs: addrs, Shards: p.srv.Shards()}, time.Now())
+	}
+	tok, err := engine.LoadTokenizer(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Originator{Host: self.h, View: v, Local: self.srv,
+		Tokenizer: func(context.Context, ModelRef, []swarm.ShardHolder) (*engine.Tokenizer, error) { return tok, nil }}
+}
+
+// reference is the single-machine greedy generation.
+func reference(t *testing.T, arch string, msgs []engine.Message, n int) []int32 {
+	t.Helper()
+	full, _ := model(t, arch)
+	m, err := engine.Load(context.Background(), full, engine.Options{Threads: 1, Slots: 1, Context: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	think := false
+	res, err := m.Generate(context.Background(), engine.Request{Messages: msgs, MaxTokens: n, Think: &think,
+		Sampling: engine.SamplerOptions{RepeatPenalty: penalty}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Tokens
+}
+
+var question = []engine.Message{{Role: "user", Content: "Explain pipeline parallelism in one sentence."}}
+
+// penalty keeps random-weight models from repeating one token forever, so
+// token equality over many steps means something. It is deterministic
+// (greedy) and exercises the history the last stage keeps.
+const penalty = 1.5
+
+var greedy = Sampling{RepeatPenalty: penalty}
+
+func sameTokens(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPipelineMatchesSingleNode: 2, 3 and 4 stages on separate hosts give
+// exactly the single-machine greedy tokens with f32 hidden states, for
+// every architecture; fp16 agreement is measured.
+func TestPipelineMatchesSingleNode(t *testing.T) {
+	splits := map[int][][2]int{2: {{0, 2}, {2, 4}}, 3: {{0, 1}, {1, 3}, {3, 4}}, 4: {{0, 1}, {1, 2}, {2, 3}, {3, 4}}}
+	const n = 24
+	think := false
+	for _, arch := range []string{"qwen3", "qwen2", "llama"} {
+		want := reference(t, arch, question, n)
+		distinct := map[int32]bool{}
+		for _, w := range want {
+			distinct[w] = true
+		}
+		if len(want) != n || len(distinct) < 4 {
+			t.Fatalf("%s reference: %v: want %d varied tokens for a meaningful comparison", arch, want, n)
+		}
+		for stages := 2; stages <= 4; stages++ {
+			t.Run(fmt.Sprintf("%s/%d-stage", arch, stages), func(t *testing.T) {
+				origin := newStagePeer(t)
+				var ps []*stagePeer
+				for _, r := range splits[stages] {
+					p := newStagePeer(t)
+					p.serve(t, arch, r[0], r[1])
+					ps = append(ps, p)
+				}
+				o := originatorFor(t, arch, origin, ps...)
+				for _, dt := range []string{DTypeF32, DTypeF16} {
+					res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, DType: dt, Sampling: greedy})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(res.Hops) != stages {
+						t.Fatalf("%d hops, want %d", len(res.Hops), stages)
+					}
+					agree := 0
+					for i := range min(len(want), len(res.Tokens)) {
+						if want[i] != res.Tokens[i] {
+							break
+						}
+						agree++
+					}
+					if dt == DTypeF32 && !sameTokens(res.Tokens, want) {
+						t.Fatalf("f32 pipeline tokens differ from single node:\n got %v\nwant %v", res.Tokens, want)
+					}
+					t.Logf("%s: %d/%d leading tokens agree with single node", dt, agree, len(want))
+				}
+			})
+		}
+	}
+}
+
+// TestFailoverToReplica: the middle stage dies mid-generation while another
+// peer holds the same range; generation completes with the same tokens.
+func TestFailoverToReplica(t *testing.T) {
+	const arch, n = "qwen3", 32
+	think := false
+	want := reference(t, arch, question, n)
+	origin := newStagePeer(t)
+	a, mid, b, spare := newStagePeer(t), newStagePeer(t), newStagePeer(t), newStagePeer(t)
+	a.serve(t, arch, 0, 1)
+	mid.serve(t, arch, 1, 3)
+	b.serve(t, arch, 3, 4)
+	spare.serve(t, arch, 1, 3)
+	o := originatorFor(t, arch, origin, a, mid, b, spare)
+	var traces []TraceEvent
+	var routeMid string
+	killed, seen := false, 0
+	res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, DType: DTypeF32,
+		Sampling: greedy, OnTrace: func(ev TraceEvent) {
+			traces = append(traces, ev)
+			if ev.Kind == "route" {
+				routeMid = ev.Route[1].Peer
+			}
+		},
+		OnToken: func(string) {
+			if seen++; seen == n/2 && !killed {
+				killed = true
+				// Kill whichever replica the route chose for [1,3).
+				for _, p := range []*stagePeer{mid, spare} {
+					if p.h.ID().String() == routeMid {
+						p.h.Close()
+					}
+				}
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameTokens(res.Tokens, want) {
+		t.Fatalf("tokens after failover differ:\n got %v\nwant %v", res.Tokens, want)
+	}
+	if len(res.Reroutes) != 1 || res.Reroutes[0].Failed != routeMid || res.Reroutes[0].Layers != [2]int{1, 3} {
+		t.Fatalf("reroutes: %+v", res.Reroutes)
+	}
+	t.Logf("re-route at token %d cost %.1f ms (replayed %d tokens)", res.Reroutes[0].AtToken, res.Reroutes[0].CostMS, res.Reroutes[0].ReplayTokens)
+}
+
+// TestNoReplacementNamesLayers: with no other holder, a dead stage ends the
+// generation with an error naming the uncovered layers; a gap is reported
+// before starting.
+func TestNoReplacementNamesLayers(t *testing.T) {
+	const arch = "qwen3"
+	think := false
+	origin := newStagePeer(t)
+	a, mid, b := newStagePeer(t), newStagePeer(t), newStagePeer(t)
+	a.serve(t, arch, 0, 1)
+	mid.serve(t, arch, 1, 3)
+	b.serve(t, arch, 3, 4)
+	o := originatorFor(t, arch, origin, a, mid, b)
+	closed := false
+	_, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: 16,
+		OnToken: func(string) {
+			if !closed {
+				closed = true
+				mid.h.Close()
+			}
+		}})
+	var gap *GapError
+	if !errors.As(err, &gap) || !strings.Contains(err.Error(), "[1,3)") {
+		t.Fatalf("err = %v, want a GapError naming [1,3)", err)
+	}
+	// A gap from the start.
+	o2 := originatorFor(t, arch, origin, a, b)
+	_, err = o2.Generate(t.Context(), Request{Messages: question, MaxTokens: 4})
+	if !errors.As(err, &gap) || !strings.Contains(err.Error(), "[1,3)") {
+		t.Fatalf("err = %v, want a GapError naming [1,3)", err)
+	}
+}
+
+// TestBadFramesRefused: a stage refuses frames of the wrong size, dtype or
+// session with an error and keeps serving.
+func TestBadFramesRefused(t *testing.T) {
+	const arch = "qwen3"
+	_, cid := model(t, arch)
+	origin := newStagePeer(t)
+	st := newStagePeer(t)
+	st.serve(t, arch, 2, 4)
+	origin.h.Peerstore().AddAddrs(st.h.ID(), st.h.Addrs(), time.Hour)
+	o := &Originator{Host: origin.h}
+	open := Open{Session: 7, Model: cid, Layers: 4, Hidden: 64, DType: DTypeF16,
+		Route: []RouteHop{{Peer: st.h.ID().String(), Start: 0, End: 4}}}
+	// The peer does not hold [0,4): refused naming it.
+	_, err := o.openChain(t.Context(), open)
+	var se *StageError
+	if !errors.As(err, &se) || se.Code != CodeNoShard {
+		t.Fatalf("open of unheld layers: %v", err)
+	}
+	// Open [2,4) directly (as a stage after another would).
+	open.Route = []RouteHop{{Peer: "x", Start: 0, End: 2}, {Peer: st.h.ID().String(), Start: 2, End: 4}}
+	open.Route[0].Peer = origin.h.ID().String()
+	open.Index = 1
+	s, err := origin.h.NewStream(t.Context(), st.h.ID(), ProtocolID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := &chain{st: s, open: open, first: open.Route[1]}
+	c.r = newReader(s)
+	if err := writeJSON(s, frameOpen, &open); err != nil {
+		t.Fatal(err)
+	}
+	if typ, _, err := readFrame(c.r); err != nil || typ != frameOpened {
+		t.Fatalf("open: type %d, %v", typ, err)
+	}
+	hid := make([]byte, 2*64)
+	cases := []struct {
+		name string
+		step Step
+	}{
+		{"wrong size", Step{Session: 7, Tokens: []int32{1}, DType: dtF16, Hidden: hid[:10]}},
+		{"wrong dtype", Step{Session: 7, Tokens: []int32{1}, DType: dtF32, Hidden: make([]byte, 4*64)}},
+		{"wrong session", Step{Session: 8, Tokens: []int32{1}, DType: dtF16, Hidden: hid}},
+		{"wrong position", Step{Session: 7, Pos: 5, Tokens: []int32{1}, DType: dtF16, Hidden: hid}},
+	}
+	for _, tc := range cases {
+		if err := writeFrame(s, frameStep, encodeStep(&tc.step)); err != nil {
+			t.Fatal(err)
+		}
+		typ, body, err := readFrame(c.r)
+		if err != nil || typ != frameError {
+			t.Fatalf("%s: type %d, %v", tc.name, typ, err)
+		}
+		if !strings.Contains(string(body), CodeBadFrame) {
+			t.Fatalf("%s: %s", tc.name, body)
+		}
+	}
+	// Still serving: a correct step works.
+	if err := writeFrame(s, frameStep, encodeStep(&Step{Session: 7, Tokens: []int32{1}, DType: dtF16, Hidden: hid})); err != nil {
+		t.Fatal(err)
+	}
+	if typ, body, err := readFrame(c.r); err != nil || typ != frameResult {
+		t.Fatalf("good step after bad ones: type %d, %s, %v", typ, body, err)
+	}
+}

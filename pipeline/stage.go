@@ -1,0 +1,402 @@
+package pipeline
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/internal/engine"
+)
+
+// idleTimeout closes a session whose originator sent nothing for this long.
+const idleTimeout = 10 * time.Minute
+
+// StageServer serves this peer's shards on ProtocolID.
+type StageServer struct {
+	host host.Host
+	log  *slog.Logger
+
+	mu     sync.RWMutex
+	shards []*Shard
+	active int
+	closed bool
+}
+
+// NewStageServer registers the stream handler on h.
+func NewStageServer(h host.Host, log *slog.Logger) *StageServer {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &StageServer{host: h, log: log}
+	h.SetStreamHandler(ProtocolID, s.handle)
+	return s
+}
+
+// Add serves a loaded shard.
+func (s *StageServer) Add(sh *Shard) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shards = append(s.shards, sh)
+}
+
+// Shards is what to announce.
+func (s *StageServer) Shards() []gossip.Shard {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]gossip.Shard, 0, len(s.shards))
+	for _, sh := range s.shards {
+		out = append(out, sh.Capability())
+	}
+	return out
+}
+
+// Local returns the loaded shards.
+func (s *StageServer) Local() []*Shard {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return append([]*Shard(nil), s.shards...)
+}
+
+// Load is the sessions open and how many fit.
+func (s *StageServer) Load() (active, capacity int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, sh := range s.shards {
+		_, slots := sh.Model.Sessions()
+		capacity += slots
+	}
+	return s.active, capacity
+}
+
+func (s *StageServer) find(model string, a, b int) *Shard {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil
+	}
+	for _, sh := range s.shards {
+		if sh.holds(model, a, b) {
+			return sh
+		}
+	}
+	return nil
+}
+
+// Close stops serving and unloads the shards. It is idempotent.
+func (s *StageServer) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.host.RemoveStreamHandler(ProtocolID)
+	var errs []error
+	for _, sh := range s.shards {
+		errs = append(errs, sh.Model.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// stream is what a stage session reads from and writes to: a libp2p
+// stream, or an in-process pipe when the originator is itself the first
+// stage.
+type stream interface {
+	io.ReadWriter
+	Close() error
+	Reset() error
+	SetReadDeadline(time.Time) error
+}
+
+// pipeStream adapts a net.Conn (net.Pipe) to stream.
+type pipeStream struct{ net.Conn }
+
+func (p pipeStream) Reset() error { return p.Conn.Close() }
+
+// ServeLocal serves a session arriving on an in-process connection (the
+// originator runs the first stage itself).
+func (s *StageServer) ServeLocal(c net.Conn) { s.serve(pipeStream{c}, "self") }
+
+// stageSession is one open session on this stage.
+type stageSession struct {
+	open    Open
+	hop     RouteHop
+	last    bool
+	sess    *engine.Session
+	sampler *engine.Sampler
+	history []int32
+	up      stream
+	upR     *bufio.Reader
+	down    network.Stream
+	downR   *bufio.Reader
+	next    RouteHop
+}
+
+func (s *StageServer) handle(st network.Stream) { s.serve(st, st.Conn().RemotePeer().String()) }
+
+// serve serves one session: Open, then Steps until the stream ends.
+func (s *StageServer) serve(st stream, remote string) {
+	defer st.Close()
+	st.SetReadDeadline(time.Now().Add(10 * time.Second))
+	ss := &stageSession{up: st, upR: bufio.NewReaderSize(st, 64<<10)}
+	typ, body, err := readFrame(ss.upR)
+	if err != nil || typ != frameOpen {
+		s.refuse(st, remote, CodeBadFrame, fmt.Sprintf("expected an open frame: %v", err), RouteHop{})
+		return
+	}
+	if err := decodeJSON(body, &ss.open); err != nil {
+		s.refuse(st, remote, CodeBadFrame, err.Error(), RouteHop{})
+		return
+	}
+	if err := ss.open.validate(); err != nil {
+		s.refuse(st, remote, CodeBadFrame, err.Error(), RouteHop{})
+		return
+	}
+	ss.hop = ss.open.Route[ss.open.Index]
+	ss.last = ss.hop.End == ss.open.Layers
+	self := RouteHop{Peer: s.host.ID().String(), Start: ss.hop.Start, End: ss.hop.End}
+	sh := s.find(ss.open.Model, ss.hop.Start, ss.hop.End)
+	if sh == nil {
+		s.refuse(st, remote, CodeNoShard, fmt.Sprintf("layers [%d,%d) of %s are not held here", ss.hop.Start, ss.hop.End, ss.open.Model), self)
+		return
+	}
+	if sh.Hidden != ss.open.Hidden || sh.Layers != ss.open.Layers {
+		s.refuse(st, remote, CodeBadFrame, fmt.Sprintf("model shape: %d layers of %d hidden here, open says %d of %d",
+			sh.Layers, sh.Hidden, ss.open.Layers, ss.open.Hidden), self)
+		return
+	}
+	ss.sess, err = sh.Model.NewSession()
+	if err != nil {
+		code := CodeInternal
+		if errors.Is(err, engine.ErrCapacity) {
+			code = CodeBusy
+		}
+		s.refuse(st, remote, code, err.Error(), self)
+		return
+	}
+	defer ss.sess.Close()
+	s.mu.Lock()
+	s.active++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.active--
+		s.mu.Unlock()
+	}()
+	sm := ss.open.Sampling
+	ss.sampler = engine.NewSampler(engine.SamplerOptions{Temperature: sm.Temperature, TopK: sm.TopK, TopP: sm.TopP,
+		MinP: sm.MinP, RepeatPenalty: sm.RepeatPenalty, Seed: sm.Seed})
+	if !ss.last {
+		if werr := s.openDownstream(ss); werr != nil {
+			writeJSON(st, frameError, werr)
+			return
+		}
+		defer ss.down.Close()
+	}
+	if err := writeJSON(st, frameOpened, &Opened{Session: ss.open.Session, Vocab: sh.Model.Info().VocabSize}); err != nil {
+		return
+	}
+	for {
+		st.SetReadDeadline(time.Now().Add(idleTimeout))
+		typ, body, err := readFrame(ss.upR)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				s.log.Debug("stage: upstream gone", "session", ss.open.Session, "err", err)
+				if ss.down != nil {
+					ss.down.Reset()
+				}
+			}
+			return
+		}
+		if typ != frameStep {
+			s.refuse(st, remote, CodeBadFrame, fmt.Sprintf("expected a step frame, got type %d", typ), self)
+			return
+		}
+		res, werr := s.step(ss, body, self)
+		if werr != nil {
+			writeJSON(st, frameError, werr)
+			if werr.Code == CodeBadFrame {
+				continue // the session is intact: the sender may retry correctly
+			}
+			return
+		}
+		if err := writeFrame(st, frameResult, encodeResult(res)); err != nil {
+			return
+		}
+	}
+}
+
+func (s *StageServer) refuse(st stream, remote, code, msg string, hop RouteHop) {
+	s.log.Debug("stage: refused", "peer", remote, "code", code, "err", msg)
+	writeJSON(st, frameError, &WireError{Code: code, Message: msg, Peer: hop.Peer, Start: hop.Start, End: hop.End})
+}
+
+// openDownstream opens the session on the next hop and waits until the rest
+// of the chain is ready. A failure names the hop that failed.
+func (s *StageServer) openDownstream(ss *stageSession) *WireError {
+	ss.next = ss.open.Route[ss.open.Index+1]
+	fail := func(err error) *WireError {
+		return &WireError{Code: CodeDownstream, Message: err.Error(), Peer: ss.next.Peer, Start: ss.next.Start, End: ss.next.End}
+	}
+	id, err := peer.Decode(ss.next.Peer)
+	if err != nil {
+		return &WireError{Code: CodeBadFrame, Message: "route hop peer: " + err.Error()}
+	}
+	for _, a := range ss.next.Addrs {
+		if m, err := ma.NewMultiaddr(a); err == nil {
+			s.host.Peerstore().AddAddr(id, m, peerstore.TempAddrTTL)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	down, err := s.host.NewStream(network.WithAllowLimitedConn(ctx, ProtocolID), id, ProtocolID)
+	if err != nil {
+		return fail(err)
+	}
+	next := ss.open
+	next.Index++
+	if err := writeJSON(down, frameOpen, &next); err != nil {
+		down.Reset()
+		return fail(err)
+	}
+	down.SetReadDeadline(time.Now().Add(30 * time.Second))
+	r := bufio.NewReaderSize(down, 64<<10)
+	typ, body, err := readFrame(r)
+	if err != nil {
+		down.Reset()
+		return fail(err)
+	}
+	switch typ {
+	case frameOpened:
+		ss.down, ss.downR = down, r
+		return nil
+	case frameError:
+		var we WireError
+		if decodeJSON(body, &we) != nil {
+			we = WireError{Code: CodeDownstream, Message: "malformed error frame"}
+		}
+		if we.Peer == "" {
+			we.Peer, we.Start, we.End = ss.next.Peer, ss.next.Start, ss.next.End
+		}
+		down.Reset()
+		return &we
+	}
+	down.Reset()
+	return fail(fmt.Errorf("unexpected frame type %d", typ))
+}
+
+// step runs one step on this stage and the rest of the chain.
+func (s *StageServer) step(ss *stageSession, body []byte, self RouteHop) (*Result, *WireError) {
+	bad := func(f string, a ...any) *WireError {
+		return &WireError{Code: CodeBadFrame, Message: fmt.Sprintf(f, a...), Peer: self.Peer, Start: self.Start, End: self.End}
+	}
+	st, err := DecodeStep(body, ss.open.Hidden)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	if st.Session != ss.open.Session {
+		return nil, bad("step for session %d on session %d", st.Session, ss.open.Session)
+	}
+	if st.Pos != ss.sess.Pos() {
+		return nil, bad("step at position %d, session is at %d", st.Pos, ss.sess.Pos())
+	}
+	want := dtypeCode(ss.open.DType)
+	if ss.hop.Start == 0 {
+		want = dtNone
+	}
+	if st.DType != want {
+		return nil, bad("hidden state dtype %d, session uses %d", st.DType, want)
+	}
+	var hidden []float32
+	var tokens []int32
+	switch st.DType {
+	case dtNone:
+		tokens = st.Tokens
+	case dtF16:
+		if hidden, err = engine.F16BytesToF32(st.Hidden); err != nil {
+			return nil, bad("%v", err)
+		}
+	case dtF32:
+		hidden = make([]float32, len(st.Hidden)/4)
+		for i := range hidden {
+			hidden[i] = math.Float32frombits(binary.LittleEndian.Uint32(st.Hidden[4*i:]))
+		}
+	}
+	t0 := time.Now()
+	out, err := ss.sess.RunRange(context.Background(), ss.hop.Start, ss.hop.End, tokens, hidden)
+	compute := time.Since(t0)
+	if err != nil {
+		if errors.Is(err, engine.ErrBadInput) || errors.Is(err, engine.ErrContextFull) {
+			return nil, bad("%v", err)
+		}
+		return nil, &WireError{Code: CodeInternal, Message: err.Error(), Peer: self.Peer, Start: self.Start, End: self.End}
+	}
+	ss.history = append(ss.history, st.Tokens...)
+	me := HopTiming{ComputeMS: float32(compute.Microseconds()) / 1000}
+	if ss.last {
+		res := &Result{Session: st.Session, Hops: []HopTiming{me}}
+		if ss.open.Logits {
+			res.Logits = out
+		} else if res.Token, err = ss.sampler.Sample(out, ss.history); err != nil {
+			return nil, &WireError{Code: CodeInternal, Message: err.Error(), Peer: self.Peer, Start: self.Start, End: self.End}
+		}
+		return res, nil
+	}
+	next := &Step{Session: st.Session, Pos: st.Pos, Tokens: st.Tokens, DType: dtypeCode(ss.open.DType)}
+	if next.DType == dtF32 {
+		next.Hidden = make([]byte, 4*len(out))
+		for i, f := range out {
+			binary.LittleEndian.PutUint32(next.Hidden[4*i:], math.Float32bits(f))
+		}
+	} else {
+		next.Hidden = engine.F32ToF16Bytes(out)
+	}
+	down := func(err error) *WireError {
+		return &WireError{Code: CodeDownstream, Message: err.Error(), Peer: ss.next.Peer, Start: ss.next.Start, End: ss.next.End}
+	}
+	t1 := time.Now()
+	if err := writeFrame(ss.down, frameStep, encodeStep(next)); err != nil {
+		return nil, down(err)
+	}
+	ss.down.SetReadDeadline(time.Now().Add(5 * time.Minute))
+	typ, body, err := readFrame(ss.downR)
+	if err != nil {
+		return nil, down(err)
+	}
+	switch typ {
+	case frameResult:
+		res, err := DecodeResult(body)
+		if err != nil {
+			return nil, down(err)
+		}
+		me.DownstreamMS = float32(time.Since(t1).Microseconds()) / 1000
+		res.Hops = append(res.Hops, me)
+		return res, nil
+	case frameError:
+		var we WireError
+		if decodeJSON(body, &we) != nil {
+			return nil, down(errors.New("malformed error frame"))
+		}
+		if we.Code == CodeBadFrame && we.Peer == ss.next.Peer {
+			// Our own frame was refused: that is our bug, not the next hop's death.
+			we.Code = CodeInternal
+		}
+		return nil, &we
+	}
+	return nil, down(fmt.Errorf("unexpected frame type %d", typ))
+}

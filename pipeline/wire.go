@@ -1,0 +1,326 @@
+package pipeline
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// ProtocolID is the stage protocol.
+const ProtocolID = "/swarm/stage/1.0.0"
+
+// Frame types.
+const (
+	frameOpen   byte = 1 // JSON Open
+	frameOpened byte = 2 // JSON Opened
+	frameStep   byte = 3 // binary Step
+	frameResult byte = 4 // binary Result
+	frameError  byte = 5 // JSON WireError
+)
+
+// Hidden-state encodings on the wire.
+const (
+	DTypeF16 = "f16"
+	DTypeF32 = "f32"
+)
+
+// Limits.
+const (
+	maxJSONFrame = 64 << 10
+	maxFrame     = 256 << 20 // a long prompt's hidden states: 8k tokens x 8k hidden x f32
+	maxRouteHops = 64
+	maxStepToks  = 32768
+	maxVocab     = 1 << 20
+)
+
+// RouteHop is one stage of a route as carried in Open.
+type RouteHop struct {
+	Peer  string   `json:"peer"`
+	Addrs []string `json:"addrs,omitempty"`
+	Start int      `json:"start"`
+	End   int      `json:"end"`
+}
+
+// Sampling is how the last stage picks tokens.
+type Sampling struct {
+	Temperature   float32 `json:"temperature,omitempty"`
+	TopK          int     `json:"top_k,omitempty"`
+	TopP          float32 `json:"top_p,omitempty"`
+	MinP          float32 `json:"min_p,omitempty"`
+	RepeatPenalty float32 `json:"repeat_penalty,omitempty"`
+	Seed          uint64  `json:"seed,omitempty"`
+}
+
+// Open starts a session on Route[Index] and, through it, on every later hop.
+type Open struct {
+	Session  uint64     `json:"session"`
+	Model    string     `json:"model"` // model CID
+	Layers   int        `json:"layers"`
+	Hidden   int        `json:"hidden"`
+	Route    []RouteHop `json:"route"`
+	Index    int        `json:"index"`
+	DType    string     `json:"dtype"`
+	Sampling Sampling   `json:"sampling"`
+	Logits   bool       `json:"logits,omitempty"` // return logits instead of a sampled token
+}
+
+func (o *Open) validate() error {
+	bad := func(f string, a ...any) error { return fmt.Errorf("%w: %s", ErrBadFrame, fmt.Sprintf(f, a...)) }
+	if o.Session == 0 {
+		return bad("session 0")
+	}
+	if o.Layers <= 0 || o.Layers > 4096 || o.Hidden <= 0 || o.Hidden > 65536 {
+		return bad("layers %d / hidden %d", o.Layers, o.Hidden)
+	}
+	if len(o.Route) == 0 || len(o.Route) > maxRouteHops || o.Index < 0 || o.Index >= len(o.Route) {
+		return bad("route of %d hops, index %d", len(o.Route), o.Index)
+	}
+	next := 0
+	for i, h := range o.Route {
+		if h.Start != next || h.End <= h.Start || h.End > o.Layers {
+			return bad("route hop %d runs [%d,%d): hops must chain from 0 to %d", i, h.Start, h.End, o.Layers)
+		}
+		next = h.End
+		if len(h.Addrs) > 32 {
+			return bad("route hop %d has %d addresses", i, len(h.Addrs))
+		}
+	}
+	if next != o.Layers {
+		return bad("route ends at layer %d of %d", next, o.Layers)
+	}
+	if o.DType != DTypeF16 && o.DType != DTypeF32 {
+		return bad("dtype %q (f16 or f32)", o.DType)
+	}
+	return nil
+}
+
+// Opened confirms the chain from this hop on is ready.
+type Opened struct {
+	Session uint64 `json:"session"`
+	Vocab   int    `json:"vocab"`
+}
+
+// WireError is a stage's refusal or failure. Peer and layers name the hop
+// that failed (a downstream failure is reported by the hop before it).
+type WireError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Peer    string `json:"peer,omitempty"`
+	Start   int    `json:"start"`
+	End     int    `json:"end"`
+}
+
+// Error codes.
+const (
+	CodeBadFrame   = "bad_frame"  // the frame is malformed, of the wrong size, dtype or session
+	CodeNoShard    = "no_shard"   // the peer does not hold these layers of this model
+	CodeBusy       = "busy"       // no session slot free
+	CodeDownstream = "downstream" // the next hop failed or went away
+	CodeInternal   = "internal"   // the engine failed
+)
+
+// Step carries one batch of positions through the chain.
+type Step struct {
+	Session uint64
+	Pos     int     // position of the first token
+	Tokens  []int32 // the batch's token ids (input of layer 0; history for sampling)
+	DType   byte    // 0: no hidden (to stage 0), 1: f16, 2: f32
+	Hidden  []byte  // len(Tokens) x hidden x (2 or 4) bytes
+}
+
+const (
+	dtNone byte = 0
+	dtF16  byte = 1
+	dtF32  byte = 2
+)
+
+func dtypeCode(s string) byte {
+	if s == DTypeF32 {
+		return dtF32
+	}
+	return dtF16
+}
+
+// HopTiming is what one stage spent on one step.
+type HopTiming struct {
+	ComputeMS    float32 // its own layers
+	DownstreamMS float32 // from sending to the next hop until its result came back
+}
+
+// Result travels back from the last stage: the sampled token (or logits)
+// and each hop's timings, last hop first.
+type Result struct {
+	Session uint64
+	Token   int32
+	Logits  []float32
+	Hops    []HopTiming
+}
+
+// writeFrame writes type + body with a uvarint length prefix.
+func writeFrame(w io.Writer, typ byte, body []byte) error {
+	var hdr [binary.MaxVarintLen64 + 1]byte
+	n := binary.PutUvarint(hdr[:], uint64(len(body)+1))
+	hdr[n] = typ
+	if _, err := w.Write(hdr[:n+1]); err != nil {
+		return err
+	}
+	_, err := w.Write(body)
+	return err
+}
+
+func writeJSON(w io.Writer, typ byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return writeFrame(w, typ, b)
+}
+
+// readFrame reads one frame: its type and body.
+func readFrame(r *bufio.Reader) (byte, []byte, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0, nil, io.EOF
+		}
+		return 0, nil, err
+	}
+	if n == 0 || n > maxFrame {
+		return 0, nil, fmt.Errorf("%w: frame of %d bytes", ErrBadFrame, n)
+	}
+	typ, err := r.ReadByte()
+	if err != nil {
+		return 0, nil, err
+	}
+	if typ < frameOpen || typ > frameError {
+		return 0, nil, fmt.Errorf("%w: unknown frame type %d", ErrBadFrame, typ)
+	}
+	if (typ == frameOpen || typ == frameOpened || typ == frameError) && n-1 > maxJSONFrame {
+		return 0, nil, fmt.Errorf("%w: JSON frame of %d bytes", ErrBadFrame, n-1)
+	}
+	body := make([]byte, n-1)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, nil, err
+	}
+	return typ, body, nil
+}
+
+func decodeJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadFrame, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data", ErrBadFrame)
+	}
+	return nil
+}
+
+// encodeStep: u64 session, u32 pos, u32 n, u8 dtype, n x i32 tokens, hidden.
+func encodeStep(s *Step) []byte {
+	b := make([]byte, 0, 17+4*len(s.Tokens)+len(s.Hidden))
+	b = binary.LittleEndian.AppendUint64(b, s.Session)
+	b = binary.LittleEndian.AppendUint32(b, uint32(s.Pos))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(s.Tokens)))
+	b = append(b, s.DType)
+	for _, t := range s.Tokens {
+		b = binary.LittleEndian.AppendUint32(b, uint32(t))
+	}
+	return append(b, s.Hidden...)
+}
+
+// DecodeStep parses a step body and checks its hidden-state size against
+// hidden (the model's hidden size).
+func DecodeStep(body []byte, hidden int) (*Step, error) {
+	if len(body) < 17 {
+		return nil, fmt.Errorf("%w: step of %d bytes", ErrBadFrame, len(body))
+	}
+	s := &Step{
+		Session: binary.LittleEndian.Uint64(body),
+		Pos:     int(binary.LittleEndian.Uint32(body[8:])),
+		DType:   body[16],
+	}
+	n := int(binary.LittleEndian.Uint32(body[12:]))
+	if n <= 0 || n > maxStepToks {
+		return nil, fmt.Errorf("%w: step of %d tokens", ErrBadFrame, n)
+	}
+	rest := body[17:]
+	if len(rest) < 4*n {
+		return nil, fmt.Errorf("%w: step truncated", ErrBadFrame)
+	}
+	s.Tokens = make([]int32, n)
+	for i := range s.Tokens {
+		s.Tokens[i] = int32(binary.LittleEndian.Uint32(rest[4*i:]))
+	}
+	s.Hidden = rest[4*n:]
+	var per int
+	switch s.DType {
+	case dtNone:
+		per = 0
+	case dtF16:
+		per = 2
+	case dtF32:
+		per = 4
+	default:
+		return nil, fmt.Errorf("%w: dtype %d", ErrBadFrame, s.DType)
+	}
+	if want := n * hidden * per; len(s.Hidden) != want {
+		return nil, fmt.Errorf("%w: %d bytes of hidden state for %d tokens, want %d", ErrBadFrame, len(s.Hidden), n, want)
+	}
+	return s, nil
+}
+
+// encodeResult: u64 session, i32 token, u32 nlogits, logits f32, u8 nhops,
+// nhops x (f32 compute, f32 downstream).
+func encodeResult(r *Result) []byte {
+	b := make([]byte, 0, 17+4*len(r.Logits)+8*len(r.Hops))
+	b = binary.LittleEndian.AppendUint64(b, r.Session)
+	b = binary.LittleEndian.AppendUint32(b, uint32(r.Token))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.Logits)))
+	for _, f := range r.Logits {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+	}
+	b = append(b, byte(len(r.Hops)))
+	for _, h := range r.Hops {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(h.ComputeMS))
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(h.DownstreamMS))
+	}
+	return b
+}
+
+// DecodeResult parses a result body.
+func DecodeResult(body []byte) (*Result, error) {
+	if len(body) < 17 {
+		return nil, fmt.Errorf("%w: result of %d bytes", ErrBadFrame, len(body))
+	}
+	r := &Result{Session: binary.LittleEndian.Uint64(body), Token: int32(binary.LittleEndian.Uint32(body[8:]))}
+	nl := int(binary.LittleEndian.Uint32(body[12:]))
+	if nl < 0 || nl > maxVocab || len(body) < 16+4*nl+1 {
+		return nil, fmt.Errorf("%w: result with %d logits in %d bytes", ErrBadFrame, nl, len(body))
+	}
+	if nl > 0 {
+		r.Logits = make([]float32, nl)
+		for i := range r.Logits {
+			r.Logits[i] = math.Float32frombits(binary.LittleEndian.Uint32(body[16+4*i:]))
+		}
+	}
+	rest := body[16+4*nl:]
+	nh := int(rest[0])
+	rest = rest[1:]
+	if len(rest) != 8*nh || nh > maxRouteHops {
+		return nil, fmt.Errorf("%w: result hop timings", ErrBadFrame)
+	}
+	for i := 0; i < nh; i++ {
+		r.Hops = append(r.Hops, HopTiming{
+			ComputeMS:    math.Float32frombits(binary.LittleEndian.Uint32(rest[8*i:])),
+			DownstreamMS: math.Float32frombits(binary.LittleEndian.Uint32(rest[8*i+4:])),
+		})
+	}
+	return r, nil
+}

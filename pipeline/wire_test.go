@@ -1,0 +1,64 @@
+package pipeline
+
+import (
+	"bufio"
+	"bytes"
+	"testing"
+)
+
+func TestStepResultRoundTrip(t *testing.T) {
+	st := &Step{Session: 9, Pos: 3, Tokens: []int32{5, 6}, DType: dtF16, Hidden: make([]byte, 2*2*8)}
+	got, err := DecodeStep(encodeStep(st), 8)
+	if err != nil || got.Session != 9 || got.Pos != 3 || len(got.Tokens) != 2 || len(got.Hidden) != 32 {
+		t.Fatalf("step: %+v, %v", got, err)
+	}
+	if _, err := DecodeStep(encodeStep(st), 9); err == nil {
+		t.Fatal("hidden size mismatch accepted")
+	}
+	r := &Result{Session: 9, Token: 42, Logits: []float32{1, 2}, Hops: []HopTiming{{1, 2}, {3, 0}}}
+	gr, err := DecodeResult(encodeResult(r))
+	if err != nil || gr.Token != 42 || len(gr.Logits) != 2 || len(gr.Hops) != 2 || gr.Hops[1].ComputeMS != 3 {
+		t.Fatalf("result: %+v, %v", gr, err)
+	}
+}
+
+func FuzzDecodeStep(f *testing.F) {
+	f.Add(encodeStep(&Step{Session: 1, Tokens: []int32{1}, DType: dtF16, Hidden: make([]byte, 16)}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := DecodeStep(b, 8)
+		if err != nil {
+			return
+		}
+		per := map[byte]int{dtNone: 0, dtF16: 2, dtF32: 4}[s.DType]
+		if len(s.Hidden) != len(s.Tokens)*8*per {
+			t.Fatalf("accepted a step with %d hidden bytes for %d tokens", len(s.Hidden), len(s.Tokens))
+		}
+	})
+}
+
+func FuzzDecodeResult(f *testing.F) {
+	f.Add(encodeResult(&Result{Session: 1, Token: 2, Hops: []HopTiming{{1, 1}}}))
+	f.Fuzz(func(t *testing.T, b []byte) { DecodeResult(b) })
+}
+
+func FuzzReadFrame(f *testing.F) {
+	var b bytes.Buffer
+	writeJSON(&b, frameOpen, &Open{Session: 1})
+	f.Add(b.Bytes())
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r := bufio.NewReader(bytes.NewReader(in))
+		for i := 0; i < 3; i++ {
+			typ, body, err := readFrame(r)
+			if err != nil {
+				return
+			}
+			if typ == frameOpen {
+				var o Open
+				if decodeJSON(body, &o) == nil {
+					o.validate()
+				}
+			}
+		}
+	})
+}
