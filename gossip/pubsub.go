@@ -26,15 +26,18 @@ const maxMessageBytes = 128 << 10
 // Router is this peer's gossipsub router with the swarm's topics joined and
 // their validators registered.
 type Router struct {
-	ps     *pubsub.PubSub
-	host   host.Host
-	key    crypto.PrivKey
-	log    *slog.Logger
-	seqs   *seqTracker
-	caps   *pubsub.Topic
-	mu     sync.Mutex
-	topics map[string]*pubsub.Topic
-	closed bool
+	ps      *pubsub.PubSub
+	host    host.Host
+	key     crypto.PrivKey
+	log     *slog.Logger
+	seqs    *seqTracker
+	bmcSeqs *seqTracker // publish seqs of BMC tables, apart from capability seqs
+	caps    *pubsub.Topic
+	mu      sync.Mutex
+	topics  map[string]*pubsub.Topic
+	closed  bool
+	// handlers are topic event handlers, cancelled by Close.
+	handlers []*pubsub.TopicEventHandler
 }
 
 // NewRouter starts gossipsub on h with strict signing and peer scoring and
@@ -57,6 +60,10 @@ func NewRouter(ctx context.Context, h host.Host, key crypto.PrivKey, log *slog.L
 	}
 	r := &Router{ps: ps, host: h, key: key, log: log, seqs: newSeqTracker(4096), topics: map[string]*pubsub.Topic{}}
 	if err := ps.RegisterTopicValidator(CapsTopic, r.validateCapability); err != nil {
+		return nil, fmt.Errorf("gossip: %w", err)
+	}
+	r.bmcSeqs = newSeqTracker(256)
+	if err := ps.RegisterTopicValidator(BMCTopic, r.validateBMCTable); err != nil {
 		return nil, fmt.Errorf("gossip: %w", err)
 	}
 	r.caps, err = r.Join(CapsTopic)
@@ -114,8 +121,10 @@ func (r *Router) CapsPeerJoins(ctx context.Context, fn func(peer.ID)) error {
 	if err != nil {
 		return fmt.Errorf("gossip: %w", err)
 	}
+	r.mu.Lock()
+	r.handlers = append(r.handlers, h)
+	r.mu.Unlock()
 	go func() {
-		defer h.Cancel()
 		for {
 			ev, err := h.NextPeerEvent(ctx)
 			if err != nil {
@@ -193,6 +202,12 @@ func (r *Router) Close() error {
 		return nil
 	}
 	r.closed = true
+	// Cancel event handlers here, before the topics close: pubsub reads its
+	// handler map unlocked while removing a topic, so the cancel must
+	// happen-before the close (a channel send in t.Close orders them).
+	for _, h := range r.handlers {
+		h.Cancel()
+	}
 	var errs []error
 	for name, t := range r.topics {
 		if err := t.Close(); err != nil {
