@@ -29,6 +29,12 @@ func startAPI(ln net.Listener, n *Node, log *slog.Logger) *apiServer {
 	a.mux.HandleFunc("GET /v1/swarm/id", a.id)
 	a.mux.HandleFunc("GET /v1/swarm/peers", a.peers)
 	a.mux.HandleFunc("GET /v1/swarm/status", a.status)
+	a.mux.HandleFunc("GET /v1/swarm/bmc", a.bmc)
+	a.mux.HandleFunc("POST /v1/swarm/query", a.query)
+	a.mux.HandleFunc("POST /v1/chat/completions", a.chatCompletions)
+	a.mux.HandleFunc("GET /v1/models", a.models)
+	a.mux.HandleFunc("GET /v1/swarm/shards", a.shardsView)
+	a.mux.HandleFunc("GET /v1/swarm/plan", a.plan)
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
@@ -122,4 +128,3 @@ func (a *apiServer) status(w http.ResponseWriter, r *http.Request) {
 	n.mu.Unlock()
 	writeJSON(w, http.StatusOK, st)
 }
-

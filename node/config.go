@@ -8,10 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/llmswarm/llmswarm/moa"
 )
 
 // DefaultPort is the libp2p port (TCP and QUIC) and DefaultAPI the local
@@ -59,6 +62,46 @@ type Config struct {
 	MemoryLimitMB int `json:"memory_limit_mb,omitempty"`
 	// Device names the hardware in capability records (e.g. "raspberry-pi-4").
 	Device string `json:"device,omitempty"`
+	// Roles maps a Mixture-of-Agents role to the GGUF file serving it.
+	Roles map[string]string `json:"roles,omitempty"`
+	// Shards are layer ranges this peer serves for pipeline inference:
+	// "PATH.gguf:A-B" (a full model, sliced into the data dir, or a slice)
+	// or "MODEL_CID:A-B" (fetched from a peer that holds it).
+	Shards []string `json:"shards,omitempty"`
+	// Engine tunes local inference.
+	Engine EngineConfig `json:"engine,omitempty"`
+	// MoA tunes the Mixture-of-Agents originator.
+	MoA MoAConfig `json:"moa,omitempty"`
+	// BMCSerial makes this peer a BMC bridge: the serial device of the
+	// board (e.g. /dev/ttyACM0). See README.md, "BMC".
+	BMCSerial string `json:"bmc_serial,omitempty"`
+	// BMCKey is the file holding the board's 32-byte HMAC key (64 hex
+	// characters or 32 raw bytes), provisioned into a board that has none.
+	// Default: DataDir/bmc.key, created with a random key if missing.
+	BMCKey string `json:"bmc_key,omitempty"`
+	// BMCDTR pulses DTR when the port opens, which resets a real Uno.
+	BMCDTR bool `json:"bmc_dtr,omitempty"`
+	// BMCPeers are the peer IDs of the BMC bridges whose tables this peer
+	// accepts; the authority among them is the lowest live peer ID.
+	BMCPeers []string `json:"bmc_peers,omitempty"`
+}
+
+// EngineConfig tunes the inference engine.
+type EngineConfig struct {
+	// Threads is the CPU threads for inference. Default: all cores.
+	Threads int `json:"threads,omitempty"`
+	// Slots is the concurrent requests per loaded model. Default 4.
+	Slots int `json:"slots,omitempty"`
+	// Context is the KV cache size of one request, in tokens. Default: the
+	// model's context length, at most 4096.
+	Context int `json:"context,omitempty"`
+}
+
+// MoAConfig sets how long an originator waits for the agents.
+type MoAConfig struct {
+	SimpleTimeout  Duration `json:"simple_timeout,omitempty"`  // SIMPLE_FACT queries; default 6s
+	ComplexTimeout Duration `json:"complex_timeout,omitempty"` // every other type; default 12s
+	SpeedTimeout   Duration `json:"speed_timeout,omitempty"`   // speed mode; default 8s
 }
 
 // Duration is a time.Duration that reads and writes JSON as "2s".
@@ -187,6 +230,39 @@ func (c Config) validate() error {
 	if c.ConnLow < 1 || c.ConnHigh < c.ConnLow {
 		return fmt.Errorf("config: conn_low %d / conn_high %d: want 1 <= low <= high", c.ConnLow, c.ConnHigh)
 	}
+	for role, path := range c.Roles {
+		if !moa.IsRole(role) {
+			return fmt.Errorf("config: roles: unknown role %q (roles: %s)", role, strings.Join(moa.Roles, ", "))
+		}
+		if path == "" {
+			return fmt.Errorf("config: roles: %s has no model file", role)
+		}
+	}
+	for _, sh := range c.Shards {
+		if _, err := ParseShardSpec(sh); err != nil {
+			return err
+		}
+	}
+	if c.Engine.Threads < 0 || c.Engine.Slots < 0 || c.Engine.Context < 0 {
+		return fmt.Errorf("config: engine: threads, slots and context must not be negative")
+	}
+	if c.Engine.Slots > 64 {
+		return fmt.Errorf("config: engine.slots %d: at most 64", c.Engine.Slots)
+	}
+	for name, d := range map[string]Duration{"simple_timeout": c.MoA.SimpleTimeout,
+		"complex_timeout": c.MoA.ComplexTimeout, "speed_timeout": c.MoA.SpeedTimeout} {
+		if d < 0 || d > Duration(10*time.Minute) {
+			return fmt.Errorf("config: moa.%s %s: want 0..10m", name, time.Duration(d))
+		}
+	}
+	for _, p := range c.BMCPeers {
+		if _, err := peer.Decode(p); err != nil {
+			return fmt.Errorf("config: bmc_peers: %q is not a peer ID: %w", p, err)
+		}
+	}
+	if c.BMCSerial == "" && (c.BMCKey != "" || c.BMCDTR) {
+		return fmt.Errorf("config: bmc_key and bmc_dtr need bmc_serial (they configure the bridge's board)")
+	}
 	if c.MemoryLimitMB < 32 {
 		return fmt.Errorf("config: memory_limit_mb %d: want at least 32", c.MemoryLimitMB)
 	}
@@ -217,4 +293,34 @@ func isLoopback(host string) bool {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// ShardSpec is one entry of Config.Shards.
+type ShardSpec struct {
+	Path  string // a GGUF file, or
+	CID   string // a model CID to fetch from the swarm
+	Start int
+	End   int
+}
+
+// ParseShardSpec reads "PATH.gguf:A-B" or "CID:A-B" (layers [A,B)).
+func ParseShardSpec(s string) (ShardSpec, error) {
+	i := strings.LastIndex(s, ":")
+	if i <= 0 {
+		return ShardSpec{}, fmt.Errorf("config: shard %q: want PATH.gguf:A-B or MODEL_CID:A-B", s)
+	}
+	src, rng := s[:i], s[i+1:]
+	as, bs, ok := strings.Cut(rng, "-")
+	a, err1 := strconv.Atoi(as)
+	b, err2 := strconv.Atoi(bs)
+	if !ok || err1 != nil || err2 != nil || a < 0 || b <= a {
+		return ShardSpec{}, fmt.Errorf("config: shard %q: layer range %q: want A-B with 0 <= A < B", s, rng)
+	}
+	spec := ShardSpec{Start: a, End: b}
+	if strings.HasSuffix(strings.ToLower(src), ".gguf") || strings.ContainsRune(src, os.PathSeparator) {
+		spec.Path = src
+	} else {
+		spec.CID = src
+	}
+	return spec, nil
 }

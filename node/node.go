@@ -9,13 +9,17 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/moa"
+	"github.com/llmswarm/llmswarm/pipeline"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -41,6 +45,16 @@ type Node struct {
 	api     *apiServer
 	cancel  context.CancelFunc
 	private bool
+
+	moaServer  *moa.Server
+	originator *moa.Originator
+	pipe       *pipelineState
+	pipeOrig   *pipeline.Originator
+
+	// bmcDead, once a BMC table is in force, reports the peers it declares
+	// dead; routing never uses them.
+	bmcDead atomic.Pointer[func(peer.ID) bool]
+	bmc     *bmcService // nil unless bmc_peers or bmc_serial is set
 }
 
 // APIAddrFile, in the data dir, holds the address the API listens on while
@@ -104,6 +118,18 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
+	if err = n.startMoA(ctx); err != nil {
+		if apiLn != nil {
+			apiLn.Close()
+		}
+		return err
+	}
+	if err = n.startPipeline(ctx); err != nil {
+		if apiLn != nil {
+			apiLn.Close()
+		}
+		return err
+	}
 	if n.router, err = gossip.NewRouter(runCtx, h, n.key, n.log); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
@@ -126,6 +152,15 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 		return err
 	}
+	if err = n.startBMC(runCtx); err != nil {
+		if apiLn != nil {
+			apiLn.Close()
+		}
+		return err
+	}
+	n.originator = n.newOriginator()
+	n.pipeOrig = n.newPipelineOriginator()
+	n.startShardFetches(runCtx)
 	if n.disc, err = startDiscovery(runCtx, h, n.cfg, n.log); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
@@ -183,6 +218,7 @@ func (n *Node) teardownLocked() error {
 		n.disc.close()
 		n.disc = nil
 	}
+	n.stopBMC()
 	if n.swarm != nil {
 		errs = append(errs, n.swarm.Close())
 		n.swarm = nil
@@ -194,6 +230,13 @@ func (n *Node) teardownLocked() error {
 	if n.router != nil {
 		errs = append(errs, n.router.Close())
 		n.router = nil
+	}
+	if n.moaServer != nil {
+		errs = append(errs, n.moaServer.Close())
+		n.moaServer = nil
+	}
+	if n.pipe != nil {
+		errs = append(errs, n.pipe.close())
 	}
 	if n.cancel != nil {
 		n.cancel()

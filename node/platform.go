@@ -24,6 +24,16 @@ func (n *Node) selfCapability() gossip.Capability {
 		Thermal: thermalState(),
 		Battery: battery(),
 	}
+	if srv := n.moaServer; srv != nil {
+		c.Roles = srv.Roles()
+		c.Load.Active, c.Load.Capacity = srv.Load()
+	}
+	if p := n.pipe; p != nil {
+		c.Shards = p.stages.Shards()
+		a, cp := p.stages.Load()
+		c.Load.Active += a
+		c.Load.Capacity += cp
+	}
 	return c
 }
 

@@ -1,0 +1,197 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"sort"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/moa"
+	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/pipeline"
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// answerPipeline runs a query through a pipeline of shard holders.
+func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error) {
+	n.mu.Lock()
+	o := n.pipeOrig
+	n.mu.Unlock()
+	if o == nil {
+		return nil, &errHTTP{http.StatusServiceUnavailable, "unavailable", errors.New("peer is shutting down")}
+	}
+	var msgs []engine.Message
+	for _, m := range q.history {
+		msgs = append(msgs, engine.Message{Role: m.Role, Content: m.Content})
+	}
+	msgs = append(msgs, engine.Message{Role: "user", Content: q.prompt})
+	think := false
+	req := pipeline.Request{Model: q.model, Messages: msgs, Think: &think, MaxTokens: q.maxTokens,
+		Sampling: pipeline.Sampling{Temperature: q.sampling.Temperature, TopP: q.sampling.TopP, Seed: q.sampling.Seed,
+			RepeatPenalty: q.sampling.RepeatPenalty},
+		DType: q.dtype, OnToken: q.onToken}
+	if q.onTrace != nil {
+		req.OnTrace = func(ev pipeline.TraceEvent) { q.onTrace("trace", ev) }
+	}
+	res, err := o.Generate(ctx, req)
+	if err != nil {
+		var gap *pipeline.GapError
+		switch {
+		case errors.As(err, &gap), errors.Is(err, pipeline.ErrNoModel):
+			return nil, &errHTTP{http.StatusServiceUnavailable, "no_route", err}
+		case errors.Is(err, context.Canceled):
+			return nil, &errHTTP{499, "cancelled", err}
+		}
+		return nil, &errHTTP{http.StatusBadGateway, "pipeline_failed", err}
+	}
+	out := &outcome{final: res.Text, promptToks: res.PromptTokens, genToks: len(res.Tokens)}
+	out.result = map[string]any{
+		"query": q.prompt, "mode": "pipeline", "final_answer": res.Text, "total_time_ms": res.TotalMS,
+		"agents_responded": 0, "agent_responses": []any{}, "pipeline": res,
+	}
+	return out, nil
+}
+
+// hasPipelineModel reports whether some live peer announces shards.
+func (n *Node) hasPipelineModel() bool {
+	for _, p := range n.swarm.View().Peers() {
+		if p.Alive && len(p.Cap.Shards) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// hasRoles reports whether some live peer serves an answering role.
+func (n *Node) hasRoles() bool {
+	for _, r := range moa.Roles {
+		if r != moa.Spotter && r != moa.Aggregator && len(n.swarm.View().ByRole(r)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// shardsView serves GET /v1/swarm/shards: who holds which layers of each
+// model, and what is not covered by live peers.
+func (a *apiServer) shardsView(w http.ResponseWriter, r *http.Request) {
+	s := a.n.Swarm()
+	if s == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "peer is shutting down")
+		return
+	}
+	models := map[string]*client.ModelShards{}
+	for _, p := range s.View().Peers() {
+		for _, sh := range p.Cap.Shards {
+			m := models[sh.ModelCID]
+			if m == nil {
+				m = &client.ModelShards{ModelCID: sh.ModelCID, Name: sh.ModelName, Layers: sh.Layers, Holders: []client.ShardHolder{}}
+				models[sh.ModelCID] = m
+			}
+			m.Holders = append(m.Holders, client.ShardHolder{PeerID: p.ID.String(), Alive: p.Alive && !a.n.excluded(p.ID),
+				Start: sh.Start, End: sh.End, MsPerLayer: sh.MsPerLayer, MemBytes: sh.MemBytes})
+		}
+	}
+	out := client.Shards{Models: []client.ModelShards{}}
+	for _, m := range models {
+		var hs []pipeline.Holder
+		for _, h := range m.Holders {
+			hs = append(hs, pipeline.Holder{Peer: h.PeerID, Start: h.Start, End: h.End})
+		}
+		alive := map[string]bool{}
+		for _, h := range m.Holders {
+			alive[h.PeerID] = alive[h.PeerID] || h.Alive
+		}
+		gaps := pipeline.Coverage(m.Layers, hs, func(p string) bool { return !alive[p] })
+		m.Gaps = [][2]int{}
+		for _, g := range gaps {
+			m.Gaps = append(m.Gaps, g)
+		}
+		m.Covered = len(gaps) == 0
+		slices.SortFunc(m.Holders, func(x, y client.ShardHolder) int { return x.Start - y.Start })
+		out.Models = append(out.Models, *m)
+	}
+	sort.Slice(out.Models, func(i, j int) bool { return out.Models[i].Name < out.Models[j].Name })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// plan serves GET /v1/swarm/plan?model=NAME|CID: the placement the
+// partitioner recommends over the live peers.
+func (a *apiServer) plan(w http.ResponseWriter, r *http.Request) {
+	s := a.n.Swarm()
+	if s == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "peer is shutting down")
+		return
+	}
+	model := r.URL.Query().Get("model")
+	o := &pipeline.Originator{View: s.View()}
+	ref, holders, err := o.Resolve(model)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "model_not_found", err.Error())
+		return
+	}
+	devs, shape := a.n.planInputs(ref, holders)
+	p, err := pipeline.Partition(devs, shape)
+	if err != nil {
+		writeError(w, http.StatusConflict, "no_plan", err.Error())
+		return
+	}
+	out := client.Plan{ModelCID: ref.CID, Name: ref.Name, Layers: ref.Layers, LayerBytes: shape.LayerBytes,
+		BottleneckMS: p.BottleneckMs, LatencyMS: p.LatencyMs, Unused: map[string]string{}}
+	for _, st := range p.Stages {
+		out.Stages = append(out.Stages, client.PlanStage{PeerID: st.Device, Start: st.Start, End: st.End, StageMS: st.StageMs})
+	}
+	for _, u := range p.Unused {
+		out.Unused[u] = p.UnusedReasons[u]
+	}
+	for _, d := range devs {
+		out.Devices = append(out.Devices, client.PlanDevice{PeerID: d.ID, MemBytes: d.MemBytes, MsPerLayer: d.MsPerLayer, RTTMS: d.RTTms})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// planInputs describes every live peer as a pipeline device: memory free
+// for weights (three quarters of its free RAM), its measured ms per layer
+// of this model (or, if it holds none, the median of those who do), and the
+// round trip to it.
+func (n *Node) planInputs(ref pipeline.ModelRef, holders []swarm.ShardHolder) ([]pipeline.Device, pipeline.ModelShape) {
+	shape := pipeline.ModelShape{Layers: ref.Layers, HiddenBytesPerToken: int64(2 * ref.Hidden)}
+	speed := map[string]float64{}
+	var known []float64
+	for _, h := range holders {
+		if h.Shard.MsPerLayer > 0 {
+			speed[h.Peer.ID.String()] = h.Shard.MsPerLayer
+			known = append(known, h.Shard.MsPerLayer)
+		}
+		if n := h.Shard.End - h.Shard.Start; n > 0 && h.Shard.MemBytes > 0 && shape.LayerBytes == 0 {
+			shape.LayerBytes = h.Shard.MemBytes / int64(n)
+		}
+	}
+	slices.Sort(known)
+	median := 0.0
+	if len(known) > 0 {
+		median = known[len(known)/2]
+	}
+	var devs []pipeline.Device
+	for _, p := range n.swarm.View().Peers() {
+		if !p.Alive || n.excluded(p.ID) {
+			continue
+		}
+		ms, ok := speed[p.ID.String()]
+		if !ok {
+			ms = median
+		}
+		rtt := 0.0
+		if !p.Self {
+			rtt = float64(n.host.Peerstore().LatencyEWMA(p.ID).Microseconds()) / 1000
+		}
+		free := p.Cap.Platform.FreeRAM
+		if free == 0 {
+			free = p.Cap.Platform.RAMBytes / 2
+		}
+		devs = append(devs, pipeline.Device{ID: p.ID.String(), MemBytes: int64(free) * 3 / 4, MsPerLayer: ms, RTTms: rtt})
+	}
+	return devs, shape
+}

@@ -1,0 +1,163 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// QueryRequest is POST /v1/swarm/query.
+type QueryRequest struct {
+	Query       string   `json:"query"`
+	Mode        string   `json:"mode,omitempty"`  // auto (default), moa, speed, pipeline
+	Model       string   `json:"model,omitempty"` // pipeline mode: model name or CID
+	DType       string   `json:"dtype,omitempty"` // pipeline mode: f16 (default) or f32
+	MaxTokens   int      `json:"max_tokens,omitempty"`
+	Temperature *float32 `json:"temperature,omitempty"`
+	Seed        *uint64  `json:"seed,omitempty"`
+	// RepeatPenalty divides the logits of recently seen tokens (1 or 0: off).
+	RepeatPenalty *float32 `json:"repeat_penalty,omitempty"`
+	TimeoutMS     int64    `json:"timeout_ms,omitempty"` // 0: by mode and complexity
+	Stream        bool     `json:"stream,omitempty"`
+}
+
+// AgentResponse is one agent's answer (or failure) in a query result.
+type AgentResponse struct {
+	Role      string  `json:"role"`
+	Peer      string  `json:"peer"`
+	Model     string  `json:"model"`
+	ModelCID  string  `json:"model_cid,omitempty"`
+	Content   string  `json:"content"`
+	Tokens    int     `json:"tokens"`
+	TokPerSec float64 `json:"tok_s"`
+	MS        float64 `json:"ms"`
+	ServerMS  float64 `json:"server_ms"`
+	TTFTMS    float64 `json:"ttft_ms"`
+	Prompt    int     `json:"prompt_tokens"`
+	Weight    float64 `json:"weight"`
+	Thermal   string  `json:"thermal,omitempty"`
+	Battery   int     `json:"battery,omitempty"`
+	Error     string  `json:"error,omitempty"`
+}
+
+// QueryResult is the answer of POST /v1/swarm/query.
+type QueryResult struct {
+	Query           string          `json:"query"`
+	QueryType       string          `json:"query_type"`
+	Classifier      string          `json:"classifier"`
+	Mode            string          `json:"mode"`
+	AgentResponses  []AgentResponse `json:"agent_responses"`
+	FailedAgents    []AgentResponse `json:"failed_agents,omitempty"`
+	Aggregator      *AgentResponse  `json:"aggregator,omitempty"`
+	FinalAnswer     string          `json:"final_answer"`
+	TotalTimeMS     float64         `json:"total_time_ms"`
+	AgentsResponded int             `json:"agents_responded"`
+	// Pipeline is set in pipeline mode.
+	Pipeline json.RawMessage `json:"pipeline,omitempty"`
+}
+
+// Event is one server-sent event of a streamed query: "agent" (an agent
+// finished; Agent set), "token" (final answer text; Text set), "trace"
+// (pipeline progress; Raw set), "result" (Result set) or "error".
+type Event struct {
+	Type   string
+	Agent  *AgentResponse
+	Text   string
+	Result *QueryResult
+	Raw    json.RawMessage
+}
+
+// Query runs a query. With req.Stream, onEvent sees each event as it
+// arrives; the result is returned either way.
+func (c *Client) Query(ctx context.Context, req QueryRequest, onEvent func(Event)) (*QueryResult, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	if !req.Stream {
+		var out QueryResult
+		if err := c.do(ctx, http.MethodPost, "/v1/swarm/query", bytes.NewReader(body), &out); err != nil {
+			return nil, err
+		}
+		return &out, nil
+	}
+	resp, err := c.send(ctx, http.MethodPost, "/v1/swarm/query", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var result *QueryResult
+	err = readSSE(resp, func(event string, data []byte) error {
+		ev := Event{Type: event, Raw: data}
+		switch event {
+		case "agent":
+			ev.Agent = &AgentResponse{}
+			if err := json.Unmarshal(data, ev.Agent); err != nil {
+				return err
+			}
+		case "token":
+			var t struct {
+				Text string `json:"text"`
+			}
+			if err := json.Unmarshal(data, &t); err != nil {
+				return err
+			}
+			ev.Text = t.Text
+		case "result":
+			result = &QueryResult{}
+			if err := json.Unmarshal(data, result); err != nil {
+				return err
+			}
+			ev.Result = result
+		case "error":
+			var e Error
+			if err := json.Unmarshal(data, &e); err != nil {
+				return err
+			}
+			return &APIError{Status: 200, Message: e.Error.Message, Type: e.Error.Type}
+		}
+		if onEvent != nil {
+			onEvent(ev)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if result == nil {
+		return nil, fmt.Errorf("swarmd at %s: stream ended without a result", c.addr)
+	}
+	return result, nil
+}
+
+// readSSE reads server-sent events until the body ends.
+func readSSE(resp *http.Response, fn func(event string, data []byte) error) error {
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	event, data := "", []byte(nil)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if data != nil {
+				if err := fn(event, data); err != nil {
+					return err
+				}
+			}
+			event, data = "", nil
+		case strings.HasPrefix(line, "event:"):
+			event = strings.TrimSpace(line[len("event:"):])
+		case strings.HasPrefix(line, "data:"):
+			d := strings.TrimPrefix(line[len("data:"):], " ")
+			if data != nil {
+				data = append(data, '\n')
+			}
+			data = append(data, d...)
+		}
+	}
+	return sc.Err()
+}

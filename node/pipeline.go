@@ -1,0 +1,267 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/pipeline"
+	"github.com/llmswarm/llmswarm/shards"
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// pipelineState is this peer's part in pipeline inference: the model store,
+// the shard-transfer server, the stages it serves, and its originator.
+type pipelineState struct {
+	store      *shards.Store
+	transfer   *shards.TransferServer
+	stages     *pipeline.StageServer
+	originator *pipeline.Originator
+
+	mu         sync.Mutex
+	tokenizers map[string]*engine.Tokenizer
+	fetch      []ShardSpec // shards to fetch by CID
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+}
+
+// startPipeline opens the store, serves shard transfers and stages, and
+// loads the configured shards: files at once, CIDs in the background (they
+// are fetched from peers, who may not be known yet).
+func (n *Node) startPipeline(ctx context.Context) error {
+	st, err := shards.OpenStore(filepath.Join(n.cfg.DataDir, "models"), shards.WithStoreLogger(n.log))
+	if err != nil {
+		return err
+	}
+	p := &pipelineState{store: st, tokenizers: map[string]*engine.Tokenizer{}}
+	if p.transfer, err = shards.NewTransferServer(n.host, st, n.log); err != nil {
+		return err
+	}
+	p.stages = pipeline.NewStageServer(n.host, n.log)
+	n.pipe = p
+	for _, s := range n.cfg.Shards {
+		spec, _ := ParseShardSpec(s) // validated with the config
+		if spec.CID != "" {
+			p.fetch = append(p.fetch, spec)
+			continue
+		}
+		if err := n.loadShardFile(ctx, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startShardFetches fetches the shards named by CID, in the background:
+// their holders are found through the swarm view, once it runs.
+func (n *Node) startShardFetches(ctx context.Context) {
+	p := n.pipe
+	bg, cancel := context.WithCancel(ctx)
+	p.cancel = cancel
+	for _, spec := range p.fetch {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			n.fetchShard(bg, spec)
+		}()
+	}
+}
+
+// loadShardFile serves layers of a local GGUF: a full model is registered
+// in the store and sliced there; a slice is served as it is.
+func (n *Node) loadShardFile(ctx context.Context, spec ShardSpec) error {
+	info, err := shards.ReadModelInfo(spec.Path)
+	if err != nil {
+		return err
+	}
+	if spec.End > info.Layers {
+		return fmt.Errorf("shard %s:%d-%d: the model has %d layers", spec.Path, spec.Start, spec.End, info.Layers)
+	}
+	var modelCID, path string
+	if info.LayerRange == [2]int{0, info.Layers} && info.HasEmbedding && info.HasHead {
+		me, err := n.pipe.store.AddModel(spec.Path)
+		if err != nil {
+			return err
+		}
+		se, err := n.pipe.store.EnsureSlice(me.CID, spec.Start, spec.End)
+		if err != nil {
+			return err
+		}
+		modelCID, path = me.CID, se.Path
+	} else {
+		if g, err := shards.ReadGGUFFile(spec.Path); err == nil {
+			modelCID = g.String(shards.SourceCIDKey)
+		}
+		if modelCID == "" {
+			return fmt.Errorf("shard %s: a slice that does not record its model's CID; give the full model instead", spec.Path)
+		}
+		path = spec.Path
+	}
+	return n.serveShard(ctx, path, modelCID, spec.Start, spec.End)
+}
+
+func (n *Node) serveShard(ctx context.Context, path, modelCID string, a, b int) error {
+	start := time.Now()
+	sh, err := pipeline.LoadShard(ctx, path, modelCID, a, b, n.engineOptions())
+	if err != nil {
+		return fmt.Errorf("shard %s [%d,%d): %w", path, a, b, err)
+	}
+	n.pipe.stages.Add(sh)
+	n.log.Info("serving shard", "model", sh.Name, "cid", modelCID, "layers", fmt.Sprintf("[%d,%d)", a, b),
+		"of", sh.Layers, "mem_bytes", sh.MemBytes, "ms_per_layer", fmt.Sprintf("%.3f", sh.MsPerLayer),
+		"load_time", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// fetchShard pulls layers [a,b) of a model from a peer that holds them (or
+// the whole model), verified by CID, and serves them. It retries with
+// backoff until it succeeds or the peer stops.
+func (n *Node) fetchShard(ctx context.Context, spec ShardSpec) {
+	backoff := time.Second
+	for {
+		err := n.tryFetchShard(ctx, spec)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		n.log.Warn("shard not fetched yet; retrying", "model", spec.CID, "layers", fmt.Sprintf("[%d,%d)", spec.Start, spec.End),
+			"err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+func (n *Node) tryFetchShard(ctx context.Context, spec ShardSpec) error {
+	if se, ok := n.pipe.store.Slice(spec.CID, spec.Start, spec.End); ok {
+		return n.serveShard(ctx, se.Path, spec.CID, spec.Start, spec.End)
+	}
+	if _, ok := n.pipe.store.Model(spec.CID); ok {
+		se, err := n.pipe.store.EnsureSlice(spec.CID, spec.Start, spec.End)
+		if err != nil {
+			return err
+		}
+		return n.serveShard(ctx, se.Path, spec.CID, spec.Start, spec.End)
+	}
+	var lastErr error = fmt.Errorf("no peer announces model %s", spec.CID)
+	for _, id := range n.shardSources(ctx, spec) {
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		se, err := shards.Fetch(fctx, n.host, id, n.pipe.store, spec.CID, spec.Start, spec.End)
+		cancel()
+		if err != nil {
+			lastErr = fmt.Errorf("from %s: %w", id, err)
+			continue
+		}
+		n.log.Info("shard fetched", "model", spec.CID, "layers", fmt.Sprintf("[%d,%d)", spec.Start, spec.End),
+			"from", id, "cid", se.CID, "bytes", se.Size)
+		return n.serveShard(ctx, se.Path, spec.CID, spec.Start, spec.End)
+	}
+	return lastErr
+}
+
+// shardSources lists peers to fetch from: live holders covering the range
+// first, then other holders of the model, then DHT providers of it.
+func (n *Node) shardSources(ctx context.Context, spec ShardSpec) []peer.ID {
+	var cover, other []peer.ID
+	seen := map[peer.ID]bool{n.host.ID(): true}
+	for _, h := range n.swarm.View().HoldersOf(spec.CID) {
+		if seen[h.Peer.ID] {
+			continue
+		}
+		seen[h.Peer.ID] = true
+		if h.Shard.Start <= spec.Start && spec.End <= h.Shard.End {
+			cover = append(cover, h.Peer.ID)
+		} else {
+			other = append(other, h.Peer.ID)
+		}
+	}
+	out := append(cover, other...)
+	if found, err := n.swarm.FindProviders(ctx, swarm.ModelKey(spec.CID), 16); err == nil {
+		for _, ai := range found {
+			if !seen[ai.ID] {
+				seen[ai.ID] = true
+				n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
+				out = append(out, ai.ID)
+			}
+		}
+	}
+	return out
+}
+
+// tokenizer gives the originator a model's tokenizer: from a local file of
+// the model when this peer has one, else from its header fetched from a
+// holder (metadata only, no weights).
+func (n *Node) tokenizer(ctx context.Context, m pipeline.ModelRef, holders []swarm.ShardHolder) (*engine.Tokenizer, error) {
+	p := n.pipe
+	p.mu.Lock()
+	t := p.tokenizers[m.CID]
+	p.mu.Unlock()
+	if t != nil {
+		return t, nil
+	}
+	path := ""
+	for _, sh := range p.stages.Local() {
+		if sh.ModelCID == m.CID {
+			path = sh.Path
+		}
+	}
+	if path == "" {
+		if h, ok := p.store.Header(m.CID); ok {
+			path = h.Path
+		}
+	}
+	var lastErr error
+	for _, h := range holders {
+		if path != "" {
+			break
+		}
+		if h.Peer.ID == n.host.ID() {
+			continue
+		}
+		var err error
+		if path, err = shards.FetchHeader(ctx, n.host, h.Peer.ID, p.store, m.CID); err != nil {
+			lastErr = err
+			path = ""
+		}
+	}
+	if path == "" {
+		return nil, fmt.Errorf("no holder gave its header: %v", lastErr)
+	}
+	t, err := engine.LoadTokenizer(path)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.tokenizers[m.CID] = t
+	p.mu.Unlock()
+	return t, nil
+}
+
+func (n *Node) newPipelineOriginator() *pipeline.Originator {
+	return &pipeline.Originator{
+		Host: n.host, View: n.swarm.View(), Local: n.pipe.stages, Exclude: n.excluded, Tokenizer: n.tokenizer, Log: n.log,
+		RTT: func(id peer.ID) time.Duration { return n.host.Peerstore().LatencyEWMA(id) },
+	}
+}
+
+func (p *pipelineState) close() error {
+	if p.cancel != nil {
+		p.cancel()
+	}
+	p.wg.Wait()
+	var err error
+	if p.transfer != nil {
+		p.transfer.Close()
+	}
+	if p.stages != nil {
+		err = p.stages.Close()
+	}
+	return err
+}

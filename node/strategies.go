@@ -1,0 +1,66 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/moa"
+)
+
+// engineOptions are the engine settings of every model this peer loads.
+func (n *Node) engineOptions() engine.Options {
+	return engine.Options{Threads: n.cfg.Engine.Threads, Slots: n.cfg.Engine.Slots, Context: n.cfg.Engine.Context, Logger: n.log}
+}
+
+// startMoA registers the MoA protocol, loads the configured role models and
+// builds this peer's originator.
+func (n *Node) startMoA(ctx context.Context) error {
+	n.moaServer = moa.NewServer(n.host, n.log)
+	n.moaServer.Status = func() (string, int) {
+		b := 0
+		if bat := battery(); bat != nil {
+			b = bat.Percent
+		}
+		return thermalState(), b
+	}
+	roles := make([]string, 0, len(n.cfg.Roles))
+	for r := range n.cfg.Roles {
+		roles = append(roles, r)
+	}
+	sort.Strings(roles)
+	for _, role := range roles {
+		path := n.cfg.Roles[role]
+		start := time.Now()
+		rm, err := moa.LoadRole(ctx, role, path, n.engineOptions())
+		if err != nil {
+			return fmt.Errorf("role %s: %w", role, err)
+		}
+		n.moaServer.Add(rm)
+		n.log.Info("serving role", "role", role, "model", rm.Name, "cid", rm.CID, "quant", rm.Quant,
+			"tok_s", fmt.Sprintf("%.1f", rm.TokPerSec), "load_time", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// originator is this peer's MoA originator (built after the swarm view).
+func (n *Node) newOriginator() *moa.Originator {
+	return &moa.Originator{
+		Host: n.host, View: n.swarm.View(), Local: n.moaServer, Log: n.log, Exclude: n.excluded,
+		Timeouts: moa.Timeouts{Simple: time.Duration(n.cfg.MoA.SimpleTimeout),
+			Complex: time.Duration(n.cfg.MoA.ComplexTimeout), Speed: time.Duration(n.cfg.MoA.SpeedTimeout)},
+	}
+}
+
+// excluded reports peers that routing must avoid: those the authoritative
+// BMC table declares dead, even while gossip still shows them.
+func (n *Node) excluded(id peer.ID) bool {
+	if f := n.bmcDead.Load(); f != nil {
+		return (*f)(id)
+	}
+	return false
+}
