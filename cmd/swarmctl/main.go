@@ -31,8 +31,13 @@ type command struct {
 }
 
 var commands = map[string]command{
+	"ask":    {"ask the swarm a question (streams the answer)", runAsk},
+	"bmc":    {"show the authoritative BMC table, its signer and age", runBMC},
+	"bench":  {"measure MoA fan-out overhead or pipeline speed (bench moa|pipeline)", runBench},
 	"id":     {"print this peer's ID and addresses", runID},
 	"peers":  {"list the peers this one knows, alive and dead", runPeers},
+	"plan":   {"recommend a placement of a model's layers on the live peers", runPlan},
+	"shards": {"show who holds which layers of each model, and the gaps", runShards},
 	"status": {"print the peer's status", runStatus},
 }
 

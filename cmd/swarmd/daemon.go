@@ -15,6 +15,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/gologshim"
 
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/node"
 )
 
@@ -30,9 +31,13 @@ func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 // the same meaning.
 type daemonFlags struct {
 	config, data, api, swarmKey, logFormat, logLevel, dhtMode, device string
-	listen, bootstrap                                                 listFlag
+	listen, bootstrap, roles, shards                                  listFlag
+	threads, slots                                                    int
 	noMDNS                                                            bool
 	heartbeat                                                         time.Duration
+	bmcSerial, bmcKey                                                 string
+	bmcPeers                                                          listFlag
+	bmcDTR                                                            bool
 }
 
 // errPrinted is a usage error the flag package has already printed.
@@ -53,6 +58,14 @@ func parseDaemonFlags(args []string, stderr io.Writer) (*daemonFlags, *flag.Flag
 	fs.StringVar(&f.dhtMode, "dht-mode", "", "DHT mode: server, client, auto or off (default server)")
 	fs.DurationVar(&f.heartbeat, "heartbeat", 0, "capability heartbeat interval (default 2s)")
 	fs.StringVar(&f.device, "device", "", "device name announced to the swarm (e.g. raspberry-pi-4)")
+	fs.Var(&f.roles, "role", "serve a Mixture-of-Agents role: `ROLE=PATH.gguf` (repeatable)")
+	fs.Var(&f.shards, "shard", "serve layers [A,B) of a model: `PATH.gguf:A-B` or MODEL_CID:A-B (repeatable)")
+	fs.IntVar(&f.threads, "threads", 0, "inference threads (default: all cores)")
+	fs.IntVar(&f.slots, "slots", 0, "concurrent requests per loaded model (default 4)")
+	fs.StringVar(&f.bmcSerial, "bmc-serial", "", "be the BMC bridge of the board on serial `PATH` (e.g. /dev/ttyACM0)")
+	fs.StringVar(&f.bmcKey, "bmc-key", "", "BMC HMAC key `FILE`, 64 hex chars (default DATA/bmc.key, created if missing)")
+	fs.BoolVar(&f.bmcDTR, "bmc-dtr", false, "pulse DTR when opening the BMC port (resets a real Uno)")
+	fs.Var(&f.bmcPeers, "bmc-peer", "accept BMC tables from `PEER_ID` (repeatable)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -106,6 +119,35 @@ func (f *daemonFlags) buildConfig() (node.Config, error) {
 	if f.device != "" {
 		cfg.Device = f.device
 	}
+	for _, r := range f.roles {
+		role, path, ok := strings.Cut(r, "=")
+		if !ok || role == "" || path == "" {
+			return cfg, fmt.Errorf("--role %q: want ROLE=PATH.gguf", r)
+		}
+		if cfg.Roles == nil {
+			cfg.Roles = map[string]string{}
+		}
+		cfg.Roles[role] = path
+	}
+	if len(f.shards) > 0 {
+		cfg.Shards = append(cfg.Shards, f.shards...)
+	}
+	if f.threads != 0 {
+		cfg.Engine.Threads = f.threads
+	}
+	if f.slots != 0 {
+		cfg.Engine.Slots = f.slots
+	}
+	if f.bmcSerial != "" {
+		cfg.BMCSerial = f.bmcSerial
+	}
+	if f.bmcKey != "" {
+		cfg.BMCKey = f.bmcKey
+	}
+	if f.bmcDTR {
+		cfg.BMCDTR = true
+	}
+	cfg.BMCPeers = append(cfg.BMCPeers, f.bmcPeers...)
 	if tok := os.Getenv("SWARM_API_TOKEN"); tok != "" {
 		cfg.APIToken = tok
 	}
@@ -160,6 +202,9 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 	// go-libp2p logs through the same handler, floored at warn: its info
 	// and debug lines are for libp2p developers.
 	gologshim.SetDefaultHandler(floor{log.Handler(), slog.LevelWarn})
+	// ollama's engine logs each model load through the default logger.
+	slog.SetDefault(slog.New(floor{log.Handler(), slog.LevelWarn}))
+	engine.WarnIfNoSIMD(log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

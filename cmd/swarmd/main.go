@@ -37,6 +37,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"model": runModel,
+	"bench": runBench,
 	"version": func(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "swarmd", version())
 		return 0

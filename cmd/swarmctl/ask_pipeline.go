@@ -1,0 +1,91 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/llmswarm/llmswarm/node/client"
+)
+
+type pipeHop struct {
+	Peer       string  `json:"peer"`
+	Start      int     `json:"start"`
+	End        int     `json:"end"`
+	ComputeMS  float64 `json:"compute_ms_per_token"`
+	TransferMS float64 `json:"transfer_ms_per_token"`
+}
+
+type pipeTrace struct {
+	Kind    string    `json:"kind"`
+	Route   []pipeHop `json:"route"`
+	Failed  string    `json:"failed"`
+	Layers  [2]int    `json:"layers"`
+	Reason  string    `json:"reason"`
+	AtToken int       `json:"at_token"`
+	CostMS  float64   `json:"cost_ms"`
+	Replay  int       `json:"replay_tokens"`
+}
+
+type pipeResult struct {
+	Model        string    `json:"model"`
+	ModelCID     string    `json:"model_cid"`
+	Tokens       []int32   `json:"tokens"`
+	PromptTokens int       `json:"prompt_tokens"`
+	DType        string    `json:"dtype"`
+	Hops         []pipeHop `json:"hops"`
+	Reroutes     []struct {
+		AtToken      int     `json:"at_token"`
+		Failed       string  `json:"failed_peer"`
+		Layers       [2]int  `json:"failed_layers"`
+		ReplayTokens int     `json:"replay_tokens"`
+		CostMS       float64 `json:"cost_ms"`
+	} `json:"reroutes"`
+	TTFTMS    float64 `json:"ttft_ms"`
+	DecodeTPS float64 `json:"decode_tok_s"`
+	TotalMS   float64 `json:"total_ms"`
+}
+
+func routeString(hops []pipeHop) string {
+	var parts []string
+	for _, h := range hops {
+		parts = append(parts, fmt.Sprintf("%s [%d,%d)", shortID(h.Peer), h.Start, h.End))
+	}
+	return strings.Join(parts, " → ")
+}
+
+func tracePipelineEvent(e *env, raw json.RawMessage) {
+	var ev pipeTrace
+	if json.Unmarshal(raw, &ev) != nil {
+		return
+	}
+	switch ev.Kind {
+	case "route":
+		fmt.Fprintf(e.stderr, "route      %s\n", routeString(ev.Route))
+	case "reroute":
+		fmt.Fprintf(e.stderr, "reroute    at token %d: %s (layers [%d,%d)) failed: %s\n", ev.AtToken, shortID(ev.Failed),
+			ev.Layers[0], ev.Layers[1], ev.Reason)
+		fmt.Fprintf(e.stderr, "           new route %s; replayed %d tokens in %s\n", routeString(ev.Route), ev.Replay, msDur(ev.CostMS))
+	}
+}
+
+func pipelineFooter(e *env, res *client.QueryResult, trace bool) error {
+	var p pipeResult
+	if err := decodeRaw(res.Pipeline, &p); err != nil {
+		return err
+	}
+	if trace {
+		for i, h := range p.Hops {
+			fmt.Fprintf(e.stderr, "hop %-6d %-12s layers [%d,%d): compute %.2f ms/token, transfer %.3f ms/token\n",
+				i, shortID(h.Peer), h.Start, h.End, h.ComputeMS, h.TransferMS)
+		}
+	}
+	s := fmt.Sprintf("— pipeline, %s: %d prompt + %d generated tokens (%s hidden states), first token %s, %.1f tok/s, total %s",
+		p.Model, p.PromptTokens, len(p.Tokens), p.DType, msDur(p.TTFTMS), p.DecodeTPS, msDur(p.TotalMS))
+	for _, r := range p.Reroutes {
+		s += fmt.Sprintf("; re-routed at token %d around %s (layers [%d,%d)), replay cost %s", r.AtToken, shortID(r.Failed),
+			r.Layers[0], r.Layers[1], msDur(r.CostMS))
+	}
+	fmt.Fprintln(e.stderr, s)
+	return nil
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/llmswarm/llmswarm/node/client"
+)
+
+// runBench measures the swarm through the local daemon's API.
+//
+//	swarmctl bench moa [--n 20] [--max-tokens 16] [PROMPT]
+//	swarmctl bench pipeline [--n 5] [--max-tokens 64] [--model M] [--dtype f16] [PROMPT]
+func runBench(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || (args[0] != "moa" && args[0] != "pipeline") {
+		return usageError{"bench needs a target: swarmctl bench moa|pipeline [flags] [PROMPT]"}
+	}
+	what := args[0]
+	fs := e.flags("bench " + what)
+	n := fs.Int("n", 20, "queries to run")
+	maxTokens := fs.Int("max-tokens", 16, "tokens per answer")
+	model := fs.String("model", "", "pipeline: model name or CID")
+	dtype := fs.String("dtype", "", "pipeline: f16 or f32 hidden states")
+	if err := e.parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if *n < 1 || *n > 1000 {
+		return usageError{fmt.Sprintf("--n %d: want 1..1000", *n)}
+	}
+	prompt := strings.Join(fs.Args(), " ")
+	if prompt == "" {
+		prompt = "Who wrote Hamlet?"
+	}
+	if what == "moa" {
+		return benchMoA(ctx, e, *n, *maxTokens, prompt)
+	}
+	return benchPipeline(ctx, e, *n, *maxTokens, *model, *dtype, prompt)
+}
+
+// benchMoA: fan-out overhead = end-to-end latency (without the aggregation
+// step) minus the slowest agent's own latency, per query; medians.
+func benchMoA(ctx context.Context, e *env, n, maxTokens int, prompt string) error {
+	var overhead, total, slowest []float64
+	agents := 0
+	for i := 0; i < n; i++ {
+		res, err := e.client.Query(ctx, client.QueryRequest{Query: prompt, Mode: "moa", MaxTokens: maxTokens}, nil)
+		if err != nil {
+			return err
+		}
+		s := 0.0
+		for _, a := range res.AgentResponses {
+			s = max(s, a.ServerMS)
+		}
+		agg := 0.0
+		if res.Aggregator != nil {
+			agg = res.Aggregator.MS
+		}
+		total = append(total, res.TotalTimeMS)
+		slowest = append(slowest, s)
+		overhead = append(overhead, res.TotalTimeMS-agg-s)
+		agents = res.AgentsResponded
+	}
+	if e.json {
+		return printJSON(e.stdout, map[string]any{"queries": n, "agents": agents, "median_total_ms": med(total),
+			"median_slowest_agent_ms": med(slowest), "median_fanout_overhead_ms": med(overhead), "overhead_ms": overhead})
+	}
+	fmt.Fprintf(e.stdout, "moa: %d queries, %d agents each, %d tokens per answer\n", n, agents, maxTokens)
+	fmt.Fprintf(e.stdout, "  end-to-end        median %8.2f ms\n", med(total))
+	fmt.Fprintf(e.stdout, "  slowest agent     median %8.2f ms (its own time)\n", med(slowest))
+	fmt.Fprintf(e.stdout, "  fan-out overhead  median %8.2f ms (end-to-end - aggregation - slowest agent)\n", med(overhead))
+	return nil
+}
+
+// benchPipeline reports decode speed and per-hop costs from the trace of
+// pipeline queries.
+func benchPipeline(ctx context.Context, e *env, n, maxTokens int, model, dtype, prompt string) error {
+	type hop struct {
+		Peer       string  `json:"peer"`
+		Start      int     `json:"start"`
+		End        int     `json:"end"`
+		ComputeMS  float64 `json:"compute_ms_per_token"`
+		TransferMS float64 `json:"transfer_ms_per_token"`
+	}
+	type gen struct {
+		DecodeTPS float64 `json:"decode_tok_s"`
+		TTFTMS    float64 `json:"ttft_ms"`
+		Hops      []hop   `json:"hops"`
+	}
+	var tps, ttft []float64
+	var hops []hop
+	var per [][]float64
+	for i := 0; i < n; i++ {
+		res, err := e.client.Query(ctx, client.QueryRequest{Query: prompt, Mode: "pipeline", Model: model, DType: dtype,
+			MaxTokens: maxTokens}, nil)
+		if err != nil {
+			return err
+		}
+		var g gen
+		if err := decodeRaw(res.Pipeline, &g); err != nil {
+			return err
+		}
+		tps = append(tps, g.DecodeTPS)
+		ttft = append(ttft, g.TTFTMS)
+		if len(per) == 0 {
+			hops = g.Hops
+			per = make([][]float64, 2*len(g.Hops))
+		}
+		for j, h := range g.Hops {
+			if j < len(hops) {
+				per[2*j] = append(per[2*j], h.ComputeMS)
+				per[2*j+1] = append(per[2*j+1], h.TransferMS)
+			}
+		}
+	}
+	if e.json {
+		return printJSON(e.stdout, map[string]any{"queries": n, "median_decode_tok_s": med(tps), "median_ttft_ms": med(ttft), "hops": hops})
+	}
+	fmt.Fprintf(e.stdout, "pipeline: %d generations of %d tokens\n", n, maxTokens)
+	fmt.Fprintf(e.stdout, "  decode            median %8.2f tok/s\n", med(tps))
+	fmt.Fprintf(e.stdout, "  first token       median %8.2f ms\n", med(ttft))
+	for j, h := range hops {
+		fmt.Fprintf(e.stdout, "  hop %d %-12s [%d,%d)  compute %6.2f ms/token, transfer beyond compute %6.3f ms/token (medians)\n",
+			j, shortID(h.Peer), h.Start, h.End, med(per[2*j]), med(per[2*j+1]))
+	}
+	return nil
+}
+
+func med(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
