@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	tinyOnce sync.Once
+	tinyPath string
+)
+
+// tinyModel makes a synthetic model with the real CLI, once per test run.
+func tinyModel(t *testing.T) string {
+	t.Helper()
+	tinyOnce.Do(func() {
+		p := filepath.Join(bin, "tiny-qwen3.gguf")
+		if out, code := runSwarmd(t, "model", "synth", "--arch", "qwen3", "--size", "tiny", "--type", "f32", "-o", p); code != 0 {
+			t.Fatalf("swarmd model synth: exit %d\n%s", code, out)
+		}
+		tinyPath = p
+	})
+	if tinyPath == "" {
+		t.Fatal("no synthetic model")
+	}
+	return tinyPath
+}
+
+// roleDaemon starts a daemon serving roles on one inference thread (many
+// daemons share this machine's cores).
+func roleDaemon(t *testing.T, boot string, roles ...string) *daemon {
+	args := []string{"--no-mdns", "--threads", "1"}
+	if boot != "" {
+		args = append(args, "--bootstrap", boot)
+	}
+	for _, r := range roles {
+		args = append(args, "--role", r+"="+tinyModel(t))
+	}
+	return startDaemon(t, "", args...)
+}
+
+type queryResult struct {
+	QueryType       string `json:"query_type"`
+	Mode            string `json:"mode"`
+	FinalAnswer     string `json:"final_answer"`
+	AgentsResponded int    `json:"agents_responded"`
+	AgentResponses  []struct {
+		Role, Peer, Content, Error string
+		Tokens                     int
+	} `json:"agent_responses"`
+	FailedAgents []struct {
+		Role, Peer, Error string
+	} `json:"failed_agents"`
+	Aggregator *struct{ Role, Peer, Error string } `json:"aggregator"`
+}
+
+// moaSwarm starts an originator holding no model and five role peers.
+func moaSwarm(t *testing.T) (origin *daemon, roles map[string]*daemon) {
+	origin = startDaemon(t, "", "--no-mdns")
+	boot := origin.bootstrapAddr()
+	roles = map[string]*daemon{
+		"reasoner":    roleDaemon(t, boot, "reasoner"),
+		"writer":      roleDaemon(t, boot, "writer", "critic"),
+		"factchecker": roleDaemon(t, boot, "factchecker", "drafter"),
+		"concise":     roleDaemon(t, boot, "concise"),
+		"aggregator":  roleDaemon(t, boot, "aggregator"),
+	}
+	eventually(t, 10*time.Second, "origin sees all 5 role peers", func() bool {
+		alive := 0
+		for _, a := range origin.peers() {
+			if a {
+				alive++
+			}
+		}
+		return alive == 6
+	})
+	return origin, roles
+}
+
+func TestMoAAskFromEmptyPeer(t *testing.T) {
+	origin, roles := moaSwarm(t)
+	var res queryResult
+	origin.ctlJSON(&res, "ask", "--max-tokens", "16", "Explain why the sky is blue and compare it with sunsets")
+	if res.QueryType != "COMPLEX_REASONING" || res.Mode != "moa" || res.AgentsResponded != 5 {
+		t.Fatalf("result: %+v", res)
+	}
+	if res.Aggregator == nil || res.Aggregator.Peer != roles["aggregator"].peerID() {
+		t.Fatalf("aggregator: %+v", res.Aggregator)
+	}
+	seen := map[string]string{}
+	for _, a := range res.AgentResponses {
+		seen[a.Role] = a.Peer
+		if a.Tokens == 0 {
+			t.Fatalf("agent %s produced no tokens", a.Role)
+		}
+	}
+	if seen["critic"] != roles["writer"].peerID() || seen["drafter"] != roles["factchecker"].peerID() {
+		t.Fatalf("agents answered from the wrong peers: %v", seen)
+	}
+	// The streamed text form, with the trace.
+	out, errOut, code := origin.ctl("ask", "--trace", "--max-tokens", "8", "Who wrote Hamlet?")
+	if code != 0 || out == "" || !strings.Contains(errOut, "reasoner") || !strings.Contains(errOut, "concise") {
+		t.Fatalf("ask --trace: exit %d\nstdout %q\nstderr %s", code, out, errOut)
+	}
+}
+
+func TestMoARolePeerDiesMidQuery(t *testing.T) {
+	origin, roles := moaSwarm(t)
+	victim := roles["factchecker"] // factchecker and drafter
+	victimID := victim.peerID()
+	type answer struct {
+		out, errOut string
+		code        int
+	}
+	done := make(chan answer, 1)
+	go func() {
+		o, e, c := origin.ctl("--json", "ask", "--timeout", "60s", "--max-tokens", "1500",
+			"Explain how vaccines train the immune system and compare them with natural infection")
+		done <- answer{o, e, c}
+	}()
+	// Kill the peer while it is generating.
+	eventually(t, 20*time.Second, "victim busy with the query", func() bool {
+		var ps struct {
+			Peers []struct {
+				Self   bool `json:"self"`
+				Active int  `json:"active"`
+			} `json:"peers"`
+		}
+		victim.ctlJSON(&ps, "peers")
+		return len(ps.Peers) > 0 && ps.Peers[0].Self && ps.Peers[0].Active > 0
+	})
+	victim.kill()
+	var a answer
+	select {
+	case a = <-done:
+	case <-time.After(90 * time.Second):
+		t.Fatal("query did not finish after a role peer died")
+	}
+	if a.code != 0 {
+		t.Fatalf("ask: exit %d: %s", a.code, a.errOut)
+	}
+	var res queryResult
+	if err := json.Unmarshal([]byte(a.out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.AgentsResponded != 3 || len(res.FailedAgents) != 2 || res.FinalAnswer == "" {
+		t.Fatalf("want 3 answers and 2 left out, got %d answers, failed %+v", res.AgentsResponded, res.FailedAgents)
+	}
+	for _, f := range res.FailedAgents {
+		if f.Peer != victimID || (f.Role != "factchecker" && f.Role != "drafter") {
+			t.Fatalf("left out: %+v", f)
+		}
+	}
+
+	// Every role peer gone: a clear error, exit 1.
+	for _, d := range roles {
+		d.kill()
+	}
+	_, errOut, code := origin.ctl("ask", "Who wrote Hamlet?")
+	if code != 1 || !(strings.Contains(errOut, "no agent answered") || strings.Contains(errOut, "no live peer serves")) {
+		t.Fatalf("no role peers: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestOpenAIClient drives the API with the official openai npm package.
+func TestOpenAIClient(t *testing.T) {
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Fatal("npm is not installed: run scripts/install-deps.sh")
+	}
+	dir := filepath.Join(os.TempDir(), "swarm-e2e-openai")
+	os.MkdirAll(dir, 0o755)
+	for _, f := range []string{"package.json", "check.mjs"} {
+		b, err := os.ReadFile(filepath.Join("openai", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
+		cmd := exec.Command(npm, "install", "--no-audit", "--no-fund", "--loglevel=error")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm install openai: %v\n%s", err, out)
+		}
+	}
+	d := roleDaemon(t, "", "reasoner", "concise", "aggregator")
+	cmd := exec.Command("node", "check.mjs", "http://"+d.api)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("openai client: %v\n%s", err, out)
+	}
+	var seen map[string]any
+	if err := json.Unmarshal(out[strings.LastIndex(string(out), "\n{")+1:], &seen); err != nil {
+		t.Fatalf("openai client output: %v\n%s", err, out)
+	}
+	t.Logf("openai client: %s", out)
+}
