@@ -58,7 +58,7 @@ func newTestPeer(t *testing.T, slots int, roles ...string) *testPeer {
 	p := &testPeer{h: h, srv: NewServer(h, nil)}
 	t.Cleanup(func() { p.srv.Close(); h.Close() })
 	for _, r := range roles {
-		rm, err := LoadRole(t.Context(), r, tinyModel(t), engine.Options{Threads: 1, Slots: slots, Context: 512})
+		rm, err := LoadRole(t.Context(), r, tinyModel(t), engine.Options{Threads: 1, Slots: slots, Context: 2048})
 		if err != nil {
 			t.Fatal(err)
 		}

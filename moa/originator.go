@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -398,6 +399,10 @@ func (o *Originator) classify(ctx context.Context, prompt string) (QueryType, st
 	return ClassifyRules(prompt), "rules"
 }
 
+// maxAnswerInPrompt bounds each agent answer quoted to the aggregator, so
+// five long answers still fit a small model's context.
+const maxAnswerInPrompt = 3000
+
 func aggregationPrompt(question string, answers []AgentResponse) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Question: %s\n\nAnswers from the agents:\n", question)
@@ -406,7 +411,15 @@ func aggregationPrompt(question string, answers []AgentResponse) string {
 		if model == "" {
 			model = "unknown model"
 		}
-		fmt.Fprintf(&b, "\n[%d] %s (model %s):\n%s\n", i+1, titleCase(a.Role), model, strings.TrimSpace(a.Content))
+		text := strings.TrimSpace(a.Content)
+		if len(text) > maxAnswerInPrompt {
+			cut := maxAnswerInPrompt
+			for cut > 0 && !utf8.RuneStart(text[cut]) {
+				cut--
+			}
+			text = text[:cut] + " [...]"
+		}
+		fmt.Fprintf(&b, "\n[%d] %s (model %s):\n%s\n", i+1, titleCase(a.Role), model, text)
 	}
 	b.WriteString("\nWrite the single best answer to the question.")
 	return b.String()

@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# make demo: a local swarm on loopback. Starts 3 peers (mDNS off, so nothing
-# leaves this machine; peers 2 and 3 bootstrap to peer 1) and shows the
-# swarm as one of them sees it.
+# make demo: a local swarm on loopback answering questions.
+#
+#   MODEL=path/to/model.gguf make demo   # a real GGUF (qwen3, qwen2 or llama)
+#   make demo                            # a built-in synthetic model (random weights:
+#                                        # the answers are gibberish, the mechanics are real)
+#
+# It starts peers on 127.0.0.1 (mDNS off, so nothing leaves this machine;
+# every peer bootstraps to the first), then:
+#   1. shows the swarm as a peer that holds no model sees it;
+#   2. answers a question by Mixture-of-Agents from that peer, with the trace;
+#   3. answers a question through a pipeline of 3 peers holding a third of the
+#      model's layers each, with the trace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
@@ -14,32 +23,62 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_peer() { # start_peer N [bootstrap]
-  local dir="$WORK/peer$1"
-  mkdir -p "$dir"
-  local args=(--data "$dir" --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0 --no-mdns --log-level warn)
-  [ -n "${2:-}" ] && args+=(--bootstrap "$2")
-  "$BIN/swarmd" "${args[@]}" 2>"$dir/swarmd.log" &
-  pids+=($!)
-  for _ in $(seq 100); do [ -s "$dir/api.addr" ] && return 0; sleep 0.1; done
-  echo "peer $1 did not start:"; cat "$dir/swarmd.log"; exit 1
-}
-api() { cat "$WORK/peer$1/api.addr"; }
+MODEL=${MODEL:-}
+if [ -z "$MODEL" ]; then
+  MODEL="$WORK/synthetic-qwen3-small.gguf"
+  "$BIN/swarmd" model synth --arch qwen3 --size small --type q8_0 -o "$MODEL" >/dev/null
+  echo "no MODEL given: using a synthetic qwen3 model (random weights) at $MODEL"
+fi
+LAYERS=$("$BIN/swarmd" model info "$MODEL" | awk '/^layers:/ {print $2}')
 
-start_peer 1
-boot=$("$BIN/swarmctl" --api "$(api 1)" id --json | sed -n 's/.*"peer_id": "\(.*\)".*/\1/p')
-addr=$("$BIN/swarmctl" --api "$(api 1)" id | sed -n 2p | tr -d ' ')
-echo "peer 1: $boot"
-start_peer 2 "$addr"
-start_peer 3 "$addr"
+start_peer() { # start_peer NAME [swarmd flags...]
+  local name=$1
+  shift
+  local dir="$WORK/$name"
+  mkdir -p "$dir"
+  local args=(--data "$dir" --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0 --no-mdns --threads 1 --log-level warn)
+  [ -n "${BOOT:-}" ] && args+=(--bootstrap "$BOOT")
+  "$BIN/swarmd" "${args[@]}" "$@" 2>"$dir/swarmd.log" &
+  pids+=($!)
+  for _ in $(seq 300); do [ -s "$dir/api.addr" ] && return 0; sleep 0.1; done
+  echo "peer $name did not start:"; cat "$dir/swarmd.log"; exit 1
+}
+api() { cat "$WORK/$1/api.addr"; }
+ctl() { local p=$1; shift; "$BIN/swarmctl" --api "$(api "$p")" "$@"; }
+
+BOOT=""
+start_peer hub
+BOOT=$(ctl hub id | sed -n 2p | tr -d ' ')
+start_peer thinker --role reasoner="$MODEL" --role concise="$MODEL" --role aggregator="$MODEL"
+start_peer scribe --role writer="$MODEL" --role critic="$MODEL" --role factchecker="$MODEL" --role drafter="$MODEL"
 
 start=$(date +%s%N)
 for _ in $(seq 200); do
-  alive=$("$BIN/swarmctl" --api "$(api 3)" peers --json | grep -c '"alive": true' || true)
+  alive=$(ctl hub peers --json | grep -c '"alive": true' || true)
   [ "$alive" -ge 3 ] && break
   sleep 0.05
 done
-took=$(( ($(date +%s%N) - start) / 1000000 ))
-echo "3 peers see each other after ${took} ms. The swarm as peer 3 sees it:"
 echo
-"$BIN/swarmctl" --api "$(api 3)" peers
+echo "== 1. 3 peers see each other after $(( ($(date +%s%N) - start) / 1000000 )) ms. The swarm as the hub (no model) sees it:"
+ctl hub peers
+
+echo
+echo "== 2. Mixture-of-Agents, asked from the hub, which holds no model:"
+echo '$ swarmctl ask --trace "Explain why the sky is blue."'
+ctl hub ask --trace --max-tokens 24 "Explain why the sky is blue."
+
+third=$(( LAYERS / 3 ))
+r1="0-$third"; r2="$third-$(( 2 * third ))"; r3="$(( 2 * third ))-$LAYERS"
+start_peer stage1 --shard "$MODEL:$r1"
+start_peer stage2 --shard "$MODEL:$r2"
+start_peer stage3 --shard "$MODEL:$r3"
+for _ in $(seq 200); do
+  ctl hub shards 2>/dev/null | grep -q ", covered" && break
+  sleep 0.1
+done
+echo
+echo "== 3. Pipeline: $LAYERS layers split over 3 peers ([${r1/-/,}), [${r2/-/,}), [${r3/-/,}))):"
+ctl hub shards
+echo
+echo '$ swarmctl ask --mode pipeline --trace "Tell me about the swarm."'
+ctl hub ask --mode pipeline --trace --max-tokens 24 --repeat-penalty 1.3 "Tell me about the swarm."
