@@ -67,8 +67,8 @@ echo "== 2. Mixture-of-Agents, asked from the hub, which holds no model:"
 echo '$ swarmctl ask --trace "Explain why the sky is blue."'
 ctl hub ask --trace --max-tokens 24 "Explain why the sky is blue."
 
-third=$(( LAYERS / 3 ))
-r1="0-$third"; r2="$third-$(( 2 * third ))"; r3="$(( 2 * third ))-$LAYERS"
+a=$(( (LAYERS + 1) / 3 )); b=$(( (2 * LAYERS + 1) / 3 ))
+r1="0-$a"; r2="$a-$b"; r3="$b-$LAYERS"
 start_peer stage1 --shard "$MODEL:$r1"
 start_peer stage2 --shard "$MODEL:$r2"
 start_peer stage3 --shard "$MODEL:$r3"

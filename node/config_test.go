@@ -1,0 +1,101 @@
+package node
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigZeroValueAndRoundTrip(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	if _, err := (Config{}).withDefaults(); err != nil {
+		t.Fatalf("zero Config is not valid: %v", err)
+	}
+	c := Config{
+		DataDir: "/d", Listen: []string{"/ip4/127.0.0.1/tcp/0"}, API: "127.0.0.1:1", Bootstrap: []string{},
+		NoMDNS: true, Heartbeat: Duration(3 * time.Second), DeadAfterMisses: 4,
+		Roles:  map[string]string{"reasoner": "/m.gguf"}, Shards: []string{"/m.gguf:0-4"},
+		Engine: EngineConfig{Threads: 1, Slots: 2, Context: 512}, MoA: MoAConfig{SimpleTimeout: Duration(time.Second)},
+		BMCPeers: []string{"x"},
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(p, b, 0o600)
+	got, err := LoadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Bootstrap = nil // omitempty
+	if !reflect.DeepEqual(got, c) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, c)
+	}
+	if !strings.Contains(string(b), `"heartbeat":"3s"`) {
+		t.Fatalf("durations are not written as strings: %s", b)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name, json, want string
+	}{
+		{"unknown key", `{"bootstarp": []}`, "bootstarp"},
+		{"bad duration", `{"heartbeat": "soon"}`, "soon"},
+		{"trailing data", `{} {}`, "trailing"},
+		{"not json", `listen: x`, "invalid character"},
+	}
+	for _, tc := range cases {
+		p := filepath.Join(dir, tc.name+".json")
+		os.WriteFile(p, []byte(tc.json), 0o600)
+		if _, err := LoadConfig(p); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	invalid := []struct {
+		name string
+		c    Config
+		want string
+	}{
+		{"unknown role", Config{DataDir: dir, Roles: map[string]string{"poet": "/m"}}, "poet"},
+		{"role without file", Config{DataDir: dir, Roles: map[string]string{"critic": ""}}, "critic"},
+		{"bad shard", Config{DataDir: dir, Shards: []string{"/m.gguf:4-2"}}, "4-2"},
+		{"shard without range", Config{DataDir: dir, Shards: []string{"m.gguf"}}, "m.gguf"},
+		{"negative threads", Config{DataDir: dir, Engine: EngineConfig{Threads: -1}}, "engine"},
+		{"huge timeout", Config{DataDir: dir, MoA: MoAConfig{SpeedTimeout: Duration(time.Hour)}}, "speed_timeout"},
+		{"heartbeat too fast", Config{DataDir: dir, Heartbeat: Duration(time.Millisecond)}, "heartbeat"},
+	}
+	for _, tc := range invalid {
+		if _, err := tc.c.withDefaults(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestParseShardSpec(t *testing.T) {
+	cases := []struct {
+		in   string
+		want ShardSpec
+		ok   bool
+	}{
+		{"/models/q.gguf:0-14", ShardSpec{Path: "/models/q.gguf", Start: 0, End: 14}, true},
+		{"q.GGUF:3-4", ShardSpec{Path: "q.GGUF", Start: 3, End: 4}, true},
+		{"bafkreiabc:14-28", ShardSpec{CID: "bafkreiabc", Start: 14, End: 28}, true},
+		{"bafkreiabc:14", ShardSpec{}, false},
+		{":0-1", ShardSpec{}, false},
+		{"x:1-1", ShardSpec{}, false},
+		{"x:-1-2", ShardSpec{}, false},
+	}
+	for _, tc := range cases {
+		got, err := ParseShardSpec(tc.in)
+		if (err == nil) != tc.ok || (tc.ok && got != tc.want) {
+			t.Errorf("ParseShardSpec(%q) = %+v, %v", tc.in, got, err)
+		}
+	}
+}

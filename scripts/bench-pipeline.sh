@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Pipeline benchmark on loopback (issue figures): single-node decode, a
+# 1-stage daemon, a 2-stage pipeline, per-hop overhead beyond compute, and
+# aggregate tok/s with 2 concurrent sequences.
+#
+#   scripts/bench-pipeline.sh [MODEL.gguf]   # default: synthetic qwen3 0.6b-shape q8_0
+#   STAGE_THREADS=1 scripts/bench-pipeline.sh  # one core per stage (default: all cores;
+#                                              # the stages of one sequence never compute at once)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-bin}
+N=${N:-5}
+GEN=${GEN:-64}
+WORK=$(mktemp -d /tmp/swarm-bench.XXXXXX)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+MODEL=${1:-}
+if [ -z "$MODEL" ]; then
+  MODEL=$WORK/qwen3-0.6b-q8_0.gguf
+  "$BIN/swarmd" model synth --arch qwen3 --size 0.6b --type q8_0 -o "$MODEL" >/dev/null
+fi
+LAYERS=$("$BIN/swarmd" model info "$MODEL" | awk '/^layers:/ {print $2}')
+HALF=$(( LAYERS / 2 ))
+CORES=$(nproc)
+ST=${STAGE_THREADS:-$CORES}
+
+start_peer() { # NAME [flags]
+  local name=$1; shift
+  mkdir -p "$WORK/$name"
+  local args=(--data "$WORK/$name" --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0 --no-mdns --log-level warn)
+  [ -n "${BOOT:-}" ] && args+=(--bootstrap "$BOOT")
+  "$BIN/swarmd" "${args[@]}" "$@" 2>"$WORK/$name.log" &
+  pids+=($!)
+  for _ in $(seq 600); do [ -s "$WORK/$name/api.addr" ] && return 0; sleep 0.1; done
+  cat "$WORK/$name.log"; exit 1
+}
+ctl() { local p=$1; shift; "$BIN/swarmctl" --api "$(cat "$WORK/$p/api.addr")" "$@"; }
+stop_all() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); BOOT=""; }
+wait_covered() { for _ in $(seq 600); do ctl "$1" shards 2>/dev/null | grep -q ", covered" && return 0; sleep 0.1; done; echo "not covered"; exit 1; }
+
+echo "== engine, single node, $CORES threads (swarmd bench)"
+"$BIN/swarmd" bench --model "$MODEL" --threads "$CORES" --gen "$GEN" --reps "$N"
+
+echo "== 1-stage daemon, $CORES threads, through the stage protocol"
+BOOT=""; start_peer one --threads "$CORES" --shard "$MODEL:0-$LAYERS"
+wait_covered one
+ctl one bench pipeline --n "$N" --max-tokens "$GEN"
+stop_all
+
+echo "== 2-stage pipeline on loopback, $ST thread(s) per stage, originator holds no layers"
+start_peer origin
+BOOT=$(ctl origin id | sed -n 2p | tr -d ' ')
+start_peer s1 --threads "$ST" --shard "$MODEL:0-$HALF"
+start_peer s2 --threads "$ST" --shard "$MODEL:$HALF-$LAYERS"
+wait_covered origin
+ctl origin bench pipeline --n "$N" --max-tokens "$GEN"
+echo "== same pipeline, 2 concurrent sequences"
+ctl origin bench pipeline --n "$N" --max-tokens "$GEN" --concurrency 2
