@@ -36,6 +36,12 @@ func startAPI(ln net.Listener, n *Node, log *slog.Logger) *apiServer {
 	a.mux.HandleFunc("GET /v1/swarm/shards", a.shardsView)
 	a.mux.HandleFunc("GET /v1/swarm/plan", a.plan)
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// A known path asked with the wrong method is 405, not 404.
+		if _, pattern := a.mux.Handler(&http.Request{Method: otherMethod(r.Method), URL: r.URL, Host: r.Host}); pattern != "/" && pattern != "" {
+			w.Header().Set("Allow", strings.Fields(pattern)[0])
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
+			return
+		}
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	a.srv = &http.Server{
@@ -127,4 +133,12 @@ func (a *apiServer) status(w http.ResponseWriter, r *http.Request) {
 	}
 	n.mu.Unlock()
 	writeJSON(w, http.StatusOK, st)
+}
+
+// otherMethod is the method a mistaken request most likely meant.
+func otherMethod(m string) string {
+	if m == http.MethodGet {
+		return http.MethodPost
+	}
+	return http.MethodGet
 }

@@ -36,8 +36,9 @@ type Holder struct {
 
 // Hop runs layers [Start,End) on Peer.
 type Hop struct {
-	Peer       string
-	Start, End int
+	Peer  string `json:"peer"`
+	Start int    `json:"start"`
+	End   int    `json:"end"`
 }
 
 // Route is a chain of hops covering [0,n) in order.

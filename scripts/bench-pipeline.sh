@@ -4,8 +4,9 @@
 # aggregate tok/s with 2 concurrent sequences.
 #
 #   scripts/bench-pipeline.sh [MODEL.gguf]   # default: synthetic qwen3 0.6b-shape q8_0
-#   STAGE_THREADS=1 scripts/bench-pipeline.sh  # one core per stage (default: all cores;
-#                                              # the stages of one sequence never compute at once)
+#   STAGE_THREADS=N scripts/bench-pipeline.sh  # threads per stage for the single-sequence run
+#                                              # (default: all cores; the stages of one
+#                                              # sequence never compute at once)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
@@ -55,5 +56,17 @@ start_peer s1 --threads "$ST" --shard "$MODEL:0-$HALF"
 start_peer s2 --threads "$ST" --shard "$MODEL:$HALF-$LAYERS"
 wait_covered origin
 ctl origin bench pipeline --n "$N" --max-tokens "$GEN"
-echo "== same pipeline, 2 concurrent sequences"
+stop_all
+
+# Two sequences at once keep both stages computing at the same time: on one
+# machine each stage then gets its share of the cores (as two devices would
+# bring their own); more threads than cores make ggml's spinning barriers crawl.
+HT=$(( CORES / 2 > 0 ? CORES / 2 : 1 ))
+echo "== 2-stage pipeline, $HT thread(s) per stage: 1 sequence, then 2 concurrent sequences"
+start_peer origin
+BOOT=$(ctl origin id | sed -n 2p | tr -d ' ')
+start_peer s1 --threads "$HT" --shard "$MODEL:0-$HALF"
+start_peer s2 --threads "$HT" --shard "$MODEL:$HALF-$LAYERS"
+wait_covered origin
+ctl origin bench pipeline --n "$N" --max-tokens "$GEN"
 ctl origin bench pipeline --n "$N" --max-tokens "$GEN" --concurrency 2

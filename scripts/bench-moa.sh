@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# MoA fan-out overhead on loopback (issue figure): an originator holding no
+# model and 5 role daemons; `swarmctl bench moa` runs 20 queries and reports
+# the median of end-to-end latency minus aggregation minus the slowest agent's
+# own time.
+#
+#   scripts/bench-moa.sh [MODEL.gguf]   # default: synthetic qwen3 small q8_0
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-bin}
+WORK=$(mktemp -d /tmp/swarm-bench.XXXXXX)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+MODEL=${1:-}
+if [ -z "$MODEL" ]; then
+  MODEL=$WORK/small.gguf
+  "$BIN/swarmd" model synth --arch qwen3 --size small --type q8_0 -o "$MODEL" >/dev/null
+fi
+start_peer() { # NAME [flags]
+  local name=$1; shift
+  mkdir -p "$WORK/$name"
+  local args=(--data "$WORK/$name" --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0 --no-mdns --threads 1 --log-level warn)
+  [ -n "${BOOT:-}" ] && args+=(--bootstrap "$BOOT")
+  "$BIN/swarmd" "${args[@]}" "$@" 2>"$WORK/$name.log" &
+  pids+=($!)
+  for _ in $(seq 600); do [ -s "$WORK/$name/api.addr" ] && return 0; sleep 0.1; done
+  cat "$WORK/$name.log"; exit 1
+}
+ctl() { local p=$1; shift; "$BIN/swarmctl" --api "$(cat "$WORK/$p/api.addr")" "$@"; }
+BOOT=""
+start_peer origin
+BOOT=$(ctl origin id | sed -n 2p | tr -d ' ')
+start_peer r1 --role reasoner="$MODEL"
+start_peer r2 --role writer="$MODEL"
+start_peer r3 --role critic="$MODEL"
+start_peer r4 --role factchecker="$MODEL"
+start_peer r5 --role drafter="$MODEL" --role aggregator="$MODEL"
+for _ in $(seq 200); do
+  [ "$(ctl origin peers --json | grep -c '"alive": true')" -ge 6 ] && break
+  sleep 0.1
+done
+ctl origin bench moa --n "${N:-20}" --max-tokens "${GEN:-16}" "Explain why the sky is blue and compare it with sunsets"
