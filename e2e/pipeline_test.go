@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -235,5 +236,24 @@ func TestShardFetch(t *testing.T) {
 	fetcher.ctlJSON(&res, append(pipeAsk, pipePrompts[0])...)
 	if len(res.Pipeline.Tokens) == 0 || len(res.Pipeline.Hops) != 2 {
 		t.Fatalf("pipeline over the fetched slice: %+v", res.Pipeline)
+	}
+
+	// The OpenAI API names the pipeline model by its name.
+	body := fmt.Sprintf(`{"model":%q,"max_tokens":6,"messages":[{"role":"user","content":"hi"}]}`, sh.Models[0].Name)
+	resp, err := http.Post("http://"+holder.api+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var cc struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&cc); err != nil || resp.StatusCode != 200 || len(cc.Choices) != 1 || cc.Usage.CompletionTokens == 0 {
+		t.Fatalf("chat completion on the pipeline model: HTTP %d, %+v, %v", resp.StatusCode, cc, err)
 	}
 }

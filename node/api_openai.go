@@ -213,13 +213,24 @@ func (a *apiServer) resolveModel(name string) (mode, model string, err error) {
 				}
 			}
 		}
+		for _, p := range s.View().Peers() {
+			if !p.Alive {
+				continue
+			}
+			for _, sh := range p.Cap.Shards {
+				if sh.ModelName == name || sh.ModelCID == name {
+					return "pipeline", name, nil
+				}
+			}
+		}
 	}
 	return "", "", &errHTTP{http.StatusNotFound, "model_not_found",
-		errFmt("model %q not found: use swarm, swarm-moa, swarm-speed, a role name, or a model listed by GET /v1/models", name)}
+		errFmt("model %q not found: use swarm, swarm-moa, swarm-speed, a role name, or a model listed by GET /v1/models (role models and pipeline models)", name)}
 }
 
 // models serves GET /v1/models: the swarm modes, every role served by a
-// live peer, and every model name those roles run.
+// live peer, every model name those roles run, and every model live peers
+// hold layers of (answered by pipeline).
 func (a *apiServer) models(w http.ResponseWriter, r *http.Request) {
 	type entry struct {
 		ID      string `json:"id"`
@@ -239,6 +250,20 @@ func (a *apiServer) models(w http.ResponseWriter, r *http.Request) {
 				if name := h.Role.ModelName; name != "" && !seen[name] {
 					seen[name] = true
 					data = append(data, entry{name, "model", 0, h.Peer.ID.String()})
+				}
+			}
+		}
+	}
+	if s := a.n.Swarm(); s != nil {
+		for _, p := range s.View().Peers() {
+			for _, sh := range p.Cap.Shards {
+				name := sh.ModelName
+				if name == "" {
+					name = sh.ModelCID
+				}
+				if p.Alive && !seen[name] {
+					seen[name] = true
+					data = append(data, entry{name, "model", 0, "swarm-pipeline"})
 				}
 			}
 		}

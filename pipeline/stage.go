@@ -349,12 +349,15 @@ func (s *StageServer) step(ss *stageSession, body []byte, self RouteHop) (*Resul
 	ss.history = append(ss.history, st.Tokens...)
 	me := HopTiming{ComputeMS: float32(compute.Microseconds()) / 1000}
 	if ss.last {
-		res := &Result{Session: st.Session, Hops: []HopTiming{me}}
+		res := &Result{Session: st.Session}
 		if ss.open.Logits {
 			res.Logits = out
 		} else if res.Token, err = ss.sampler.Sample(out, ss.history); err != nil {
 			return nil, &WireError{Code: CodeInternal, Message: err.Error(), Peer: self.Peer, Start: self.Start, End: self.End}
 		}
+		// Sampling is this stage's compute too.
+		me.ComputeMS = float32(time.Since(t0).Microseconds()) / 1000
+		res.Hops = []HopTiming{me}
 		return res, nil
 	}
 	next := &Step{Session: st.Session, Pos: st.Pos, Tokens: st.Tokens, DType: dtypeCode(ss.open.DType)}
