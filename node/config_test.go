@@ -18,7 +18,7 @@ func TestConfigZeroValueAndRoundTrip(t *testing.T) {
 	c := Config{
 		DataDir: "/d", Listen: []string{"/ip4/127.0.0.1/tcp/0"}, API: "127.0.0.1:1", Bootstrap: []string{},
 		NoMDNS: true, Heartbeat: Duration(3 * time.Second), DeadAfterMisses: 4,
-		Roles:  map[string]string{"reasoner": "/m.gguf"}, Shards: []string{"/m.gguf:0-4"},
+		Roles: map[string]string{"reasoner": "/m.gguf"}, Shards: []string{"/m.gguf:0-4"},
 		Engine: EngineConfig{Threads: 1, Slots: 2, Context: 512}, MoA: MoAConfig{SimpleTimeout: Duration(time.Second)},
 		BMCPeers: []string{"x"},
 	}
