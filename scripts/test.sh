@@ -9,5 +9,9 @@ case "$(go env GOARCH)" in
   *) simd='-O3 -march=x86-64-v3' ;;
 esac
 export CGO_CFLAGS="${CGO_CFLAGS:-$simd}" CGO_CXXFLAGS="${CGO_CXXFLAGS:-$simd}"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt needed on:"; echo "$unformatted"; exit 1
+fi
 go vet ./...
 go test -race -count=1 -timeout 20m "$@" ./...
