@@ -345,3 +345,43 @@ func TestBadFramesRefused(t *testing.T) {
 		t.Fatalf("good step after bad ones: type %d, %s, %v", typ, body, err)
 	}
 }
+
+// TestCancelClosesEveryStage: cancelling the originator closes the session
+// on every hop, not only the first.
+func TestCancelClosesEveryStage(t *testing.T) {
+	const arch = "qwen3"
+	origin := newStagePeer(t)
+	a, mid, b := newStagePeer(t), newStagePeer(t), newStagePeer(t)
+	a.serve(t, arch, 0, 1)
+	mid.serve(t, arch, 1, 3)
+	b.serve(t, arch, 3, 4)
+	o := originatorFor(t, arch, origin, a, mid, b)
+	ctx, cancel := context.WithCancel(t.Context())
+	busy := false
+	_, err := o.Generate(ctx, Request{Messages: question, MaxTokens: 100000, OnToken: func(string) {
+		if !busy {
+			busy = true
+			for _, p := range []*stagePeer{a, mid, b} {
+				if active, _ := p.srv.Load(); active != 1 {
+					t.Errorf("stage holds %d sessions during generation, want 1", active)
+				}
+			}
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range []*stagePeer{a, mid, b} {
+		for {
+			if active, _ := p.srv.Load(); active == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a stage still holds the session after the originator cancelled")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
