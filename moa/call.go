@@ -12,6 +12,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
+// maxReplyBytes bounds the text one agent may send back (8192 tokens of
+// long pieces fit; a peer streaming garbage until the deadline does not).
+const maxReplyBytes = 4 << 20
+
 // Call asks peer p to answer req, calling onToken with each piece of text
 // as it arrives. Ending ctx resets the stream, which stops the peer's
 // generation.
@@ -34,6 +38,7 @@ func Call(ctx context.Context, h host.Host, p peer.ID, req *Request, onToken fun
 		return nil, ctxErr(ctx, err)
 	}
 	r := bufio.NewReader(st)
+	received := 0
 	for {
 		rep, err := DecodeReply(r)
 		if err != nil {
@@ -45,6 +50,10 @@ func Call(ctx context.Context, h host.Host, p peer.ID, req *Request, onToken fun
 		}
 		switch rep.Type {
 		case ReplyToken:
+			if received += len(rep.Text); received > maxReplyBytes {
+				st.Reset()
+				return nil, fmt.Errorf("%w: reply longer than %d bytes", ErrProtocol, maxReplyBytes)
+			}
 			if onToken != nil {
 				onToken(rep.Text)
 			}

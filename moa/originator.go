@@ -89,6 +89,9 @@ func (o *Originator) Ask(ctx context.Context, q Query) (*Result, error) {
 	if q.Mode == "" {
 		q.Mode = ModeMoA
 	}
+	if err := o.request(Reasoner, q, q.Prompt).Validate(); err != nil {
+		return nil, err // too many messages, too much text: the caller's fault, not the agents'
+	}
 	start := time.Now()
 	res := &Result{Query: q.Prompt, Mode: q.Mode, AgentResponses: []AgentResponse{}}
 	var mu sync.Mutex
@@ -122,6 +125,9 @@ func (o *Originator) Direct(ctx context.Context, role string, q Query) (*Result,
 	}
 	if strings.TrimSpace(q.Prompt) == "" {
 		return nil, fmt.Errorf("%w: empty prompt", ErrBadRequest)
+	}
+	if err := o.request(role, q, q.Prompt).Validate(); err != nil {
+		return nil, err
 	}
 	if len(o.candidates(role)) == 0 {
 		return nil, fmt.Errorf("%w (no live peer serves %s)", ErrNoAgents, role)
@@ -334,8 +340,16 @@ func (o *Originator) askRole(ctx context.Context, role string, req *Request, onT
 				break
 			}
 		}
-		a = o.askPeer(ctx, c, req, onToken)
-		if a.Error == "" || ctx.Err() != nil {
+		streamed := false
+		a = o.askPeer(ctx, c, req, func(t string) {
+			streamed = true
+			if onToken != nil {
+				onToken(t)
+			}
+		})
+		// Once text reached the caller, another peer's answer cannot follow
+		// it without garbling the stream: the failure stands.
+		if a.Error == "" || ctx.Err() != nil || (streamed && onToken != nil) {
 			return a
 		}
 		o.log().Info("agent failed", "role", role, "peer", c.peer.ID, "err", a.Error)

@@ -97,7 +97,7 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": model,
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+			"choices": []any{map[string]any{"index": 0, "finish_reason": out.finish,
 				"message": map[string]any{"role": "assistant", "content": out.final}}},
 			"usage": map[string]int{"prompt_tokens": out.promptToks, "completion_tokens": out.genToks,
 				"total_tokens": out.promptToks + out.genToks},
@@ -113,13 +113,14 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	s.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
 	spec.onToken = func(t string) { s.event("", chunk(map[string]any{"content": t}, nil)) }
 	spec.onAgent = func(ar moa.AgentResponse) { s.comment("agent " + ar.Role + " done") }
-	if _, err := a.n.answer(r.Context(), spec); err != nil {
+	out, err := a.n.answer(r.Context(), spec)
+	if err != nil {
 		status, typ := statusOf(err)
 		s.event("", map[string]any{"error": map[string]any{"message": err.Error(), "type": typ, "code": status}})
 		s.event("", "[DONE]")
 		return
 	}
-	s.event("", chunk(map[string]any{}, "stop"))
+	s.event("", chunk(map[string]any{}, out.finish))
 	s.event("", "[DONE]")
 }
 

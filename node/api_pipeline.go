@@ -3,10 +3,13 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
 
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/node/client"
@@ -35,18 +38,28 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 	if q.onTrace != nil {
 		req.OnTrace = func(ev pipeline.TraceEvent) { q.onTrace("trace", ev) }
 	}
+	if q.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, q.timeout)
+		defer cancel()
+	}
 	res, err := o.Generate(ctx, req)
 	if err != nil {
 		var gap *pipeline.GapError
 		switch {
 		case errors.As(err, &gap), errors.Is(err, pipeline.ErrNoModel):
 			return nil, &errHTTP{http.StatusServiceUnavailable, "no_route", err}
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil, &errHTTP{http.StatusGatewayTimeout, "timeout", fmt.Errorf("pipeline: no answer within %s: %w", q.timeout, err)}
 		case errors.Is(err, context.Canceled):
 			return nil, &errHTTP{499, "cancelled", err}
 		}
 		return nil, &errHTTP{http.StatusBadGateway, "pipeline_failed", err}
 	}
-	out := &outcome{final: res.Text, promptToks: res.PromptTokens, genToks: len(res.Tokens)}
+	out := &outcome{final: res.Text, promptToks: res.PromptTokens, genToks: len(res.Tokens), finish: "stop"}
+	if res.Done == "length" {
+		out.finish = "length"
+	}
 	out.result = map[string]any{
 		"query": q.prompt, "mode": "pipeline", "final_answer": res.Text, "total_time_ms": res.TotalMS,
 		"agents_responded": 0, "agent_responses": []any{}, "pipeline": res,
@@ -56,7 +69,11 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 
 // hasPipelineModel reports whether some live peer announces shards.
 func (n *Node) hasPipelineModel() bool {
-	for _, p := range n.swarm.View().Peers() {
+	s := n.Swarm()
+	if s == nil {
+		return false
+	}
+	for _, p := range s.View().Peers() {
 		if p.Alive && len(p.Cap.Shards) > 0 {
 			return true
 		}
@@ -66,8 +83,12 @@ func (n *Node) hasPipelineModel() bool {
 
 // hasRoles reports whether some live peer serves an answering role.
 func (n *Node) hasRoles() bool {
+	s := n.Swarm()
+	if s == nil {
+		return false
+	}
 	for _, r := range moa.Roles {
-		if r != moa.Spotter && r != moa.Aggregator && len(n.swarm.View().ByRole(r)) > 0 {
+		if r != moa.Spotter && r != moa.Aggregator && len(s.View().ByRole(r)) > 0 {
 			return true
 		}
 	}
@@ -132,7 +153,12 @@ func (a *apiServer) plan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "model_not_found", err.Error())
 		return
 	}
-	devs, shape := a.n.planInputs(ref, holders)
+	h := a.n.Host()
+	if h == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "peer is shutting down")
+		return
+	}
+	devs, shape := planInputs(s, h, a.n.excluded, ref, holders)
 	p, err := pipeline.Partition(devs, shape)
 	if err != nil {
 		writeError(w, http.StatusConflict, "no_plan", err.Error())
@@ -156,7 +182,8 @@ func (a *apiServer) plan(w http.ResponseWriter, r *http.Request) {
 // for weights (three quarters of its free RAM), its measured ms per layer
 // of this model (or, if it holds none, the median of those who do), and the
 // round trip to it.
-func (n *Node) planInputs(ref pipeline.ModelRef, holders []swarm.ShardHolder) ([]pipeline.Device, pipeline.ModelShape) {
+func planInputs(sw *swarm.Service, h host.Host, excluded func(peer.ID) bool, ref pipeline.ModelRef,
+	holders []swarm.ShardHolder) ([]pipeline.Device, pipeline.ModelShape) {
 	shape := pipeline.ModelShape{Layers: ref.Layers, HiddenBytesPerToken: int64(2 * ref.Hidden)}
 	speed := map[string]float64{}
 	var known []float64
@@ -175,8 +202,8 @@ func (n *Node) planInputs(ref pipeline.ModelRef, holders []swarm.ShardHolder) ([
 		median = known[len(known)/2]
 	}
 	var devs []pipeline.Device
-	for _, p := range n.swarm.View().Peers() {
-		if !p.Alive || n.excluded(p.ID) {
+	for _, p := range sw.View().Peers() {
+		if !p.Alive || excluded(p.ID) {
 			continue
 		}
 		ms, ok := speed[p.ID.String()]
@@ -185,7 +212,7 @@ func (n *Node) planInputs(ref pipeline.ModelRef, holders []swarm.ShardHolder) ([
 		}
 		rtt := 0.0
 		if !p.Self {
-			rtt = float64(n.host.Peerstore().LatencyEWMA(p.ID).Microseconds()) / 1000
+			rtt = float64(h.Peerstore().LatencyEWMA(p.ID).Microseconds()) / 1000
 		}
 		free := p.Cap.Platform.FreeRAM
 		if free == 0 {

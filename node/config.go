@@ -230,6 +230,12 @@ func (c Config) validate() error {
 	if c.ConnLow < 1 || c.ConnHigh < c.ConnLow {
 		return fmt.Errorf("config: conn_low %d / conn_high %d: want 1 <= low <= high", c.ConnLow, c.ConnHigh)
 	}
+	if len(c.Device) > 128 {
+		return fmt.Errorf("config: device name of %d bytes: at most 128", len(c.Device))
+	}
+	if len(c.Roles) > 16 || len(c.Shards) > 64 {
+		return fmt.Errorf("config: %d roles and %d shards: at most 16 and 64 (a capability record carries no more)", len(c.Roles), len(c.Shards))
+	}
 	for role, path := range c.Roles {
 		if !moa.IsRole(role) {
 			return fmt.Errorf("config: roles: unknown role %q (roles: %s)", role, strings.Join(moa.Roles, ", "))

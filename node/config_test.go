@@ -70,6 +70,8 @@ func TestConfigErrors(t *testing.T) {
 		{"negative threads", Config{DataDir: dir, Engine: EngineConfig{Threads: -1}}, "engine"},
 		{"huge timeout", Config{DataDir: dir, MoA: MoAConfig{SpeedTimeout: Duration(time.Hour)}}, "speed_timeout"},
 		{"heartbeat too fast", Config{DataDir: dir, Heartbeat: Duration(time.Millisecond)}, "heartbeat"},
+		{"long device name", Config{DataDir: dir, Device: strings.Repeat("d", 129)}, "device"},
+		{"too many shards", Config{DataDir: dir, Shards: make([]string, 65)}, "shards"},
 	}
 	for _, tc := range invalid {
 		if _, err := tc.c.withDefaults(); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -198,12 +198,23 @@ func (n *Node) loadPSK() (psk []byte, err error) {
 // Close stops the peer. It is idempotent.
 func (n *Node) Close() error {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.closed {
+		n.mu.Unlock()
 		return nil
 	}
 	n.closed = true
-	return n.teardownLocked()
+	api := n.api
+	n.api = nil
+	n.mu.Unlock()
+	// Stop the API first and without the lock: its handlers take it.
+	var apiErr error
+	if api != nil {
+		apiErr = api.close()
+		os.Remove(filepath.Join(n.cfg.DataDir, APIAddrFile))
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return errors.Join(apiErr, n.teardownLocked())
 }
 
 // teardownLocked stops whatever Start built, in reverse order.
@@ -213,6 +224,11 @@ func (n *Node) teardownLocked() error {
 		errs = append(errs, n.api.close())
 		os.Remove(filepath.Join(n.cfg.DataDir, APIAddrFile))
 		n.api = nil
+	}
+	if n.pipe != nil {
+		// First: its background fetches use the swarm view and the host.
+		errs = append(errs, n.pipe.close())
+		n.pipe.closed = true
 	}
 	if n.disc != nil {
 		n.disc.close()
@@ -231,12 +247,10 @@ func (n *Node) teardownLocked() error {
 		errs = append(errs, n.router.Close())
 		n.router = nil
 	}
+	// moaServer and pipe stay set (closed): heartbeat and API code may still
+	// read them, and a closed server answers politely.
 	if n.moaServer != nil {
 		errs = append(errs, n.moaServer.Close())
-		n.moaServer = nil
-	}
-	if n.pipe != nil {
-		errs = append(errs, n.pipe.close())
 	}
 	if n.cancel != nil {
 		n.cancel()

@@ -26,6 +26,8 @@ type pipelineState struct {
 	mu         sync.Mutex
 	tokenizers map[string]*engine.Tokenizer
 	fetch      []ShardSpec // shards to fetch by CID
+	closed     bool        // set by the node's teardown
+	view       *swarm.Service
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
 }
@@ -61,6 +63,7 @@ func (n *Node) startPipeline(ctx context.Context) error {
 // their holders are found through the swarm view, once it runs.
 func (n *Node) startShardFetches(ctx context.Context) {
 	p := n.pipe
+	p.view = n.swarm
 	bg, cancel := context.WithCancel(ctx)
 	p.cancel = cancel
 	for _, spec := range p.fetch {
@@ -171,7 +174,8 @@ func (n *Node) tryFetchShard(ctx context.Context, spec ShardSpec) error {
 func (n *Node) shardSources(ctx context.Context, spec ShardSpec) []peer.ID {
 	var cover, other []peer.ID
 	seen := map[peer.ID]bool{n.host.ID(): true}
-	for _, h := range n.swarm.View().HoldersOf(spec.CID) {
+	sw := n.pipe.view
+	for _, h := range sw.View().HoldersOf(spec.CID) {
 		if seen[h.Peer.ID] {
 			continue
 		}
@@ -183,7 +187,7 @@ func (n *Node) shardSources(ctx context.Context, spec ShardSpec) []peer.ID {
 		}
 	}
 	out := append(cover, other...)
-	if found, err := n.swarm.FindProviders(ctx, swarm.ModelKey(spec.CID), 16); err == nil {
+	if found, err := sw.FindProviders(ctx, swarm.ModelKey(spec.CID), 16); err == nil {
 		for _, ai := range found {
 			if !seen[ai.ID] {
 				seen[ai.ID] = true
@@ -252,6 +256,9 @@ func (n *Node) newPipelineOriginator() *pipeline.Originator {
 }
 
 func (p *pipelineState) close() error {
+	if p.closed {
+		return nil
+	}
 	if p.cancel != nil {
 		p.cancel()
 	}

@@ -32,6 +32,7 @@ type outcome struct {
 	final      string
 	promptToks int
 	genToks    int
+	finish     string // OpenAI finish_reason: stop or length
 }
 
 // errHTTP carries the status an API error maps to.
@@ -86,8 +87,12 @@ func (n *Node) answer(ctx context.Context, q querySpec) (*outcome, error) {
 			}
 		}
 	}
+	out.finish = "stop"
 	if final != nil {
 		out.promptToks, out.genToks = final.Prompt, final.Tokens
+		if q.maxTokens > 0 && final.Tokens >= q.maxTokens {
+			out.finish = "length"
+		}
 	}
 	return out, nil
 }

@@ -54,7 +54,7 @@ func (o *Originator) openChain(ctx context.Context, open Open) (*chain, error) {
 		return nil, c.fail(ctx, err)
 	}
 	st.SetReadDeadline(time.Now().Add(60 * time.Second))
-	typ, body, err := readFrame(c.r)
+	typ, body, err := readFrame(c.r, limitJSON)
 	if err != nil {
 		st.Reset()
 		return nil, c.fail(ctx, err)
@@ -105,7 +105,7 @@ func (c *chain) step(ctx context.Context, tokens []int32) (*Result, time.Duratio
 		return nil, 0, c.fail(ctx, err)
 	}
 	c.st.SetReadDeadline(time.Now().Add(5 * time.Minute))
-	typ, body, err := readFrame(c.r)
+	typ, body, err := readFrame(c.r, limitResult)
 	took := time.Since(t0)
 	if err != nil {
 		return nil, took, c.fail(ctx, err)

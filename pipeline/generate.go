@@ -72,7 +72,19 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 				g.res.Done = "cancel"
 				return ctx.Err()
 			}
+			var se *StageError
+			if errors.As(err, &se) && se.Code == CodeContextFull {
+				if len(g.res.Tokens) == 0 {
+					return fmt.Errorf("pipeline: the prompt of %d tokens does not fit the stages' context: %w", len(g.prompt), err)
+				}
+				g.res.Done = "length" // as on one machine: the context is full, the answer ends
+				break
+			}
 			if g.chain, res, err = g.recover(ctx, err); err != nil {
+				g.res.Done = "error"
+				if ctx.Err() != nil {
+					g.res.Done = "cancel"
+				}
 				return err
 			}
 		} else if len(input) == 1 && took > 0 {
@@ -199,7 +211,9 @@ func (g *generation) recover(ctx context.Context, cause error) (*chain, *Result,
 		last.ReplayTokens, last.CostMS = len(replay), msSince(t0)
 		g.trace(TraceEvent{Kind: "reroute", Route: hops, Failed: se.Peer, Layers: se.Layers, Reason: last.Reason,
 			AtToken: at, CostMS: last.CostMS, Replay: len(replay)})
-		g.stats()
+		if g.decodes > 0 { // a route that failed before decoding has nothing to show
+			g.stats()
+		}
 		g.hops = hops
 		g.resetStats()
 		return c, res, nil

@@ -312,7 +312,7 @@ func TestBadFramesRefused(t *testing.T) {
 	if err := writeJSON(s, frameOpen, &open); err != nil {
 		t.Fatal(err)
 	}
-	if typ, _, err := readFrame(c.r); err != nil || typ != frameOpened {
+	if typ, _, err := readFrame(c.r, limitJSON); err != nil || typ != frameOpened {
 		t.Fatalf("open: type %d, %v", typ, err)
 	}
 	hid := make([]byte, 2*64)
@@ -329,7 +329,7 @@ func TestBadFramesRefused(t *testing.T) {
 		if err := writeFrame(s, frameStep, encodeStep(&tc.step)); err != nil {
 			t.Fatal(err)
 		}
-		typ, body, err := readFrame(c.r)
+		typ, body, err := readFrame(c.r, limitJSON)
 		if err != nil || typ != frameError {
 			t.Fatalf("%s: type %d, %v", tc.name, typ, err)
 		}
@@ -341,7 +341,7 @@ func TestBadFramesRefused(t *testing.T) {
 	if err := writeFrame(s, frameStep, encodeStep(&Step{Session: 7, Tokens: []int32{1}, DType: dtF16, Hidden: hid})); err != nil {
 		t.Fatal(err)
 	}
-	if typ, body, err := readFrame(c.r); err != nil || typ != frameResult {
+	if typ, body, err := readFrame(c.r, limitResult); err != nil || typ != frameResult {
 		t.Fatalf("good step after bad ones: type %d, %s, %v", typ, body, err)
 	}
 }
@@ -383,5 +383,37 @@ func TestCancelClosesEveryStage(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// TestContextFullEndsLikeOneMachine: when a stage's context fills, the
+// generation ends with done=length (as Generate does on one machine) and no
+// healthy peer is routed around.
+func TestContextFullEndsLikeOneMachine(t *testing.T) {
+	const arch = "qwen3"
+	full, cid := model(t, arch)
+	origin := newStagePeer(t)
+	a, b := newStagePeer(t), newStagePeer(t)
+	for _, x := range []struct {
+		p    *stagePeer
+		s, e int
+	}{{a, 0, 2}, {b, 2, 4}} {
+		out := filepath.Join(t.TempDir(), "s.gguf")
+		if _, err := shards.Slice(full, out, x.s, x.e); err != nil {
+			t.Fatal(err)
+		}
+		sh, err := LoadShard(context.Background(), out, cid, x.s, x.e, engine.Options{Threads: 1, Slots: 2, Context: 96})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.p.srv.Add(sh)
+	}
+	o := originatorFor(t, arch, origin, a, b)
+	res, err := o.Generate(t.Context(), Request{Messages: question, MaxTokens: 1000, Sampling: greedy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Done != "length" || len(res.Reroutes) != 0 || res.PromptTokens+len(res.Tokens) != 97 {
+		t.Fatalf("done %q after %d+%d tokens, %d re-routes", res.Done, res.PromptTokens, len(res.Tokens), len(res.Reroutes))
 	}
 }

@@ -154,7 +154,7 @@ func (s *StageServer) serve(st stream, remote string) {
 	defer st.Close()
 	st.SetReadDeadline(time.Now().Add(10 * time.Second))
 	ss := &stageSession{up: st, upR: bufio.NewReaderSize(st, 64<<10)}
-	typ, body, err := readFrame(ss.upR)
+	typ, body, err := readFrame(ss.upR, limitJSON)
 	if err != nil || typ != frameOpen {
 		s.refuse(st, remote, CodeBadFrame, fmt.Sprintf("expected an open frame: %v", err), RouteHop{})
 		return
@@ -213,7 +213,7 @@ func (s *StageServer) serve(st stream, remote string) {
 	}
 	for {
 		st.SetReadDeadline(time.Now().Add(idleTimeout))
-		typ, body, err := readFrame(ss.upR)
+		typ, body, err := readFrame(ss.upR, limitStep(ss.open.Hidden))
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				s.log.Debug("stage: upstream gone", "session", ss.open.Session, "err", err)
@@ -230,8 +230,8 @@ func (s *StageServer) serve(st stream, remote string) {
 		res, werr := s.step(ss, body, self)
 		if werr != nil {
 			writeJSON(st, frameError, werr)
-			if werr.Code == CodeBadFrame {
-				continue // the session is intact: the sender may retry correctly
+			if werr.Code == CodeBadFrame || werr.Code == CodeContextFull {
+				continue // the session is intact: the sender may go on (or stop) correctly
 			}
 			return
 		}
@@ -276,7 +276,7 @@ func (s *StageServer) openDownstream(ss *stageSession) *WireError {
 	}
 	down.SetReadDeadline(time.Now().Add(30 * time.Second))
 	r := bufio.NewReaderSize(down, 64<<10)
-	typ, body, err := readFrame(r)
+	typ, body, err := readFrame(r, limitJSON)
 	if err != nil {
 		down.Reset()
 		return fail(err)
@@ -341,7 +341,10 @@ func (s *StageServer) step(ss *stageSession, body []byte, self RouteHop) (*Resul
 	out, err := ss.sess.RunRange(context.Background(), ss.hop.Start, ss.hop.End, tokens, hidden)
 	compute := time.Since(t0)
 	if err != nil {
-		if errors.Is(err, engine.ErrBadInput) || errors.Is(err, engine.ErrContextFull) {
+		if errors.Is(err, engine.ErrContextFull) {
+			return nil, &WireError{Code: CodeContextFull, Message: err.Error(), Peer: self.Peer, Start: self.Start, End: self.End}
+		}
+		if errors.Is(err, engine.ErrBadInput) {
 			return nil, bad("%v", err)
 		}
 		return nil, &WireError{Code: CodeInternal, Message: err.Error(), Peer: self.Peer, Start: self.Start, End: self.End}
@@ -377,7 +380,7 @@ func (s *StageServer) step(ss *stageSession, body []byte, self RouteHop) (*Resul
 		return nil, down(err)
 	}
 	ss.down.SetReadDeadline(time.Now().Add(5 * time.Minute))
-	typ, body, err := readFrame(ss.downR)
+	typ, body, err := readFrame(ss.downR, limitResult)
 	if err != nil {
 		return nil, down(err)
 	}

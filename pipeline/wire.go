@@ -117,11 +117,12 @@ type WireError struct {
 
 // Error codes.
 const (
-	CodeBadFrame   = "bad_frame"  // the frame is malformed, of the wrong size, dtype or session
-	CodeNoShard    = "no_shard"   // the peer does not hold these layers of this model
-	CodeBusy       = "busy"       // no session slot free
-	CodeDownstream = "downstream" // the next hop failed or went away
-	CodeInternal   = "internal"   // the engine failed
+	CodeBadFrame    = "bad_frame"    // the frame is malformed, of the wrong size, dtype or session
+	CodeNoShard     = "no_shard"     // the peer does not hold these layers of this model
+	CodeBusy        = "busy"         // no session slot free
+	CodeDownstream  = "downstream"   // the next hop failed or went away
+	CodeInternal    = "internal"     // the engine failed
+	CodeContextFull = "context_full" // the session's KV cache is full: the answer ends here
 )
 
 // Step carries one batch of positions through the chain.
@@ -181,8 +182,23 @@ func writeJSON(w io.Writer, typ byte, v any) error {
 	return writeFrame(w, typ, b)
 }
 
-// readFrame reads one frame: its type and body.
-func readFrame(r *bufio.Reader) (byte, []byte, error) {
+// Frame size limits by what the reader expects next.
+const (
+	// limitJSON: Open, Opened and Error frames.
+	limitJSON = maxJSONFrame + 1
+	// limitResult: a result with a full vocabulary of logits and 64 hop timings.
+	limitResult = 1 + 17 + 4*maxVocab + 1 + 8*maxRouteHops
+)
+
+// limitStep bounds a step frame of a model with the given hidden size.
+func limitStep(hidden int) uint64 {
+	return uint64(1 + 17 + 4*maxStepToks + maxStepToks*hidden*4)
+}
+
+// readFrame reads one frame of at most limit bytes: its type and body. The
+// body is read as it arrives, so a peer that declares a huge frame and
+// sends nothing costs no memory.
+func readFrame(r *bufio.Reader, limit uint64) (byte, []byte, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
@@ -190,8 +206,8 @@ func readFrame(r *bufio.Reader) (byte, []byte, error) {
 		}
 		return 0, nil, err
 	}
-	if n == 0 || n > maxFrame {
-		return 0, nil, fmt.Errorf("%w: frame of %d bytes", ErrBadFrame, n)
+	if n == 0 || n > maxFrame || n > limit {
+		return 0, nil, fmt.Errorf("%w: frame of %d bytes (at most %d expected here)", ErrBadFrame, n, min(limit, maxFrame))
 	}
 	typ, err := r.ReadByte()
 	if err != nil {
@@ -203,11 +219,15 @@ func readFrame(r *bufio.Reader) (byte, []byte, error) {
 	if (typ == frameOpen || typ == frameOpened || typ == frameError) && n-1 > maxJSONFrame {
 		return 0, nil, fmt.Errorf("%w: JSON frame of %d bytes", ErrBadFrame, n-1)
 	}
-	body := make([]byte, n-1)
-	if _, err := io.ReadFull(r, body); err != nil {
+	var buf bytes.Buffer
+	buf.Grow(int(min(n-1, 64<<10)))
+	if _, err := io.CopyN(&buf, r, int64(n-1)); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
 		return 0, nil, err
 	}
-	return typ, body, nil
+	return typ, buf.Bytes(), nil
 }
 
 func decodeJSON(body []byte, v any) error {

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"io"
 	"testing"
 )
 
@@ -49,7 +51,7 @@ func FuzzReadFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r := bufio.NewReader(bytes.NewReader(in))
 		for i := 0; i < 3; i++ {
-			typ, body, err := readFrame(r)
+			typ, body, err := readFrame(r, limitStep(8))
 			if err != nil {
 				return
 			}
@@ -61,4 +63,17 @@ func FuzzReadFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestReadFrameLimits(t *testing.T) {
+	var b bytes.Buffer
+	// A peer declares a 200 MiB step and sends 6 bytes: refused by limit, or
+	// (within the limit) failing as truncated without allocating 200 MiB.
+	b.Write([]byte{0x80, 0x80, 0x80, 0x64, frameStep, 0})
+	if _, _, err := readFrame(bufio.NewReader(bytes.NewReader(b.Bytes())), limitJSON); !errors.Is(err, ErrBadFrame) {
+		t.Fatalf("oversize for the limit: %v", err)
+	}
+	if _, _, err := readFrame(bufio.NewReader(bytes.NewReader(b.Bytes())), maxFrame); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("truncated big frame: %v", err)
+	}
 }
