@@ -37,6 +37,7 @@ type Query struct {
 	MaxTokens int
 	Sampling  Sampling
 	Timeout   time.Duration       // 0: by mode and complexity
+	Model     string              // Direct only: ask only peers running this model (name or CID)
 	OnAgent   func(AgentResponse) // called as each agent finishes (serialized)
 	OnToken   func(string)        // the final answer's text as it is produced (serialized)
 }
@@ -129,8 +130,8 @@ func (o *Originator) Direct(ctx context.Context, role string, q Query) (*Result,
 	if err := o.request(role, q, q.Prompt).Validate(); err != nil {
 		return nil, err
 	}
-	if len(o.candidates(role)) == 0 {
-		return nil, fmt.Errorf("%w (no live peer serves %s)", ErrNoAgents, role)
+	if len(o.modelCandidates(role, q.Model)) == 0 {
+		return nil, fmt.Errorf("%w (no live peer serves %s%s)", ErrNoAgents, role, withModel(q.Model))
 	}
 	start := time.Now()
 	res := &Result{Query: q.Prompt, Mode: Mode(role), QueryType: ClassifyRules(q.Prompt), Classifier: "rules"}
@@ -140,7 +141,7 @@ func (o *Originator) Direct(ctx context.Context, role string, q Query) (*Result,
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	a := o.askRole(dctx, role, o.request(role, q, q.Prompt), func(t string) { emit(q.OnToken, t) })
+	a := o.askModel(dctx, role, q.Model, o.request(role, q, q.Prompt), func(t string) { emit(q.OnToken, t) })
 	if q.OnAgent != nil {
 		q.OnAgent(a)
 	}
@@ -328,10 +329,38 @@ func (o *Originator) candidates(role string) []candidate {
 	return out
 }
 
+func withModel(m string) string {
+	if m == "" {
+		return ""
+	}
+	return " with model " + m
+}
+
+// modelCandidates are the live holders of role running model (any model
+// when it is "").
+func (o *Originator) modelCandidates(role, model string) []candidate {
+	all := o.candidates(role)
+	if model == "" {
+		return all
+	}
+	out := all[:0]
+	for _, c := range all {
+		if c.role.ModelCID == model || c.role.ModelName == model {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // askRole asks the best live holder of role, moving to the next one when a
 // peer is busy or unreachable, until ctx ends.
 func (o *Originator) askRole(ctx context.Context, role string, req *Request, onToken func(string)) AgentResponse {
-	cands := o.candidates(role)
+	return o.askModel(ctx, role, "", req, onToken)
+}
+
+// askModel is askRole restricted to peers running model ("" for any).
+func (o *Originator) askModel(ctx context.Context, role, model string, req *Request, onToken func(string)) AgentResponse {
+	cands := o.modelCandidates(role, model)
 	a := AgentResponse{Role: role, Error: "no live peer serves " + role}
 	for _, c := range cands {
 		if dl, ok := ctx.Deadline(); ok {

@@ -210,7 +210,7 @@ func (a *apiServer) resolveModel(name string) (mode, model string, err error) {
 			}
 			for _, r := range p.Cap.Roles {
 				if r.ModelName == name || r.ModelCID == name {
-					return r.Role, "", nil
+					return r.Role, name, nil // that role, on peers running that model
 				}
 			}
 		}

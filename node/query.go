@@ -71,6 +71,7 @@ func (n *Node) answer(ctx context.Context, q querySpec) (*outcome, error) {
 		mq.Mode = moa.Mode(mode)
 		res, err = o.Ask(ctx, mq)
 	case moa.IsRole(mode):
+		mq.Model = q.model
 		res, err = o.Direct(ctx, mode, mq)
 	default:
 		return nil, badRequest("unknown mode %q (auto, moa, speed, pipeline or a role name)", mode)

@@ -160,7 +160,18 @@ func (o *Originator) Resolve(model string) (ModelRef, []swarm.ShardHolder, error
 	if cid == "" || len(hs) == 0 {
 		return ModelRef{}, nil, fmt.Errorf("%w: %q", ErrNoModel, model)
 	}
-	ref := ModelRef{CID: cid, Name: names[cid], Layers: hs[0].Shard.Layers, Hidden: hs[0].Shard.Hidden}
+	// The model's shape is what most holders say: one stale or lying
+	// announcement must not decide it (plan then leaves that holder out).
+	votes := map[[2]int]int{}
+	var shape [2]int
+	for _, h := range hs {
+		k := [2]int{h.Shard.Layers, h.Shard.Hidden}
+		votes[k]++
+		if votes[k] > votes[shape] || (votes[k] == votes[shape] && (k[0] < shape[0] || (k[0] == shape[0] && k[1] < shape[1]))) {
+			shape = k
+		}
+	}
+	ref := ModelRef{CID: cid, Name: names[cid], Layers: shape[0], Hidden: shape[1]}
 	return ref, hs, nil
 }
 
@@ -186,7 +197,7 @@ func (o *Originator) excluded(failed map[string]bool) func(string) bool {
 func (o *Originator) plan(ref ModelRef, holders []swarm.ShardHolder, failed map[string]bool) ([]Hop, error) {
 	var hs []Holder
 	for _, h := range holders {
-		if h.Shard.Layers != ref.Layers {
+		if h.Shard.Layers != ref.Layers || h.Shard.Hidden != ref.Hidden {
 			continue
 		}
 		rtt := 0.0
