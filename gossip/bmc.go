@@ -295,25 +295,9 @@ func (r *Router) SubscribeBMCTables() (*BMCSubscription, error) {
 	return &BMCSubscription{sub: s}, nil
 }
 
-// BMCSubscription yields validated BMC table records.
-type BMCSubscription struct{ sub *pubsub.Subscription }
-
-// Next blocks until the next record or ctx ends. The record's PeerID is the
-// bridge that published and signed it (the validator checked both).
-func (s *BMCSubscription) Next(ctx context.Context) (*BMCTable, error) {
-	for {
-		m, err := s.sub.Next(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if t, ok := m.ValidatorData.(*BMCTable); ok {
-			return t, nil
-		}
-	}
-}
-
-// Cancel ends the subscription.
-func (s *BMCSubscription) Cancel() { s.sub.Cancel() }
+// BMCSubscription yields validated BMC table records. A record's PeerID is
+// the bridge that published and signed it (the validator checked both).
+type BMCSubscription = Subscription[BMCTable]
 
 // validateBMCTable is the BMC topic's validator: it rejects (and so
 // penalises the sender through peer scoring) oversize, malformed, unsigned

@@ -138,24 +138,28 @@ func (r *Router) CapsPeerJoins(ctx context.Context, fn func(peer.ID)) error {
 	return nil
 }
 
-// CapSubscription yields validated capability records.
-type CapSubscription struct{ sub *pubsub.Subscription }
+// Subscription yields the records of one topic that its validator
+// accepted, already decoded (the validator leaves them in ValidatorData).
+type Subscription[T any] struct{ sub *pubsub.Subscription }
 
 // Next blocks until the next record or ctx ends.
-func (s *CapSubscription) Next(ctx context.Context) (*Capability, error) {
+func (s *Subscription[T]) Next(ctx context.Context) (*T, error) {
 	for {
 		m, err := s.sub.Next(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if c, ok := m.ValidatorData.(*Capability); ok {
-			return c, nil
+		if rec, ok := m.ValidatorData.(*T); ok {
+			return rec, nil
 		}
 	}
 }
 
 // Cancel ends the subscription.
-func (s *CapSubscription) Cancel() { s.sub.Cancel() }
+func (s *Subscription[T]) Cancel() { s.sub.Cancel() }
+
+// CapSubscription yields validated capability records.
+type CapSubscription = Subscription[Capability]
 
 // validateCapability is the capability topic's validator: it rejects (and
 // so penalises the sender through peer scoring) oversize, malformed,
