@@ -1,10 +1,8 @@
 package gossip
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -70,25 +68,7 @@ func (t *BMCTable) MarshalRecord() ([]byte, error) { return json.Marshal(t) }
 
 // UnmarshalRecord implements record.Record. It decodes strictly and then
 // checks every field against the record limits.
-func (t *BMCTable) UnmarshalRecord(b []byte) error {
-	if len(b) > MaxRecordBytes {
-		return fmt.Errorf("%w: %d bytes", ErrTooLarge, len(b))
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var tmp BMCTable
-	if err := dec.Decode(&tmp); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: trailing data after record", ErrMalformed)
-	}
-	if err := tmp.Validate(); err != nil {
-		return err
-	}
-	*t = tmp
-	return nil
-}
+func (t *BMCTable) UnmarshalRecord(b []byte) error { return unmarshalStrict(b, t) }
 
 // Table returns the parsed dump. It is set on every record that passed
 // Validate (OpenBMCTable and the topic validator validate).
@@ -210,28 +190,7 @@ func NewBMCTable(bridge peer.ID, seq uint64, now time.Time, tab *bmc.Table,
 // SealBMCTable signs t with key (which must be t.PeerID's key) into the
 // bytes of a libp2p signed envelope.
 func SealBMCTable(t *BMCTable, key crypto.PrivKey) ([]byte, error) {
-	id, err := peer.IDFromPrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("gossip: %w", err)
-	}
-	if t.PeerID != id.String() {
-		return nil, fmt.Errorf("%w: bmc table names %s, key is %s", ErrBadSignature, t.PeerID, id)
-	}
-	if err := t.Validate(); err != nil {
-		return nil, err
-	}
-	env, err := record.Seal(t, key)
-	if err != nil {
-		return nil, fmt.Errorf("gossip: sealing bmc table: %w", err)
-	}
-	b, err := env.Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("gossip: %w", err)
-	}
-	if len(b) > MaxRecordBytes {
-		return nil, fmt.Errorf("%w: sealed bmc table is %d bytes (max %d)", ErrTooLarge, len(b), MaxRecordBytes)
-	}
-	return b, nil
+	return seal(t, key, "bmc table")
 }
 
 // OpenBMCTable verifies a sealed BMC table and returns it with the peer that
@@ -239,28 +198,7 @@ func SealBMCTable(t *BMCTable, key crypto.PrivKey) ([]byte, error) {
 // and that the signer is the bridge the record names. It does not check
 // freshness, ordering, nor whether the signer is an allowed BMC.
 func OpenBMCTable(b []byte) (*BMCTable, peer.ID, error) {
-	if len(b) > MaxRecordBytes {
-		return nil, "", fmt.Errorf("%w: %d bytes (max %d)", ErrTooLarge, len(b), MaxRecordBytes)
-	}
-	env, rec, err := record.ConsumeEnvelope(b, BMCDomain)
-	if err != nil {
-		if errors.Is(err, ErrMalformed) || errors.Is(err, ErrTooLarge) {
-			return nil, "", err
-		}
-		return nil, "", fmt.Errorf("%w: %v", ErrBadSignature, err)
-	}
-	t, ok := rec.(*BMCTable)
-	if !ok {
-		return nil, "", fmt.Errorf("%w: payload is %T, not a bmc table", ErrMalformed, rec)
-	}
-	signer, err := peer.IDFromPublicKey(env.PublicKey)
-	if err != nil {
-		return nil, "", fmt.Errorf("%w: %v", ErrBadSignature, err)
-	}
-	if t.PeerID != signer.String() {
-		return nil, "", fmt.Errorf("%w: bmc table of %s signed by %s", ErrBadSignature, t.PeerID, signer)
-	}
-	return t, signer, nil
+	return open[*BMCTable](b, BMCDomain, "bmc table")
 }
 
 // bmcTopic joins the BMC topic on first use.
@@ -304,20 +242,9 @@ type BMCSubscription = Subscription[BMCTable]
 // and mis-signed records and records republished by another peer than the
 // bridge; it ignores stale ones (a publish seq not above the last one from
 // that bridge, or a time_ms beyond BMCMaxSkew of this peer's clock).
-func (r *Router) validateBMCTable(_ context.Context, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
-	t, author, err := checkBMCTable(m, time.Now())
-	if err != nil {
-		r.log.Debug("bmc table rejected", "peer", from, "err", err)
-		if errors.Is(err, ErrStale) {
-			return pubsub.ValidationIgnore
-		}
-		return pubsub.ValidationReject
-	}
-	if !r.bmcSeqs.accept(author, t.Seq) {
-		return pubsub.ValidationIgnore
-	}
-	m.ValidatorData = t
-	return pubsub.ValidationAccept
+func (r *Router) validateBMCTable(ctx context.Context, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+	check := func(m *pubsub.Message) (*BMCTable, peer.ID, error) { return checkBMCTable(m, time.Now()) }
+	return validator(r.log, r.bmcSeqs, "bmc table", check)(ctx, from, m)
 }
 
 // checkBMCTable opens a BMC message, checks it was published by the bridge
@@ -327,12 +254,8 @@ func checkBMCTable(m *pubsub.Message, now time.Time) (*BMCTable, peer.ID, error)
 	if err != nil {
 		return nil, "", err
 	}
-	author := m.GetFrom()
-	if author == "" {
-		return nil, "", fmt.Errorf("%w: message without author", ErrBadSignature)
-	}
-	if author != signer {
-		return nil, "", fmt.Errorf("%w: %s republished a bmc table of %s", ErrBadSignature, author, signer)
+	if err := checkAuthor(m, signer, "bmc table"); err != nil {
+		return nil, "", err
 	}
 	if skew := now.Sub(time.UnixMilli(t.TimeMS)); skew > BMCMaxSkew || skew < -BMCMaxSkew {
 		return nil, "", fmt.Errorf("%w: bmc table of %s is %s off this peer's clock", ErrStale, signer, skew.Round(time.Millisecond))

@@ -1,7 +1,6 @@
 package gossip
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,25 +109,7 @@ func (c *Capability) MarshalRecord() ([]byte, error) { return json.Marshal(c) }
 
 // UnmarshalRecord implements record.Record. It decodes strictly and then
 // checks every field against the record limits.
-func (c *Capability) UnmarshalRecord(b []byte) error {
-	if len(b) > MaxRecordBytes {
-		return fmt.Errorf("%w: %d bytes", ErrTooLarge, len(b))
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var tmp Capability
-	if err := dec.Decode(&tmp); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: trailing data after record", ErrMalformed)
-	}
-	if err := tmp.Validate(); err != nil {
-		return err
-	}
-	*c = tmp
-	return nil
-}
+func (c *Capability) UnmarshalRecord(b []byte) error { return unmarshalStrict(b, c) }
 
 // Validate checks every field against the record limits.
 func (c *Capability) Validate() error {

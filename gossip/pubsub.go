@@ -164,20 +164,8 @@ type CapSubscription = Subscription[Capability]
 // validateCapability is the capability topic's validator: it rejects (and
 // so penalises the sender through peer scoring) oversize, malformed,
 // unsigned and mis-signed records, and ignores stale ones.
-func (r *Router) validateCapability(_ context.Context, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
-	c, author, err := checkCapability(m)
-	if err != nil {
-		r.log.Debug("capability rejected", "peer", from, "err", err)
-		if errors.Is(err, ErrStale) {
-			return pubsub.ValidationIgnore
-		}
-		return pubsub.ValidationReject
-	}
-	if !r.seqs.accept(author, c.Seq) {
-		return pubsub.ValidationIgnore
-	}
-	m.ValidatorData = c
-	return pubsub.ValidationAccept
+func (r *Router) validateCapability(ctx context.Context, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+	return validator(r.log, r.seqs, "capability", checkCapability)(ctx, from, m)
 }
 
 // checkCapability opens a capability message and checks it was published
@@ -187,12 +175,8 @@ func checkCapability(m *pubsub.Message) (*Capability, peer.ID, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	author := m.GetFrom()
-	if author == "" {
-		return nil, "", fmt.Errorf("%w: message without author", ErrBadSignature)
-	}
-	if author != signer {
-		return nil, "", fmt.Errorf("%w: %s republished a record of %s", ErrBadSignature, author, signer)
+	if err := checkAuthor(m, signer, "capability"); err != nil {
+		return nil, "", err
 	}
 	return c, signer, nil
 }
