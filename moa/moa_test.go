@@ -274,3 +274,26 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// TestRolesShareOneModel: one file serving two roles is loaded once; its
+// slots are counted once, and both roles answer.
+func TestRolesShareOneModel(t *testing.T) {
+	p := newTestPeer(t, 2, Reasoner)
+	rm := p.srv.roles[Reasoner]
+	critic, err := rm.As(Critic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.srv.Add(critic)
+	if _, capacity := p.srv.Load(); capacity != 2 {
+		t.Fatalf("capacity %d, want the shared model's 2 slots", capacity)
+	}
+	for _, role := range []string{Reasoner, Critic} {
+		if _, err := p.srv.Serve(t.Context(), &Request{Role: role, Messages: []Message{{Role: "user", Content: "hi"}}, MaxTokens: 2}, nil); err != nil {
+			t.Fatalf("%s: %v", role, err)
+		}
+	}
+	if _, err := rm.As("poet"); err == nil {
+		t.Fatal("unknown role accepted")
+	}
+}

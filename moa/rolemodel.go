@@ -52,6 +52,15 @@ func LoadRole(ctx context.Context, role, path string, opts engine.Options) (*Rol
 	return rm, nil
 }
 
+// As serves the same loaded model under another role: one GGUF given for
+// several roles is loaded, hashed and measured once.
+func (rm *RoleModel) As(role string) (*RoleModel, error) {
+	if !IsRole(role) {
+		return nil, fmt.Errorf("moa: unknown role %q (roles: %v)", role, Roles)
+	}
+	return &RoleModel{Role: role, Model: rm.Model, CID: rm.CID, Name: rm.Name, Quant: rm.Quant, TokPerSec: rm.TokPerSec}, nil
+}
+
 // measureSpeed runs a short greedy generation and returns decode tok/s.
 func measureSpeed(ctx context.Context, m *engine.Model) (float64, error) {
 	res, err := m.Generate(ctx, engine.Request{Prompt: "The swarm measures its speed.", MaxTokens: 12}, nil)

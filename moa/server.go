@@ -46,10 +46,21 @@ func NewServer(h host.Host, log *slog.Logger) *Server {
 func (s *Server) Add(rm *RoleModel) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old := s.roles[rm.Role]; old != nil && old != rm {
+	old := s.roles[rm.Role]
+	s.roles[rm.Role] = rm
+	if old != nil && old.Model != rm.Model && !s.usesLocked(old.Model) {
 		old.Close()
 	}
-	s.roles[rm.Role] = rm
+}
+
+// usesLocked reports whether some role is served by m (roles may share a model).
+func (s *Server) usesLocked(m *engine.Model) bool {
+	for _, rm := range s.roles {
+		if rm.Model == m {
+			return true
+		}
+	}
+	return false
 }
 
 // Roles is what to announce.
@@ -69,10 +80,14 @@ func (s *Server) Roles() []gossip.Role {
 func (s *Server) Load() (active, capacity int) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	counted := map[*engine.Model]bool{}
 	for _, rm := range s.roles {
 		active += int(rm.active.Load())
-		_, slots := rm.Model.Sessions()
-		capacity += slots
+		if !counted[rm.Model] { // roles sharing a model share its slots
+			counted[rm.Model] = true
+			_, slots := rm.Model.Sessions()
+			capacity += slots
+		}
 	}
 	return active, capacity
 }

@@ -33,10 +33,18 @@ func (n *Node) startMoA(ctx context.Context) error {
 		roles = append(roles, r)
 	}
 	sort.Strings(roles)
+	loaded := map[string]*moa.RoleModel{} // by path: a file given for several roles loads once
 	for _, role := range roles {
 		path := n.cfg.Roles[role]
 		start := time.Now()
-		rm, err := moa.LoadRole(ctx, role, path, n.engineOptions())
+		var rm *moa.RoleModel
+		var err error
+		if first := loaded[path]; first != nil {
+			rm, err = first.As(role)
+		} else {
+			rm, err = moa.LoadRole(ctx, role, path, n.engineOptions())
+			loaded[path] = rm
+		}
 		if err != nil {
 			return fmt.Errorf("role %s: %w", role, err)
 		}
