@@ -7,27 +7,13 @@
 #   scripts/bench-moa.sh [MODEL.gguf]   # default: synthetic qwen3 small q8_0
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=${BIN:-bin}
-WORK=$(mktemp -d /tmp/swarm-bench.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
+SWARM_WORK_NAME=bench
+. scripts/lib.sh
 MODEL=${1:-}
 if [ -z "$MODEL" ]; then
   MODEL=$WORK/small.gguf
   "$BIN/swarmd" model synth --arch qwen3 --size small --type q8_0 -o "$MODEL" >/dev/null
 fi
-start_peer() { # NAME [flags]
-  local name=$1; shift
-  mkdir -p "$WORK/$name"
-  local args=(--data "$WORK/$name" --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0 --no-mdns --threads 1 --log-level warn)
-  [ -n "${BOOT:-}" ] && args+=(--bootstrap "$BOOT")
-  "$BIN/swarmd" "${args[@]}" "$@" 2>"$WORK/$name.log" &
-  pids+=($!)
-  for _ in $(seq 600); do [ -s "$WORK/$name/api.addr" ] && return 0; sleep 0.1; done
-  cat "$WORK/$name.log"; exit 1
-}
-ctl() { local p=$1; shift; "$BIN/swarmctl" --api "$(cat "$WORK/$p/api.addr")" "$@"; }
 BOOT=""
 start_peer origin
 BOOT=$(ctl origin id | sed -n 2p | tr -d ' ')

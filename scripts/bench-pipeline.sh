@@ -9,13 +9,10 @@
 #                                              # sequence never compute at once)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=${BIN:-bin}
+SWARM_WORK_NAME=bench
+. scripts/lib.sh
 N=${N:-5}
 GEN=${GEN:-64}
-WORK=$(mktemp -d /tmp/swarm-bench.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
 MODEL=${1:-}
 if [ -z "$MODEL" ]; then
   MODEL=$WORK/qwen3-0.6b-q8_0.gguf
@@ -26,18 +23,6 @@ HALF=$(( LAYERS / 2 ))
 CORES=$(nproc)
 ST=${STAGE_THREADS:-$CORES}
 
-start_peer() { # NAME [flags]
-  local name=$1; shift
-  mkdir -p "$WORK/$name"
-  local args=(--data "$WORK/$name" --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0 --no-mdns --log-level warn)
-  [ -n "${BOOT:-}" ] && args+=(--bootstrap "$BOOT")
-  "$BIN/swarmd" "${args[@]}" "$@" 2>"$WORK/$name.log" &
-  pids+=($!)
-  for _ in $(seq 600); do [ -s "$WORK/$name/api.addr" ] && return 0; sleep 0.1; done
-  cat "$WORK/$name.log"; exit 1
-}
-ctl() { local p=$1; shift; "$BIN/swarmctl" --api "$(cat "$WORK/$p/api.addr")" "$@"; }
-stop_all() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); BOOT=""; }
 wait_covered() { for _ in $(seq 600); do ctl "$1" shards 2>/dev/null | grep -q ", covered" && return 0; sleep 0.1; done; echo "not covered"; exit 1; }
 
 echo "== engine, single node, $CORES threads (swarmd bench)"

@@ -13,15 +13,8 @@
 #      model's layers each, with the trace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=${BIN:-bin}
-WORK=$(mktemp -d /tmp/swarm-demo.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+SWARM_WORK_NAME=demo
+. scripts/lib.sh
 
 MODEL=${MODEL:-}
 if [ -z "$MODEL" ]; then
@@ -31,20 +24,6 @@ if [ -z "$MODEL" ]; then
 fi
 LAYERS=$("$BIN/swarmd" model info "$MODEL" | awk '/^layers:/ {print $2}')
 
-start_peer() { # start_peer NAME [swarmd flags...]
-  local name=$1
-  shift
-  local dir="$WORK/$name"
-  mkdir -p "$dir"
-  local args=(--data "$dir" --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0 --no-mdns --threads 1 --log-level warn)
-  [ -n "${BOOT:-}" ] && args+=(--bootstrap "$BOOT")
-  "$BIN/swarmd" "${args[@]}" "$@" 2>"$dir/swarmd.log" &
-  pids+=($!)
-  for _ in $(seq 300); do [ -s "$dir/api.addr" ] && return 0; sleep 0.1; done
-  echo "peer $name did not start:"; cat "$dir/swarmd.log"; exit 1
-}
-api() { cat "$WORK/$1/api.addr"; }
-ctl() { local p=$1; shift; "$BIN/swarmctl" --api "$(api "$p")" "$@"; }
 
 BOOT=""
 start_peer hub
