@@ -96,12 +96,14 @@ func (c *chain) remoteError(body []byte) error {
 	return &StageError{Peer: p, Layers: layers, Code: we.Code, Err: errors.New(we.Message)}
 }
 
-// step sends tokens (positions pos..pos+len-1) and waits for the result.
-func (c *chain) step(ctx context.Context, tokens []int32) (*Result, time.Duration, error) {
+// step sends tokens (positions pos..pos+len-1), run in the given batches
+// (nil: one), and waits for the result.
+func (c *chain) step(ctx context.Context, tokens []int32, batches []int) (*Result, time.Duration, error) {
 	stop := context.AfterFunc(ctx, func() { c.st.Reset() })
 	defer stop()
 	t0 := time.Now()
-	if err := writeFrame(c.st, frameStep, encodeStep(&Step{Session: c.open.Session, Pos: c.pos, Tokens: tokens})); err != nil {
+	typ, body := encodeStepFrame(&Step{Session: c.open.Session, Pos: c.pos, Tokens: tokens, Batches: batches})
+	if err := writeFrame(c.st, typ, body); err != nil {
 		return nil, 0, c.fail(ctx, err)
 	}
 	c.st.SetReadDeadline(time.Now().Add(5 * time.Minute))

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/swarm"
 )
@@ -17,7 +19,7 @@ type generation struct {
 	req     Request
 	ref     ModelRef
 	holders []swarm.ShardHolder
-	failed  map[string]bool
+	failed  map[string]time.Time // peer -> when it failed
 	tok     *engine.Tokenizer
 	sampler *engine.Sampler
 	prompt  []int32
@@ -28,6 +30,7 @@ type generation struct {
 	compute []float64 // per hop, summed over decode steps
 	xfer    []float64
 	decodes int
+	stepEst time.Duration // a decode step's time on this route (moving average)
 }
 
 func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error {
@@ -41,8 +44,9 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 	}()
 	var pending *Result // a step's result obtained by a replay after a failover
 	var err error
-	if g.chain, err = g.o.openChain(ctx, g.o.newOpen(g.ref, g.hops, g.req)); err != nil {
-		if g.chain, pending, err = g.recover(ctx, err); err != nil {
+	t0 := time.Now()
+	if g.chain, err = g.open(ctx, g.hops); err != nil {
+		if g.chain, pending, err = g.recover(ctx, err, time.Since(t0)); err != nil {
 			return err
 		}
 	}
@@ -65,7 +69,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 			err = &StageError{Peer: bad.Peer, Layers: [2]int{bad.Start, bad.End}, Code: CodeDownstream,
 				Err: errors.New("declared dead while the session ran")}
 		default:
-			res, took, err = g.chain.step(ctx, input)
+			res, took, err = g.step(ctx, g.chain, g.hops, input, nil)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -80,7 +84,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 				g.res.Done = "length" // as on one machine: the context is full, the answer ends
 				break
 			}
-			if g.chain, res, err = g.recover(ctx, err); err != nil {
+			if g.chain, res, err = g.recover(ctx, err, took); err != nil {
 				g.res.Done = "error"
 				if ctx.Err() != nil {
 					g.res.Done = "cancel"
@@ -89,6 +93,11 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 			}
 		} else if len(input) == 1 && took > 0 {
 			g.account(res, took)
+			if g.stepEst == 0 {
+				g.stepEst = took
+			} else {
+				g.stepEst = (3*g.stepEst + took) / 4
+			}
 		}
 		if len(g.res.Tokens) == 0 {
 			g.res.TTFTMS = msSince(start)
@@ -163,9 +172,11 @@ func (g *generation) deadHop() *Hop {
 // recover handles a failed step or open: it leaves the failed peer out,
 // assembles a new route, opens it and replays the prompt and the tokens
 // generated so far, so the new stages' KV caches hold what the old ones
-// did. The replay's result is the result of the step that failed. With no
-// replacement it fails naming the layers nobody covers.
-func (g *generation) recover(ctx context.Context, cause error) (*chain, *Result, error) {
+// did. The replay's result is the result of the step that failed. When no
+// live peer covers the failed layers it waits for one (a holder that comes
+// back, or one that resumes) for one liveness window before failing with
+// an error naming the layers. detect is how long the failed call ran.
+func (g *generation) recover(ctx context.Context, cause error, detect time.Duration) (*chain, *Result, error) {
 	if g.chain != nil {
 		g.chain.st.Reset()
 		g.chain = nil
@@ -180,37 +191,48 @@ func (g *generation) recover(ctx context.Context, cause error) (*chain, *Result,
 		if len(g.res.Reroutes) >= g.maxReroutes() {
 			return nil, nil, fmt.Errorf("%w (%d): last failure: %v", ErrTooManyReroutes, len(g.res.Reroutes), cause)
 		}
-		g.failed[se.Peer] = true
+		g.failed[se.Peer] = time.Now()
 		g.o.log().Warn("pipeline stage failed; re-routing", "peer", se.Peer, "layers", se.Layers, "err", se.Err)
-		hops, err := g.o.plan(g.ref, g.holders, g.failed)
-		if err != nil {
-			return nil, nil, fmt.Errorf("pipeline: stage %s (layers [%d,%d)) failed and no live peer replaces it: %w",
-				short(se.Peer), se.Layers[0], se.Layers[1], err)
-		}
-		g.res.Reroutes = append(g.res.Reroutes, Reroute{AtToken: at, Failed: se.Peer, Layers: se.Layers,
-			Reason: se.Err.Error(), NewRoute: hops})
-		c, err := g.o.openChain(ctx, g.o.newOpen(g.ref, hops, g.req))
+		hops, err := g.replan(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
 			}
-			cause = err
+			return nil, nil, fmt.Errorf("pipeline: stage %s (layers [%d,%d)) failed and no live peer replaces it: %w",
+				short(se.Peer), se.Layers[0], se.Layers[1], err)
+		}
+		g.res.Reroutes = append(g.res.Reroutes, Reroute{AtToken: at, Failed: se.Peer, Layers: se.Layers,
+			Reason: se.Err.Error(), NewRoute: hops, DetectMS: ms(detect)})
+		r0 := time.Now()
+		c, err := g.open(ctx, hops)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			cause, detect = err, time.Since(r0)
 			continue
 		}
+		// The replay repeats the original batch shapes: the prompt in one
+		// batch, then each generated token alone.
 		replay := append(slices.Clone(g.prompt), g.res.Tokens...)
-		res, _, err := c.step(ctx, replay)
+		batches := []int{len(g.prompt)}
+		for range g.res.Tokens {
+			batches = append(batches, 1)
+		}
+		res, took, err := g.step(ctx, c, hops, replay, batches)
 		if err != nil {
 			c.st.Reset()
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
 			}
-			cause = err
+			cause, detect = err, took
 			continue
 		}
 		last := &g.res.Reroutes[len(g.res.Reroutes)-1]
-		last.ReplayTokens, last.CostMS = len(replay), msSince(t0)
+		last.ReplayTokens, last.ReplayMS = len(replay), ms(time.Since(r0))
+		last.CostMS = last.DetectMS + msSince(t0)
 		g.trace(TraceEvent{Kind: "reroute", Route: hops, Failed: se.Peer, Layers: se.Layers, Reason: last.Reason,
-			AtToken: at, CostMS: last.CostMS, Replay: len(replay)})
+			AtToken: at, DetectMS: last.DetectMS, ReplayMS: last.ReplayMS, CostMS: last.CostMS, Replay: len(replay)})
 		if g.decodes > 0 { // a route that failed before decoding has nothing to show
 			g.stats()
 		}
@@ -220,11 +242,92 @@ func (g *generation) recover(ctx context.Context, cause error) (*chain, *Result,
 	}
 }
 
+// replan assembles a route from the holders alive now. With none covering
+// some layers, it polls until one is, for one liveness window.
+func (g *generation) replan(ctx context.Context) ([]Hop, error) {
+	window := swarm.Liveness{}.DeadAfter()
+	if g.o.View != nil {
+		window = g.o.View.Liveness().DeadAfter()
+	}
+	deadline := time.Now().Add(window)
+	for {
+		if _, hs, err := g.o.Resolve(g.ref.CID); err == nil {
+			g.holders = hs
+		}
+		hops, err := g.o.plan(g.ref, g.holders, g.failed)
+		if err == nil || time.Now().After(deadline) {
+			return hops, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// open opens a session along hops under a progress watch.
+func (g *generation) open(ctx context.Context, hops []Hop) (*chain, error) {
+	var c *chain
+	err := g.watched(ctx, hops, 0, func(ctx context.Context) (err error) {
+		c, err = g.o.openChain(ctx, g.o.newOpen(g.ref, hops, g.req))
+		return err
+	})
+	return c, err
+}
+
+// step runs one step on c under a progress watch: a hop that hangs is
+// found by the watch and the step fails naming it.
+func (g *generation) step(ctx context.Context, c *chain, hops []Hop, tokens []int32, batches []int) (res *Result, took time.Duration, err error) {
+	expected := g.stepEst
+	switch {
+	case len(batches) > 1:
+		expected = g.stepEst * time.Duration(len(batches)) // each single-token batch costs a decode step
+	case len(tokens) > 1:
+		expected = g.stepEst * time.Duration(len(tokens)) / 4 // a batch costs less per token than a decode step
+	}
+	t0 := time.Now()
+	err = g.watched(ctx, hops, expected, func(ctx context.Context) (err error) {
+		res, _, err = c.step(ctx, tokens, batches)
+		return err
+	})
+	return res, time.Since(t0), err
+}
+
+// watched runs fn under a progress watch over the remote hops of a route.
+// A hop found hung ends fn (through its context, which resets the stream)
+// and the call fails with a StageError naming that hop, whatever fn
+// returned.
+func (g *generation) watched(ctx context.Context, hops []Hop, expected time.Duration, fn func(context.Context) error) error {
+	var ids []peer.ID
+	for _, h := range hops {
+		if id, err := peer.Decode(h.Peer); err == nil && id != g.o.Host.ID() {
+			ids = append(ids, id)
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := g.o.Progress.Watch(g.o.Host, expected, ids, func(peer.ID, error) { cancel() })
+	err := fn(wctx)
+	hung, cause, detect := w.Stop()
+	if hung == "" || ctx.Err() != nil {
+		return err
+	}
+	se := &StageError{Peer: hung.String(), Code: CodeHung,
+		Err: fmt.Errorf("hung: %w (%s without progress)", cause, detect.Round(time.Millisecond))}
+	for _, h := range hops {
+		if h.Peer == se.Peer {
+			se.Layers = [2]int{h.Start, h.End}
+		}
+	}
+	return se
+}
+
 func (g *generation) maxReroutes() int {
 	if g.o.MaxReroutes > 0 {
 		return g.o.MaxReroutes
 	}
-	return 3
+	return 8
 }
 
 func (g *generation) resetStats() {

@@ -39,7 +39,9 @@ type Originator struct {
 	// RTT estimates the round trip to a peer (0: unknown).
 	RTT         func(peer.ID) time.Duration
 	Log         *slog.Logger
-	MaxReroutes int // default 3
+	MaxReroutes int // default 8
+	// Progress is how a hung stage is noticed (see swarm.Progress).
+	Progress swarm.Progress
 }
 
 // Request is one generation.
@@ -50,7 +52,10 @@ type Request struct {
 	Think     *bool
 	MaxTokens int
 	Sampling  Sampling
-	DType     string // f16 (default) or f32
+	// DType is the hidden-state encoding on the wire: f32 (default: greedy
+	// output identical to one machine) or f16 (half the bytes per hop, for
+	// slow links; rounding at each cut changes some tokens).
+	DType string
 	// Logits makes the last stage return logits; the originator then samples
 	// (greedy unless Sampling says otherwise) and OnLogits sees them.
 	Logits   bool
@@ -61,14 +66,16 @@ type Request struct {
 
 // TraceEvent is progress worth showing: "route", "reroute".
 type TraceEvent struct {
-	Kind    string  `json:"kind"`
-	Route   []Hop   `json:"route,omitempty"`
-	Failed  string  `json:"failed,omitempty"`
-	Layers  [2]int  `json:"layers,omitempty"`
-	Reason  string  `json:"reason,omitempty"`
-	AtToken int     `json:"at_token"`
-	CostMS  float64 `json:"cost_ms,omitempty"`
-	Replay  int     `json:"replay_tokens,omitempty"`
+	Kind     string  `json:"kind"`
+	Route    []Hop   `json:"route,omitempty"`
+	Failed   string  `json:"failed,omitempty"`
+	Layers   [2]int  `json:"layers,omitempty"`
+	Reason   string  `json:"reason,omitempty"`
+	AtToken  int     `json:"at_token"`
+	DetectMS float64 `json:"detect_ms,omitempty"`
+	ReplayMS float64 `json:"replay_ms,omitempty"`
+	CostMS   float64 `json:"cost_ms,omitempty"`
+	Replay   int     `json:"replay_tokens,omitempty"`
 }
 
 // HopStat is one hop's cost, averaged over the decode steps.
@@ -80,7 +87,10 @@ type HopStat struct {
 	TransferMS float64 `json:"transfer_ms_per_token"` // to this hop and back, beyond the hops after it
 }
 
-// Reroute records a failover.
+// Reroute records a failover. DetectMS is how long the failed step ran
+// before the failure was known (a reset stream: at once; a hung peer: the
+// progress deadline and a ping); ReplayMS is the new route's open and
+// replay; CostMS is both.
 type Reroute struct {
 	AtToken      int     `json:"at_token"`
 	Failed       string  `json:"failed_peer"`
@@ -88,6 +98,8 @@ type Reroute struct {
 	Reason       string  `json:"reason"`
 	NewRoute     []Hop   `json:"new_route"`
 	ReplayTokens int     `json:"replay_tokens"`
+	DetectMS     float64 `json:"detect_ms"`
+	ReplayMS     float64 `json:"replay_ms"`
 	CostMS       float64 `json:"cost_ms"`
 }
 
@@ -176,15 +188,21 @@ func (o *Originator) Resolve(model string) (ModelRef, []swarm.ShardHolder, error
 }
 
 // excluded combines the caller's exclusion, the view's liveness and the
-// peers that failed during this generation.
-func (o *Originator) excluded(failed map[string]bool) func(string) bool {
+// peers that failed during this generation. A peer that failed is usable
+// again once it has sent a heartbeat since (it was restarted, or resumed).
+func (o *Originator) excluded(failed map[string]time.Time) func(string) bool {
 	return func(p string) bool {
-		if failed[p] {
-			return true
-		}
 		id, err := peer.Decode(p)
 		if err != nil {
 			return true
+		}
+		if at, ok := failed[p]; ok {
+			if o.View == nil {
+				return true
+			}
+			if vp, ok := o.View.Get(id); !ok || !vp.LastSeen.After(at) {
+				return true
+			}
 		}
 		if o.View != nil && !o.View.Alive(id) {
 			return true
@@ -194,7 +212,7 @@ func (o *Originator) excluded(failed map[string]bool) func(string) bool {
 }
 
 // plan assembles the cheapest live route.
-func (o *Originator) plan(ref ModelRef, holders []swarm.ShardHolder, failed map[string]bool) ([]Hop, error) {
+func (o *Originator) plan(ref ModelRef, holders []swarm.ShardHolder, failed map[string]time.Time) ([]Hop, error) {
 	var hs []Holder
 	for _, h := range holders {
 		if h.Shard.Layers != ref.Layers || h.Shard.Hidden != ref.Hidden {
@@ -233,7 +251,7 @@ func (o *Originator) newOpen(ref ModelRef, hops []Hop, req Request) Open {
 func (o *Originator) Generate(ctx context.Context, req Request) (*GenerateResult, error) {
 	start := time.Now()
 	if req.DType == "" {
-		req.DType = DTypeF16
+		req.DType = DTypeF32
 	}
 	if req.DType != DTypeF16 && req.DType != DTypeF32 {
 		return nil, fmt.Errorf("pipeline: dtype %q (f16 or f32)", req.DType)
@@ -242,7 +260,7 @@ func (o *Originator) Generate(ctx context.Context, req Request) (*GenerateResult
 	if err != nil {
 		return nil, err
 	}
-	failed := map[string]bool{}
+	failed := map[string]time.Time{}
 	hops, err := o.plan(ref, holders, failed)
 	if err != nil {
 		return nil, err // a gap names the missing layers before anything starts
@@ -273,4 +291,6 @@ func (o *Originator) Generate(ctx context.Context, req Request) (*GenerateResult
 	return g.res, err
 }
 
-func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
+func msSince(t time.Time) float64 { return ms(time.Since(t)) }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

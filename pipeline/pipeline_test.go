@@ -14,9 +14,12 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/internal/nettest"
 	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/swarm"
 )
@@ -40,29 +43,66 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// model writes a synthetic model once per test binary.
+// model writes the tiny f32 synthetic model of arch once per test binary.
 func model(t *testing.T, arch string) (path, cid string) {
+	t.Helper()
+	return modelOf(t, arch, "tiny", "f32")
+}
+
+// modelOf writes a synthetic model once per test binary.
+func modelOf(t *testing.T, arch, size, typ string) (path, cid string) {
 	t.Helper()
 	modelsMu.Lock()
 	defer modelsMu.Unlock()
-	p := filepath.Join(testDir, arch+".gguf")
-	if _, ok := modelFile[arch]; !ok {
-		if err := engine.Synth(context.Background(), p, engine.SynthSpec{Arch: arch, Size: "tiny", Type: "f32", Seed: 3}); err != nil {
+	key := arch
+	if size != "tiny" || typ != "f32" {
+		key = arch + "-" + size + "-" + typ
+	}
+	p := filepath.Join(testDir, key+".gguf")
+	if _, ok := modelFile[key]; !ok {
+		if err := engine.Synth(context.Background(), p, engine.SynthSpec{Arch: arch, Size: size, Type: typ, Seed: 3}); err != nil {
 			t.Fatal(err)
 		}
 		c, err := shards.FileCID(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		modelFile[arch] = c.String()
+		modelFile[key] = c.String()
 	}
-	return p, modelFile[arch]
+	return p, modelFile[key]
 }
 
 // stagePeer is a host serving some shards.
 type stagePeer struct {
-	h   host.Host
-	srv *StageServer
+	h     host.Host
+	srv   *StageServer
+	proxy *nettest.Proxy // when set, the only way others reach this peer
+}
+
+// addrs is where others dial this peer.
+func (p *stagePeer) addrs() []ma.Multiaddr {
+	if p.proxy != nil {
+		a, err := manet.FromNetAddr(p.proxy.Addr())
+		if err != nil {
+			panic(err)
+		}
+		return []ma.Multiaddr{a}
+	}
+	return p.h.Addrs()
+}
+
+// behindProxy puts a freezable proxy in front of p: freezing it hangs p
+// for everyone else, as SIGSTOP would.
+func (p *stagePeer) behindProxy(t *testing.T) *nettest.Proxy {
+	t.Helper()
+	for _, a := range p.h.Addrs() {
+		if na, err := manet.ToNetAddr(a); err == nil {
+			p.proxy = nettest.NewProxy(t, na.String())
+			return p.proxy
+		}
+	}
+	t.Fatal("no TCP address to proxy")
+	return nil
 }
 
 func newStagePeer(t *testing.T) *stagePeer {
@@ -80,7 +120,13 @@ func newStagePeer(t *testing.T) *stagePeer {
 func (p *stagePeer) serve(t *testing.T, arch string, a, b int) {
 	t.Helper()
 	full, cid := model(t, arch)
-	out := filepath.Join(t.TempDir(), fmt.Sprintf("%s.%d-%d.gguf", arch, a, b))
+	p.serveFile(t, full, cid, a, b)
+}
+
+// serveFile slices the model file to [a,b) and serves it.
+func (p *stagePeer) serveFile(t *testing.T, full, cid string, a, b int) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), fmt.Sprintf("%s.%d-%d.gguf", filepath.Base(full), a, b))
 	if _, err := shards.Slice(full, out, a, b); err != nil {
 		t.Fatal(err)
 	}
@@ -95,11 +141,17 @@ func (p *stagePeer) serve(t *testing.T, arch string, a, b int) {
 func originatorFor(t *testing.T, arch string, self *stagePeer, stages ...*stagePeer) *Originator {
 	t.Helper()
 	full, _ := model(t, arch)
+	return originatorForFile(t, full, self, stages...)
+}
+
+// originatorForFile is originatorFor with the model given by file.
+func originatorForFile(t *testing.T, full string, self *stagePeer, stages ...*stagePeer) *Originator {
+	t.Helper()
 	v := swarm.NewView(self.h.ID(), swarm.Liveness{})
 	for i, p := range append([]*stagePeer{self}, stages...) {
-		self.h.Peerstore().AddAddrs(p.h.ID(), p.h.Addrs(), time.Hour)
+		self.h.Peerstore().AddAddrs(p.h.ID(), p.addrs(), time.Hour)
 		var addrs []string
-		for _, a := range p.h.Addrs() {
+		for _, a := range p.addrs() {
 			addrs = append(addrs, a.String())
 		}
 		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Addrs: addrs, Shards: p.srv.Shards()}, time.Now())
@@ -116,6 +168,12 @@ func originatorFor(t *testing.T, arch string, self *stagePeer, stages ...*stageP
 func reference(t *testing.T, arch string, msgs []engine.Message, n int) []int32 {
 	t.Helper()
 	full, _ := model(t, arch)
+	return referenceFile(t, full, msgs, n)
+}
+
+// referenceFile is reference with the model given by file.
+func referenceFile(t *testing.T, full string, msgs []engine.Message, n int) []int32 {
+	t.Helper()
 	m, err := engine.Load(context.Background(), full, engine.Options{Threads: 1, Slots: 1, Context: 1024})
 	if err != nil {
 		t.Fatal(err)

@@ -223,11 +223,11 @@ func (s *StageServer) serve(st stream, remote string) {
 			}
 			return
 		}
-		if typ != frameStep {
+		if typ != frameStep && typ != frameReplay {
 			s.refuse(st, remote, CodeBadFrame, fmt.Sprintf("expected a step frame, got type %d", typ), self)
 			return
 		}
-		res, werr := s.step(ss, body, self)
+		res, werr := s.step(ss, typ, body, self)
 		if werr != nil {
 			writeJSON(st, frameError, werr)
 			if werr.Code == CodeBadFrame || werr.Code == CodeContextFull {
@@ -300,12 +300,44 @@ func (s *StageServer) openDownstream(ss *stageSession) *WireError {
 	return fail(fmt.Errorf("unexpected frame type %d", typ))
 }
 
+// run runs this stage's layers over the step's positions, in the given
+// batches (nil: one). Hidden states of every position come back, or the
+// last position's logits on the last stage.
+func (ss *stageSession) run(tokens []int32, hidden []float32, batches []int) ([]float32, error) {
+	if batches == nil {
+		return ss.sess.RunRange(context.Background(), ss.hop.Start, ss.hop.End, tokens, hidden)
+	}
+	var out []float32
+	H := ss.open.Hidden
+	off := 0
+	for _, n := range batches {
+		var tk []int32
+		var hd []float32
+		if ss.hop.Start == 0 {
+			tk = tokens[off : off+n]
+		} else {
+			hd = hidden[off*H : (off+n)*H]
+		}
+		res, err := ss.sess.RunRange(context.Background(), ss.hop.Start, ss.hop.End, tk, hd)
+		if err != nil {
+			return nil, err
+		}
+		if ss.last {
+			out = res
+		} else {
+			out = append(out, res...)
+		}
+		off += n
+	}
+	return out, nil
+}
+
 // step runs one step on this stage and the rest of the chain.
-func (s *StageServer) step(ss *stageSession, body []byte, self RouteHop) (*Result, *WireError) {
+func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHop) (*Result, *WireError) {
 	bad := func(f string, a ...any) *WireError {
 		return &WireError{Code: CodeBadFrame, Message: fmt.Sprintf(f, a...), Peer: self.Peer, Start: self.Start, End: self.End}
 	}
-	st, err := DecodeStep(body, ss.open.Hidden)
+	st, err := DecodeStepFrame(typ, body, ss.open.Hidden)
 	if err != nil {
 		return nil, bad("%v", err)
 	}
@@ -338,7 +370,7 @@ func (s *StageServer) step(ss *stageSession, body []byte, self RouteHop) (*Resul
 		}
 	}
 	t0 := time.Now()
-	out, err := ss.sess.RunRange(context.Background(), ss.hop.Start, ss.hop.End, tokens, hidden)
+	out, err := ss.run(tokens, hidden, st.Batches)
 	compute := time.Since(t0)
 	if err != nil {
 		if errors.Is(err, engine.ErrContextFull) {
@@ -363,7 +395,7 @@ func (s *StageServer) step(ss *stageSession, body []byte, self RouteHop) (*Resul
 		res.Hops = []HopTiming{me}
 		return res, nil
 	}
-	next := &Step{Session: st.Session, Pos: st.Pos, Tokens: st.Tokens, DType: dtypeCode(ss.open.DType)}
+	next := &Step{Session: st.Session, Pos: st.Pos, Tokens: st.Tokens, DType: dtypeCode(ss.open.DType), Batches: st.Batches}
 	if next.DType == dtF32 {
 		next.Hidden = make([]byte, 4*len(out))
 		for i, f := range out {
@@ -376,11 +408,12 @@ func (s *StageServer) step(ss *stageSession, body []byte, self RouteHop) (*Resul
 		return &WireError{Code: CodeDownstream, Message: err.Error(), Peer: ss.next.Peer, Start: ss.next.Start, End: ss.next.End}
 	}
 	t1 := time.Now()
-	if err := writeFrame(ss.down, frameStep, encodeStep(next)); err != nil {
+	ftyp, fbody := encodeStepFrame(next)
+	if err := writeFrame(ss.down, ftyp, fbody); err != nil {
 		return nil, down(err)
 	}
 	ss.down.SetReadDeadline(time.Now().Add(5 * time.Minute))
-	typ, body, err := readFrame(ss.downR, limitResult)
+	typ, body, err = readFrame(ss.downR, limitResult)
 	if err != nil {
 		return nil, down(err)
 	}

@@ -21,6 +21,7 @@ const (
 	frameStep   byte = 3 // binary Step
 	frameResult byte = 4 // binary Result
 	frameError  byte = 5 // JSON WireError
+	frameReplay byte = 6 // binary Step run in given batches (a replay after a failover)
 )
 
 // Hidden-state encodings on the wire.
@@ -123,6 +124,7 @@ const (
 	CodeDownstream  = "downstream"   // the next hop failed or went away
 	CodeInternal    = "internal"     // the engine failed
 	CodeContextFull = "context_full" // the session's KV cache is full: the answer ends here
+	CodeHung        = "hung"         // the originator saw no progress and the peer did not answer a ping
 )
 
 // Step carries one batch of positions through the chain.
@@ -132,6 +134,11 @@ type Step struct {
 	Tokens  []int32 // the batch's token ids (input of layer 0; history for sampling)
 	DType   byte    // 0: no hidden (to stage 0), 1: f16, 2: f32
 	Hidden  []byte  // len(Tokens) x hidden x (2 or 4) bytes
+	// Batches, when set, are the sizes of the batches the tokens are run
+	// in, in order (a replay repeats the batch shapes of the original run:
+	// some weight types, q4_k among them, give other numbers for a token
+	// run in a batch than for the same token run alone). nil: one batch.
+	Batches []int
 }
 
 const (
@@ -190,9 +197,10 @@ const (
 	limitResult = 1 + 17 + 4*maxVocab + 1 + 8*maxRouteHops
 )
 
-// limitStep bounds a step frame of a model with the given hidden size.
+// limitStep bounds a step or replay frame of a model with the given
+// hidden size.
 func limitStep(hidden int) uint64 {
-	return uint64(1 + 17 + 4*maxStepToks + maxStepToks*hidden*4)
+	return uint64(1 + 4 + 4*maxBatches + 17 + 4*maxStepToks + maxStepToks*hidden*4)
 }
 
 // readFrame reads one frame of at most limit bytes: its type and body. The
@@ -213,7 +221,7 @@ func readFrame(r *bufio.Reader, limit uint64) (byte, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if typ < frameOpen || typ > frameError {
+	if typ < frameOpen || typ > frameReplay {
 		return 0, nil, fmt.Errorf("%w: unknown frame type %d", ErrBadFrame, typ)
 	}
 	if (typ == frameOpen || typ == frameOpened || typ == frameError) && n-1 > maxJSONFrame {
@@ -253,6 +261,60 @@ func encodeStep(s *Step) []byte {
 		b = binary.LittleEndian.AppendUint32(b, uint32(t))
 	}
 	return append(b, s.Hidden...)
+}
+
+// maxBatches bounds the batches of one replay step.
+const maxBatches = maxStepToks
+
+// encodeStepFrame is a step frame: a replay frame when the step has
+// batches (u32 count, count x u32 sizes, then the step), a step frame
+// otherwise.
+func encodeStepFrame(s *Step) (byte, []byte) {
+	if s.Batches == nil {
+		return frameStep, encodeStep(s)
+	}
+	b := make([]byte, 0, 4+4*len(s.Batches))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(s.Batches)))
+	for _, n := range s.Batches {
+		b = binary.LittleEndian.AppendUint32(b, uint32(n))
+	}
+	return frameReplay, append(b, encodeStep(s)...)
+}
+
+// DecodeStepFrame parses a step or replay frame body.
+func DecodeStepFrame(typ byte, body []byte, hidden int) (*Step, error) {
+	if typ == frameStep {
+		return DecodeStep(body, hidden)
+	}
+	if typ != frameReplay {
+		return nil, fmt.Errorf("%w: expected a step frame, got type %d", ErrBadFrame, typ)
+	}
+	if len(body) < 4 {
+		return nil, fmt.Errorf("%w: replay of %d bytes", ErrBadFrame, len(body))
+	}
+	nb := int(binary.LittleEndian.Uint32(body))
+	if nb <= 0 || nb > maxBatches || len(body) < 4+4*nb {
+		return nil, fmt.Errorf("%w: replay of %d batches", ErrBadFrame, nb)
+	}
+	batches := make([]int, nb)
+	sum := 0
+	for i := range batches {
+		n := int(binary.LittleEndian.Uint32(body[4+4*i:]))
+		if n <= 0 || n > maxStepToks {
+			return nil, fmt.Errorf("%w: replay batch %d of %d tokens", ErrBadFrame, i, n)
+		}
+		batches[i] = n
+		sum += n
+	}
+	s, err := DecodeStep(body[4+4*nb:], hidden)
+	if err != nil {
+		return nil, err
+	}
+	if sum != len(s.Tokens) {
+		return nil, fmt.Errorf("%w: replay batches add up to %d tokens, step has %d", ErrBadFrame, sum, len(s.Tokens))
+	}
+	s.Batches = batches
+	return s, nil
 }
 
 // DecodeStep parses a step body and checks its hidden-state size against

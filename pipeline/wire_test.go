@@ -39,6 +39,48 @@ func FuzzDecodeStep(f *testing.F) {
 	})
 }
 
+func FuzzDecodeReplay(f *testing.F) {
+	_, b := encodeStepFrame(&Step{Session: 1, Tokens: []int32{1, 2, 3}, DType: dtF32, Hidden: make([]byte, 96), Batches: []int{2, 1}})
+	f.Add(b)
+	f.Add([]byte{1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := DecodeStepFrame(frameReplay, b, 8)
+		if err != nil {
+			return
+		}
+		sum := 0
+		for _, n := range s.Batches {
+			if n <= 0 {
+				t.Fatalf("accepted a batch of %d tokens", n)
+			}
+			sum += n
+		}
+		if sum != len(s.Tokens) {
+			t.Fatalf("accepted batches of %d tokens for a step of %d", sum, len(s.Tokens))
+		}
+	})
+}
+
+func TestReplayFrameRoundTrip(t *testing.T) {
+	in := &Step{Session: 9, Pos: 4, Tokens: []int32{5, 6, 7}, DType: dtNone, Batches: []int{1, 2}}
+	typ, b := encodeStepFrame(in)
+	if typ != frameReplay {
+		t.Fatalf("frame type %d", typ)
+	}
+	out, err := DecodeStepFrame(typ, b, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Session != 9 || out.Pos != 4 || len(out.Tokens) != 3 || len(out.Batches) != 2 || out.Batches[1] != 2 {
+		t.Fatalf("round trip: %+v", out)
+	}
+	bad := append([]byte{}, b...)
+	bad[4] = 3 // batches 3+2 for 3 tokens
+	if _, err := DecodeStepFrame(typ, bad, 8); err == nil {
+		t.Fatal("accepted batches that do not add up to the step")
+	}
+}
+
 func FuzzDecodeResult(f *testing.F) {
 	f.Add(encodeResult(&Result{Session: 1, Token: 2, Hops: []HopTiming{{1, 1}}}))
 	f.Fuzz(func(t *testing.T, b []byte) { DecodeResult(b) })

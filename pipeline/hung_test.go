@@ -1,0 +1,97 @@
+package pipeline
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// TestHungStageReroutes: the middle stage hangs mid-generation (its
+// connections freeze, as under SIGSTOP) while a spare holds the same
+// layers. The originator finds it by its progress deadline and a ping,
+// re-routes, and the text equals one machine's, for quantized weights.
+func TestHungStageReroutes(t *testing.T) {
+	for _, typ := range []string{"q8_0", "q4_k"} {
+		t.Run(typ, func(t *testing.T) {
+			const n = 40
+			full, cid := modelOf(t, "qwen3", "small", typ)
+			want := referenceFile(t, full, question, n)
+			origin := newStagePeer(t)
+			a, mid, b, spare := newStagePeer(t), newStagePeer(t), newStagePeer(t), newStagePeer(t)
+			a.serveFile(t, full, cid, 0, 2)
+			mid.serveFile(t, full, cid, 2, 6)
+			b.serveFile(t, full, cid, 6, 8)
+			spare.serveFile(t, full, cid, 2, 6)
+			proxies := map[string]func(){}
+			for _, p := range []*stagePeer{mid, spare} {
+				proxies[p.h.ID().String()] = p.behindProxy(t).Freeze
+			}
+			o := originatorForFile(t, full, origin, a, mid, b, spare)
+			o.Progress = swarm.Progress{Floor: 500 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond}
+			var routeMid string
+			seen := 0
+			think := false
+			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
+				OnTrace: func(ev TraceEvent) {
+					if ev.Kind == "route" {
+						routeMid = ev.Route[1].Peer
+					}
+				},
+				OnToken: func(string) {
+					if seen++; seen == n/2 && os.Getenv("NOFREEZE") == "" {
+						proxies[routeMid]()
+					}
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, rr := range res.Reroutes {
+				t.Logf("re-route at %d: %s %v %s", rr.AtToken, rr.Failed, rr.Layers, rr.Reason)
+			}
+			if !sameTokens(res.Tokens, want) {
+				t.Fatalf("tokens after a hung stage differ from one machine:\n got %v\nwant %v", res.Tokens, want)
+			}
+			if len(res.Reroutes) != 1 {
+				t.Fatalf("want 1 re-route, got %+v", res.Reroutes)
+			}
+			rr := res.Reroutes[0]
+			if rr.Failed != routeMid || rr.Layers != [2]int{2, 6} || !strings.Contains(rr.Reason, "hung") {
+				t.Fatalf("re-route blames %s %v (%s), want the frozen %s [2,6) as hung", rr.Failed, rr.Layers, rr.Reason, routeMid)
+			}
+			// Floor + probe is 1 s; a loaded machine gets generous slack.
+			if rr.DetectMS > 10000 {
+				t.Fatalf("hung stage detected after %.0f ms", rr.DetectMS)
+			}
+			t.Logf("%s: hung stage detected in %.0f ms, replay of %d tokens %.0f ms", typ, rr.DetectMS, rr.ReplayTokens, rr.ReplayMS)
+		})
+	}
+}
+
+// TestSlowStageNotCutOff: with a progress floor far below a step's time,
+// every step is probed; live stages answer the probes and the generation
+// runs to the end on its first route.
+func TestSlowStageNotCutOff(t *testing.T) {
+	const n = 16
+	full, cid := modelOf(t, "qwen3", "small", "q8_0")
+	want := referenceFile(t, full, question, n)
+	origin := newStagePeer(t)
+	a, b := newStagePeer(t), newStagePeer(t)
+	a.serveFile(t, full, cid, 0, 4)
+	b.serveFile(t, full, cid, 4, 8)
+	o := originatorForFile(t, full, origin, a, b)
+	o.Progress = swarm.Progress{Floor: time.Millisecond, Multiplier: 0.01, ProbeTimeout: 5 * time.Second}
+	think := false
+	res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Reroutes) != 0 {
+		t.Fatalf("a slow but live route was cut off: %+v", res.Reroutes)
+	}
+	if !sameTokens(res.Tokens, want) {
+		t.Fatalf("tokens differ from one machine:\n got %v\nwant %v", res.Tokens, want)
+	}
+}
