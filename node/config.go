@@ -72,6 +72,8 @@ type Config struct {
 	Engine EngineConfig `json:"engine,omitempty"`
 	// MoA tunes the Mixture-of-Agents originator.
 	MoA MoAConfig `json:"moa,omitempty"`
+	// Progress sets how hung peers are noticed.
+	Progress ProgressConfig `json:"progress,omitempty"`
 	// BMCSerial makes this peer a BMC bridge: the serial device of the
 	// board (e.g. /dev/ttyACM0). See README.md, "BMC".
 	BMCSerial string `json:"bmc_serial,omitempty"`
@@ -260,6 +262,9 @@ func (c Config) validate() error {
 		if d < 0 || d > Duration(10*time.Minute) {
 			return fmt.Errorf("config: moa.%s %s: want 0..10m", name, time.Duration(d))
 		}
+	}
+	if err := c.Progress.validate(); err != nil {
+		return err
 	}
 	for _, p := range c.BMCPeers {
 		if _, err := peer.Decode(p); err != nil {

@@ -251,7 +251,8 @@ func (n *Node) tokenizer(ctx context.Context, m pipeline.ModelRef, holders []swa
 func (n *Node) newPipelineOriginator() *pipeline.Originator {
 	return &pipeline.Originator{
 		Host: n.host, View: n.swarm.View(), Local: n.pipe.stages, Exclude: n.excluded, Tokenizer: n.tokenizer, Log: n.log,
-		RTT: func(id peer.ID) time.Duration { return n.host.Peerstore().LatencyEWMA(id) },
+		RTT:      func(id peer.ID) time.Duration { return n.host.Peerstore().LatencyEWMA(id) },
+		Progress: n.cfg.Progress.swarm(),
 	}
 }
 
