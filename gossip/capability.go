@@ -68,7 +68,8 @@ type Role struct {
 	ModelCID  string  `json:"model_cid"`
 	ModelName string  `json:"model_name,omitempty"`
 	Quant     string  `json:"quant,omitempty"`
-	TokPerSec float64 `json:"tok_s,omitempty"` // measured decode speed
+	TokPerSec float64 `json:"tok_s,omitempty"`   // measured decode speed
+	Context   int     `json:"context,omitempty"` // tokens one request may hold (prompt and answer)
 }
 
 // Shard is layers [Start,End) of one model.
@@ -151,6 +152,9 @@ func (c *Capability) Validate() error {
 		}
 		if !finite(r.TokPerSec) || r.TokPerSec < 0 {
 			return bad("roles[%d].tok_s %v", i, r.TokPerSec)
+		}
+		if r.Context < 0 || r.Context > 1<<24 {
+			return bad("roles[%d].context %d", i, r.Context)
 		}
 	}
 	if len(c.Shards) > maxShards {

@@ -84,6 +84,8 @@ func remoteError(e *WireError) error {
 		return fmt.Errorf("%w: %s", ErrNoRole, e.Message)
 	case CodeBadRequest:
 		return fmt.Errorf("%w: %s", ErrBadRequest, e.Message)
+	case CodeTooLong:
+		return &TooLongError{Prompt: e.PromptTokens, Context: e.Context}
 	}
 	return fmt.Errorf("moa: remote error %s: %s", e.Code, e.Message)
 }

@@ -15,6 +15,8 @@ var (
 	ErrNoRole = errors.New("moa: role not served here")
 	// ErrProtocol: a frame does not decode.
 	ErrProtocol = errors.New("moa: protocol error")
+	// ErrTooLong: a prompt does not fit the model's context.
+	ErrTooLong = errors.New("moa: prompt longer than the model's context")
 	// ErrNoAgents: no live peer serves any role the query needs.
 	ErrNoAgents = errors.New("moa: no live peer serves the roles this query needs")
 )
@@ -31,6 +33,19 @@ func (e *AgentError) Error() string {
 }
 
 func (e *AgentError) Unwrap() error { return e.Err }
+
+// TooLongError is a prompt that does not fit a peer's context. It matches
+// ErrTooLong.
+type TooLongError struct {
+	Prompt  int // tokens
+	Context int
+}
+
+func (e *TooLongError) Error() string {
+	return fmt.Sprintf("%v: prompt of %d tokens, context %d", ErrTooLong, e.Prompt, e.Context)
+}
+
+func (e *TooLongError) Unwrap() error { return ErrTooLong }
 
 // NoResponseError: every agent asked failed or timed out.
 type NoResponseError struct {

@@ -43,6 +43,31 @@ func tinyModel(t *testing.T) string {
 	return modelPath
 }
 
+var (
+	smallOnce sync.Once
+	smallPath string
+	smallErr  error
+)
+
+// smallModel writes one "small" synthetic qwen3 (8 layers, hidden 256) per
+// test binary: slow enough that a deadline cuts its answers.
+func smallModel(t *testing.T) string {
+	t.Helper()
+	smallOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "moa-test")
+		if err != nil {
+			smallErr = err
+			return
+		}
+		smallPath = filepath.Join(dir, "small.gguf")
+		smallErr = engine.Synth(context.Background(), smallPath, engine.SynthSpec{Arch: "qwen3", Size: "small", Type: "q8_0", Seed: 7})
+	})
+	if smallErr != nil {
+		t.Fatal(smallErr)
+	}
+	return smallPath
+}
+
 // testPeer is a libp2p host with a MoA server.
 type testPeer struct {
 	h   host.Host
@@ -51,6 +76,12 @@ type testPeer struct {
 
 func newTestPeer(t *testing.T, slots int, roles ...string) *testPeer {
 	t.Helper()
+	return newTestPeerWith(t, tinyModel, slots, roles...)
+}
+
+// newTestPeerWith serves roles with the model that file gives.
+func newTestPeerWith(t *testing.T, file func(*testing.T) string, slots int, roles ...string) *testPeer {
+	t.Helper()
 	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +89,7 @@ func newTestPeer(t *testing.T, slots int, roles ...string) *testPeer {
 	p := &testPeer{h: h, srv: NewServer(h, nil)}
 	t.Cleanup(func() { p.srv.Close(); h.Close() })
 	for _, r := range roles {
-		rm, err := LoadRole(t.Context(), r, tinyModel(t), engine.Options{Threads: 1, Slots: slots, Context: 2048})
+		rm, err := LoadRole(t.Context(), r, file(t), engine.Options{Threads: 1, Slots: slots, Context: 2048})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,26 +210,47 @@ func TestDeadPeerLeftOut(t *testing.T) {
 	}
 }
 
-func TestTimeoutLeavesSlowAgentOut(t *testing.T) {
+// TestDeadlineKeepsPartialAnswers: agents asked for far more tokens than
+// the user's deadline allows answer with what they wrote by then, labelled
+// partial, and the serving side stops generating.
+func TestDeadlineKeepsPartialAnswers(t *testing.T) {
 	origin := newTestPeer(t, 4)
-	b := newTestPeer(t, 4, Reasoner, Concise)
-	o := &Originator{Host: origin.h, View: viewOf(origin, b), Timeouts: Timeouts{Simple: 50 * time.Millisecond}}
+	b := newTestPeerWith(t, smallModel, 4, Reasoner, Concise)
+	o := &Originator{Host: origin.h, View: viewOf(origin, b), Timeouts: Timeouts{Simple: time.Second}}
 	start := time.Now()
-	_, err := o.Ask(t.Context(), Query{Prompt: "Who wrote Hamlet?", MaxTokens: 4000})
-	if err == nil {
-		t.Fatal("4000 tokens in 50 ms: expected every agent to time out")
+	res, err := o.Ask(t.Context(), Query{Prompt: "Who wrote Hamlet?", MaxTokens: 8000, Sampling: Sampling{RepeatPenalty: 1.3}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(err.Error(), "timed out") {
-		t.Fatalf("err = %v, want a timeout per agent", err)
+	if len(res.AgentResponses) != 2 {
+		t.Fatalf("responses %+v, failed %+v", res.AgentResponses, res.FailedAgents)
 	}
-	// The serving side stops generating once the originator gives up.
+	partial := 0
+	for _, a := range res.AgentResponses {
+		if a.Partial {
+			partial++
+			if a.PartialReason == "" || strings.TrimSpace(a.Content) == "" {
+				t.Fatalf("%s: partial (%q) with %d bytes: want a labelled, non-empty partial answer", a.Role, a.PartialReason, len(a.Content))
+			}
+		}
+	}
+	if partial == 0 {
+		t.Fatalf("8000 tokens in 1 s, and no answer is partial: %+v", res.AgentResponses)
+	}
+	if strings.TrimSpace(res.FinalAnswer) == "" {
+		t.Fatal("empty final answer from two partial answers")
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("a 1 s deadline answered after %s", took)
+	}
+	// The serving side stops generating at its deadline.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if active, _ := b.srv.Load(); active == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server still generating %s after the originator left", time.Since(start))
+			t.Fatalf("server still generating %s after the deadline", time.Since(start))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

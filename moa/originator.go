@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -27,6 +26,10 @@ type Originator struct {
 	// Exclude reports peers that must not be asked (e.g. declared dead by
 	// the BMC). nil: none.
 	Exclude func(peer.ID) bool
+	// Progress is how a hung agent is noticed (see swarm.Progress).
+	Progress swarm.Progress
+
+	stats peerStats // what this originator measured of each peer
 }
 
 // Query is one question.
@@ -36,10 +39,17 @@ type Query struct {
 	Mode      Mode
 	MaxTokens int
 	Sampling  Sampling
-	Timeout   time.Duration       // 0: by mode and complexity
-	Model     string              // Direct only: ask only peers running this model (name or CID)
-	OnAgent   func(AgentResponse) // called as each agent finishes (serialized)
-	OnToken   func(string)        // the final answer's text as it is produced (serialized)
+	// Timeout is the user's deadline for the whole answer. 0: the
+	// configured Timeouts if any, else none (each agent gets the time its
+	// device needs, and hung peers are caught by the progress watch).
+	Timeout time.Duration
+	Model   string              // Direct only: ask only peers running this model (name or CID)
+	OnAgent func(AgentResponse) // called as each agent finishes (serialized)
+	// OnAgentToken receives the agents' text as they write it (serialized),
+	// for progress displays; the peer tells apart a second holder's answer
+	// after the first one failed.
+	OnAgentToken func(role, peer, text string)
+	OnToken      func(string) // the final answer's text as it is produced (serialized)
 }
 
 // AgentResponse is one agent's answer, or its failure.
@@ -58,7 +68,15 @@ type AgentResponse struct {
 	Weight    float64 `json:"weight"`
 	Thermal   string  `json:"thermal,omitempty"`
 	Battery   int     `json:"battery,omitempty"`
-	Error     string  `json:"error,omitempty"`
+	// Partial: the answer was cut off (by its deadline, or by a peer that
+	// hung mid-answer) and is used as far as it goes.
+	Partial       bool   `json:"partial,omitempty"`
+	PartialReason string `json:"partial_reason,omitempty"`
+	// Skipped are the holders of the role tried before this answer, each
+	// with why it was left ("…peer: hung: ...").
+	Skipped []string `json:"skipped,omitempty"`
+	Error   string   `json:"error,omitempty"`
+	Err     error    `json:"-"`
 }
 
 // Result is the answer and how it was reached.
@@ -96,11 +114,18 @@ func (o *Originator) Ask(ctx context.Context, q Query) (*Result, error) {
 	start := time.Now()
 	res := &Result{Query: q.Prompt, Mode: q.Mode, AgentResponses: []AgentResponse{}}
 	var mu sync.Mutex
-	onAgent := q.OnAgent
+	onAgent, onAgentToken := q.OnAgent, q.OnAgentToken
 	q.OnAgent = func(a AgentResponse) {
 		if onAgent != nil {
 			mu.Lock()
 			onAgent(a)
+			mu.Unlock()
+		}
+	}
+	q.OnAgentToken = func(role, peer, text string) {
+		if onAgentToken != nil {
+			mu.Lock()
+			onAgentToken(role, peer, text)
 			mu.Unlock()
 		}
 	}
@@ -135,13 +160,9 @@ func (o *Originator) Direct(ctx context.Context, role string, q Query) (*Result,
 	}
 	start := time.Now()
 	res := &Result{Query: q.Prompt, Mode: Mode(role), QueryType: ClassifyRules(q.Prompt), Classifier: "rules"}
-	timeout := q.Timeout
-	if timeout <= 0 {
-		timeout = o.Timeouts.For(ModeMoA, res.QueryType)
-	}
-	dctx, cancel := context.WithTimeout(ctx, timeout)
+	dctx, cancel := o.deadline(ctx, q, ModeMoA, res.QueryType)
 	defer cancel()
-	a := o.askModel(dctx, role, q.Model, o.request(role, q, q.Prompt), func(t string) { emit(q.OnToken, t) })
+	a := o.askModel(dctx, role, q.Model, o.request(role, q, q.Prompt), func(_, t string) { emit(q.OnToken, t) }, true)
 	if q.OnAgent != nil {
 		q.OnAgent(a)
 	}
@@ -164,11 +185,7 @@ func (o *Originator) mixture(ctx context.Context, q Query, res *Result) error {
 	if len(present) == 0 {
 		return fmt.Errorf("%w (%s needs %s)", ErrNoAgents, res.QueryType, strings.Join(roles, ", "))
 	}
-	timeout := q.Timeout
-	if timeout <= 0 {
-		timeout = o.Timeouts.For(ModeMoA, res.QueryType)
-	}
-	fctx, cancel := context.WithTimeout(ctx, timeout)
+	fctx, cancel := o.deadline(ctx, q, ModeMoA, res.QueryType)
 	defer cancel()
 	answers := make([]AgentResponse, len(present))
 	var wg sync.WaitGroup
@@ -176,7 +193,7 @@ func (o *Originator) mixture(ctx context.Context, q Query, res *Result) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			answers[i] = o.askRole(fctx, role, o.request(role, q, q.Prompt), nil)
+			answers[i] = o.askRole(fctx, role, o.request(role, q, q.Prompt), func(p, t string) { q.OnAgentToken(role, p, t) }, false)
 			q.OnAgent(answers[i])
 		}()
 	}
@@ -191,22 +208,10 @@ func (o *Originator) mixture(ctx context.Context, q Query, res *Result) error {
 	if len(res.AgentResponses) == 0 {
 		return noResponse(res.FailedAgents)
 	}
-	if len(res.AgentResponses) == 1 {
-		res.FinalAnswer = res.AgentResponses[0].Content
-		emit(q.OnToken, res.FinalAnswer)
-		return nil
-	}
-	best := res.AgentResponses[0]
-	for _, a := range res.AgentResponses[1:] {
-		if a.Weight > best.Weight {
-			best = a
-		}
-	}
-	if len(o.candidates(Aggregator)) > 0 {
-		actx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
+	best := bestAnswer(res.AgentResponses)
+	if len(nonEmpty(res.AgentResponses)) > 1 && len(o.candidates(Aggregator)) > 0 && fctx.Err() == nil {
 		var final strings.Builder
-		agg := o.askRole(actx, Aggregator, o.request(Aggregator, q, aggregationPrompt(q.Prompt, res.AgentResponses)), func(t string) {
+		agg := o.aggregate(fctx, q, res.AgentResponses, func(t string) {
 			final.WriteString(t)
 			emit(q.OnToken, t)
 		})
@@ -225,32 +230,73 @@ func (o *Originator) mixture(ctx context.Context, q Query, res *Result) error {
 	return nil
 }
 
+// deadline applies the user's deadline: the query's Timeout, else the
+// configured Timeouts, else none.
+func (o *Originator) deadline(ctx context.Context, q Query, mode Mode, qt QueryType) (context.Context, context.CancelFunc) {
+	timeout := q.Timeout
+	if timeout <= 0 {
+		timeout = o.Timeouts.For(mode, qt)
+	}
+	if timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, timeout)
+}
+
+// bestAnswer is the highest-weight non-empty answer, a complete one before
+// a partial one; an empty answer only when all are empty.
+func bestAnswer(as []AgentResponse) AgentResponse {
+	rank := func(a AgentResponse) float64 {
+		r := a.Weight
+		if strings.TrimSpace(a.Content) == "" {
+			r -= 1000
+		}
+		if a.Partial {
+			r -= 100
+		}
+		return r
+	}
+	best := as[0]
+	for _, a := range as[1:] {
+		if rank(a) > rank(best) {
+			best = a
+		}
+	}
+	return best
+}
+
+func nonEmpty(as []AgentResponse) []AgentResponse {
+	var out []AgentResponse
+	for _, a := range as {
+		if strings.TrimSpace(a.Content) != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // speed: a drafter answers, the best reasoner verifies or corrects it.
 func (o *Originator) speed(ctx context.Context, q Query, res *Result) error {
 	res.QueryType, res.Classifier = ClassifyRules(q.Prompt), "rules"
-	timeout := q.Timeout
-	if timeout <= 0 {
-		timeout = o.Timeouts.For(ModeSpeed, res.QueryType)
-	}
-	sctx, cancel := context.WithTimeout(ctx, timeout)
+	sctx, cancel := o.deadline(ctx, q, ModeSpeed, res.QueryType)
 	defer cancel()
 	hasDrafter, hasReasoner := len(o.candidates(Drafter)) > 0, len(o.candidates(Reasoner)) > 0
 	if !hasDrafter && !hasReasoner {
 		return fmt.Errorf("%w (speed mode needs a drafter or a reasoner)", ErrNoAgents)
 	}
 	if !hasDrafter { // no draft to verify: the reasoner answers alone
-		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), func(t string) { emit(q.OnToken, t) })
+		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), func(_, t string) { emit(q.OnToken, t) }, true)
 		q.OnAgent(a)
 		return o.finishSingle(res, a)
 	}
-	draft := o.askRole(sctx, Drafter, o.request(Drafter, q, q.Prompt), nil)
+	draft := o.askRole(sctx, Drafter, o.request(Drafter, q, q.Prompt), func(p, t string) { q.OnAgentToken(Drafter, p, t) }, false)
 	q.OnAgent(draft)
 	if draft.Error != "" {
 		res.FailedAgents = append(res.FailedAgents, draft)
 		if !hasReasoner {
 			return noResponse(res.FailedAgents)
 		}
-		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), func(t string) { emit(q.OnToken, t) })
+		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), func(_, t string) { emit(q.OnToken, t) }, true)
 		q.OnAgent(a)
 		return o.finishSingle(res, a)
 	}
@@ -261,10 +307,10 @@ func (o *Originator) speed(ctx context.Context, q Query, res *Result) error {
 		return nil
 	}
 	var streamed bool
-	check := o.askRole(sctx, Reasoner, o.request(Reasoner, q, verifyPrompt(q.Prompt, draft.Content)), func(t string) {
+	check := o.askRole(sctx, Reasoner, o.request(Reasoner, q, verifyPrompt(q.Prompt, draft.Content)), func(_, t string) {
 		streamed = true
 		emit(q.OnToken, t)
-	})
+	}, true)
 	q.OnAgent(check)
 	if check.Error != "" || strings.TrimSpace(check.Content) == "" {
 		if check.Error != "" {
@@ -352,78 +398,6 @@ func (o *Originator) modelCandidates(role, model string) []candidate {
 	return out
 }
 
-// askRole asks the best live holder of role, moving to the next one when a
-// peer is busy or unreachable, until ctx ends.
-func (o *Originator) askRole(ctx context.Context, role string, req *Request, onToken func(string)) AgentResponse {
-	return o.askModel(ctx, role, "", req, onToken)
-}
-
-// askModel is askRole restricted to peers running model ("" for any).
-func (o *Originator) askModel(ctx context.Context, role, model string, req *Request, onToken func(string)) AgentResponse {
-	cands := o.modelCandidates(role, model)
-	a := AgentResponse{Role: role, Error: "no live peer serves " + role}
-	for _, c := range cands {
-		if dl, ok := ctx.Deadline(); ok {
-			req.DeadlineMS = time.Until(dl).Milliseconds()
-			if req.DeadlineMS <= 0 {
-				break
-			}
-		}
-		streamed := false
-		a = o.askPeer(ctx, c, req, func(t string) {
-			streamed = true
-			if onToken != nil {
-				onToken(t)
-			}
-		})
-		// Once text reached the caller, another peer's answer cannot follow
-		// it without garbling the stream: the failure stands.
-		if a.Error == "" || ctx.Err() != nil || (streamed && onToken != nil) {
-			return a
-		}
-		o.log().Info("agent failed", "role", role, "peer", c.peer.ID, "err", a.Error)
-	}
-	return a
-}
-
-func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onToken func(string)) AgentResponse {
-	a := AgentResponse{Role: c.role.Role, Peer: c.peer.ID.String(), Model: c.role.ModelName, ModelCID: c.role.ModelCID,
-		Weight: c.weight, Thermal: c.peer.Cap.Thermal}
-	var text strings.Builder
-	collect := func(t string) {
-		text.WriteString(t)
-		if onToken != nil {
-			onToken(t)
-		}
-	}
-	start := time.Now()
-	var done *Done
-	var err error
-	if c.peer.Self && o.Local != nil {
-		done, err = o.Local.Serve(ctx, req, func(t string) error { collect(t); return nil })
-	} else {
-		done, err = Call(ctx, o.Host, c.peer.ID, req, collect)
-	}
-	a.MS = ms(time.Since(start))
-	a.Content = text.String()
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("timed out after %s", time.Since(start).Round(time.Millisecond))
-		}
-		a.Error = err.Error()
-		return a
-	}
-	a.Tokens, a.TokPerSec, a.TTFTMS, a.Battery, a.Prompt = done.Tokens, done.TokPerSec, done.TTFTMS, done.Battery, done.PromptTokens
-	a.ServerMS = done.TotalMS
-	if done.Thermal != "" {
-		a.Thermal = done.Thermal
-	}
-	if done.Model != "" {
-		a.Model = done.Model
-	}
-	return a
-}
-
 // classify asks a live spotter (strictly parsed), else uses the rules.
 func (o *Originator) classify(ctx context.Context, prompt string) (QueryType, string) {
 	if len(o.candidates(Spotter)) > 0 {
@@ -431,7 +405,7 @@ func (o *Originator) classify(ctx context.Context, prompt string) (QueryType, st
 		defer cancel()
 		think := false
 		a := o.askRole(sctx, Spotter, &Request{Role: Spotter, Messages: []Message{{Role: "user", Content: prompt}},
-			MaxTokens: 8, Think: &think}, nil)
+			MaxTokens: 8, Think: &think}, nil, false)
 		if a.Error == "" {
 			if t, ok := ParseSpotter(a.Content); ok {
 				return t, "spotter"
@@ -440,32 +414,6 @@ func (o *Originator) classify(ctx context.Context, prompt string) (QueryType, st
 		}
 	}
 	return ClassifyRules(prompt), "rules"
-}
-
-// maxAnswerInPrompt bounds each agent answer quoted to the aggregator, so
-// five long answers still fit a small model's context.
-const maxAnswerInPrompt = 3000
-
-func aggregationPrompt(question string, answers []AgentResponse) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Question: %s\n\nAnswers from the agents:\n", question)
-	for i, a := range answers {
-		model := a.Model
-		if model == "" {
-			model = "unknown model"
-		}
-		text := strings.TrimSpace(a.Content)
-		if len(text) > maxAnswerInPrompt {
-			cut := maxAnswerInPrompt
-			for cut > 0 && !utf8.RuneStart(text[cut]) {
-				cut--
-			}
-			text = text[:cut] + " [...]"
-		}
-		fmt.Fprintf(&b, "\n[%d] %s (model %s):\n%s\n", i+1, titleCase(a.Role), model, text)
-	}
-	b.WriteString("\nWrite the single best answer to the question.")
-	return b.String()
 }
 
 func verifyPrompt(question, draft string) string {

@@ -86,29 +86,19 @@ var targets = map[QueryType][]string{
 // Targets returns the roles to ask for a query type.
 func Targets(t QueryType) []string { return append([]string(nil), targets[t]...) }
 
-// Timeouts bound how long the originator waits for the agents.
+// Timeouts are optional fixed caps on how long the originator waits for
+// an answer, by query kind. Zero (the default) is no fixed cap: each agent
+// gets the time its device needs for the tokens asked (see budget), the
+// user's own deadline bounds the whole, and hung peers are caught by the
+// progress watch.
 type Timeouts struct {
-	Simple  time.Duration // SIMPLE_FACT; default 6 s
-	Complex time.Duration // every other type; default 12 s
-	Speed   time.Duration // speed mode; default 8 s
+	Simple  time.Duration // SIMPLE_FACT
+	Complex time.Duration // every other type
+	Speed   time.Duration // speed mode
 }
 
-func (t Timeouts) withDefaults() Timeouts {
-	if t.Simple <= 0 {
-		t.Simple = 6 * time.Second
-	}
-	if t.Complex <= 0 {
-		t.Complex = 12 * time.Second
-	}
-	if t.Speed <= 0 {
-		t.Speed = 8 * time.Second
-	}
-	return t
-}
-
-// For returns the deadline of a query of type qt in mode.
+// For returns the cap for a query of type qt in mode (0: none).
 func (t Timeouts) For(mode Mode, qt QueryType) time.Duration {
-	t = t.withDefaults()
 	switch {
 	case mode == ModeSpeed:
 		return t.Speed

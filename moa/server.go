@@ -104,10 +104,13 @@ func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) e
 	if closed || rm == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNoRole, req.Role)
 	}
+	parent := ctx
+	var deadline context.Context
 	if req.DeadlineMS > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.DeadlineMS)*time.Millisecond)
 		defer cancel()
+		deadline = ctx
 	}
 	msgs := []engine.Message{{Role: "system", Content: SystemPrompt(req.Role)}}
 	for _, m := range req.Messages {
@@ -135,13 +138,23 @@ func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) e
 	if errors.Is(err, engine.ErrCapacity) {
 		return nil, fmt.Errorf("%w: all %s slots in use", ErrBusy, req.Role)
 	}
+	var tooLong *engine.ContextError
+	if errors.As(err, &tooLong) {
+		return nil, &TooLongError{Prompt: tooLong.Prompt, Context: tooLong.Context}
+	}
 	if err != nil && res.Done != engine.DoneCancel {
 		return nil, err
+	}
+	reason := string(res.Done)
+	if err != nil && deadline != nil && deadline.Err() != nil && parent.Err() == nil {
+		// Our own deadline_ms ran out: what was made is a partial answer,
+		// not a failure.
+		reason, err = "deadline", nil
 	}
 	d := &Done{
 		Role: req.Role, Model: rm.Name, ModelCID: rm.CID, PromptTokens: res.Metrics.PromptTokens,
 		Tokens: res.Metrics.GeneratedTokens, TokPerSec: res.Metrics.DecodeTPS,
-		TTFTMS: ms(res.Metrics.TTFT), TotalMS: ms(time.Since(start)), Reason: string(res.Done),
+		TTFTMS: ms(res.Metrics.TTFT), TotalMS: ms(time.Since(start)), Reason: reason,
 	}
 	if s.Status != nil {
 		d.Thermal, d.Battery = s.Status()
@@ -188,7 +201,13 @@ func (s *Server) handle(st network.Stream) {
 			return
 		}
 		code := CodeInternal
+		var tl *TooLongError
 		switch {
+		case errors.As(err, &tl):
+			writeFrame(w, &Reply{Type: ReplyError, Error: &WireError{Code: CodeTooLong, Message: err.Error(),
+				PromptTokens: tl.Prompt, Context: tl.Context}})
+			w.Flush()
+			return
 		case errors.Is(err, ErrBusy):
 			code = CodeBusy
 		case errors.Is(err, ErrNoRole):

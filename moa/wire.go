@@ -110,7 +110,7 @@ type Done struct {
 	TokPerSec    float64 `json:"tok_s"`
 	TTFTMS       float64 `json:"ttft_ms"`
 	TotalMS      float64 `json:"total_ms"`
-	Reason       string  `json:"reason"` // stop, length, cancel
+	Reason       string  `json:"reason"` // stop, length, cancel, deadline (cut off by deadline_ms: a partial answer)
 	Thermal      string  `json:"thermal,omitempty"`
 	Battery      int     `json:"battery,omitempty"` // percent; 0: unknown
 }
@@ -121,12 +121,16 @@ const (
 	CodeBadRequest = "bad_request"
 	CodeNoRole     = "no_role"
 	CodeInternal   = "internal"
+	CodeTooLong    = "too_long" // the prompt does not fit the model's context
 )
 
 // WireError is an error frame.
 type WireError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// With too_long: the prompt's tokens and the model's context.
+	PromptTokens int `json:"prompt_tokens,omitempty"`
+	Context      int `json:"context,omitempty"`
 }
 
 func (r *Reply) validate() error {

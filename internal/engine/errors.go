@@ -55,3 +55,16 @@ func recoverErr(err *error, what string) {
 		*err = fmt.Errorf("%w: %s: %v", ErrInternal, what, r)
 	}
 }
+
+// ContextError is a prompt that does not fit a session's context. It
+// matches ErrContextFull.
+type ContextError struct {
+	Prompt  int // tokens
+	Context int // the session's capacity
+}
+
+func (e *ContextError) Error() string {
+	return fmt.Sprintf("%v: prompt of %d tokens, session context %d", ErrContextFull, e.Prompt, e.Context)
+}
+
+func (e *ContextError) Unwrap() error { return ErrContextFull }

@@ -87,7 +87,7 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 		return res, fmt.Errorf("%w: empty prompt", ErrBadInput)
 	}
 	if len(prompt) >= m.opts.Context {
-		return res, fmt.Errorf("%w: prompt of %d tokens, session context %d", ErrContextFull, len(prompt), m.opts.Context)
+		return res, &ContextError{Prompt: len(prompt), Context: m.opts.Context}
 	}
 	s, err := m.NewSession()
 	if err != nil {

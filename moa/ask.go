@@ -1,0 +1,240 @@
+package moa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Budgets: an agent is given the time its device needs for the answer
+// asked, from what this originator measured of it (or, before any answer,
+// what it announces), never a fixed few seconds: a Pi at 4 tok/s gets what a
+// Pi needs. Hangs are caught by the progress watch, not by the budget.
+const (
+	budgetSlack    = 2.0             // × the expected decode time
+	budgetFloor    = 5 * time.Second // on top, for the prompt and the network
+	unknownSpeed   = 2.0             // tok/s assumed of a peer never measured nor announcing
+	defaultTokens  = 512             // max_tokens assumed when the request has none
+	deadlineGrace  = time.Second     // the server's own deadline ends first, with a clean partial answer
+	maxPeerStats   = 4096
+	observedWeight = 0.5 // moving-average weight of a new observation
+)
+
+// observed is what this originator measured of a peer's answers.
+type observed struct {
+	ttft  time.Duration
+	tokps float64
+}
+
+// peerStats holds observations per peer, bounded.
+type peerStats struct {
+	mu sync.Mutex
+	m  map[peer.ID]observed
+}
+
+func (s *peerStats) get(id peer.ID) (observed, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.m[id]
+	return o, ok
+}
+
+func (s *peerStats) observe(id peer.ID, ttft time.Duration, tokps float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[peer.ID]observed{}
+	}
+	o, ok := s.m[id]
+	if !ok {
+		if len(s.m) >= maxPeerStats {
+			for k := range s.m { // drop any one: a rough bound is enough
+				delete(s.m, k)
+				break
+			}
+		}
+		s.m[id] = observed{ttft: ttft, tokps: tokps}
+		return
+	}
+	if ttft > 0 {
+		o.ttft = time.Duration((1-observedWeight)*float64(o.ttft) + observedWeight*float64(ttft))
+	}
+	if tokps > 0 {
+		o.tokps = (1-observedWeight)*o.tokps + observedWeight*tokps
+	}
+	s.m[id] = o
+}
+
+// expect is what to expect of candidate c: time to first token (0: unknown)
+// and decode tok/s.
+func (o *Originator) expect(c candidate) (time.Duration, float64) {
+	ttft, tokps := time.Duration(0), c.role.TokPerSec
+	if ob, ok := o.stats.get(c.peer.ID); ok {
+		if ob.ttft > 0 {
+			ttft = ob.ttft
+		}
+		if ob.tokps > 0 {
+			tokps = ob.tokps
+		}
+	}
+	if tokps <= 0 {
+		tokps = unknownSpeed
+	}
+	return ttft, tokps
+}
+
+// budget is how long c may take to answer maxTokens.
+func (o *Originator) budget(c candidate, maxTokens int) time.Duration {
+	if maxTokens <= 0 {
+		maxTokens = defaultTokens
+	}
+	ttft, tokps := o.expect(c)
+	return ttft + time.Duration(budgetSlack*float64(maxTokens)/tokps*float64(time.Second)) + budgetFloor
+}
+
+// askRole asks the best live holder of role, moving to the next one when a
+// peer is busy, unreachable or hung, until ctx ends. final says whether
+// onToken's text reaches the user (then, once text was sent, a failure
+// stands: another peer's answer cannot follow it without garbling it).
+func (o *Originator) askRole(ctx context.Context, role string, req *Request, onToken func(peer, text string), final bool) AgentResponse {
+	return o.askModel(ctx, role, "", req, onToken, final)
+}
+
+// askModel is askRole restricted to peers running model ("" for any). A
+// partial answer (cut off by a deadline, or by a peer that hung mid-answer)
+// is kept when no other peer does better.
+func (o *Originator) askModel(ctx context.Context, role, model string, req *Request, onToken func(peer, text string), final bool) AgentResponse {
+	cands := o.modelCandidates(role, model)
+	a := AgentResponse{Role: role, Error: "no live peer serves " + role}
+	var partial *AgentResponse
+	var skipped []string
+	for _, c := range cands {
+		if ctx.Err() != nil {
+			break
+		}
+		streamed := false
+		a = o.askPeer(ctx, c, req, func(t string) {
+			streamed = true
+			if onToken != nil {
+				onToken(c.peer.ID.String(), t)
+			}
+		})
+		if a.Error == "" || ctx.Err() != nil || (streamed && final) ||
+			errors.Is(a.Err, ErrTooLong) || errors.Is(a.Err, ErrBadRequest) {
+			break // the request's fault: the next peer would refuse it too
+		}
+		if strings.TrimSpace(a.Content) != "" && (partial == nil || len(a.Content) > len(partial.Content)) {
+			p := a
+			partial = &p
+		}
+		o.log().Info("agent failed", "role", role, "peer", c.peer.ID, "err", a.Error)
+		skipped = append(skipped, shortPeer(c.peer.ID.String())+": "+a.Error)
+	}
+	if a.Error != "" && strings.TrimSpace(a.Content) != "" && !final {
+		p := a
+		partial = &p
+	}
+	if a.Error != "" && partial != nil && !final {
+		p := *partial
+		p.Partial, p.PartialReason, p.Error, p.Err = true, p.Error, "", nil
+		a = p
+	}
+	a.Skipped = skipped
+	return a
+}
+
+// askPeer asks one peer, within the budget its speed allows (and the
+// caller's deadline), under a progress watch that resets the call when the
+// peer stops answering pings.
+func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onToken func(string)) AgentResponse {
+	a := AgentResponse{Role: c.role.Role, Peer: c.peer.ID.String(), Model: c.role.ModelName, ModelCID: c.role.ModelCID,
+		Weight: c.weight, Thermal: c.peer.Cap.Thermal}
+	// The server's own deadline ends first, so that what it made comes back
+	// as a clean partial answer rather than a reset stream.
+	budget := o.budget(c, req.MaxTokens)
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		budget = min(budget, left-min(deadlineGrace, left/5))
+	}
+	if budget <= 0 {
+		a.Error = "no time left for this agent"
+		return a
+	}
+	r := *req
+	r.DeadlineMS = max(budget.Milliseconds(), 1)
+	cctx, cancel := context.WithTimeout(ctx, budget+deadlineGrace)
+	defer cancel()
+	ttft, tokps := o.expect(c)
+	perToken := time.Duration(float64(time.Second) / tokps)
+	// The first token also waits for the prompt (and a queue): until one
+	// is measured, the probes alone decide.
+	w := o.Progress.Watch(o.Host, ttft, []peer.ID{c.peer.ID}, func(peer.ID, error) { cancel() })
+	var text strings.Builder
+	collect := func(t string) {
+		w.Progress(perToken)
+		text.WriteString(t)
+		if onToken != nil {
+			onToken(t)
+		}
+	}
+	start := time.Now()
+	var done *Done
+	var err error
+	if c.peer.Self && o.Local != nil {
+		done, err = o.Local.Serve(cctx, &r, func(t string) error { collect(t); return nil })
+	} else {
+		done, err = Call(cctx, o.Host, c.peer.ID, &r, collect)
+	}
+	hung, cause, detect := w.Stop()
+	a.MS = ms(time.Since(start))
+	a.Content = text.String()
+	switch {
+	case hung != "" && ctx.Err() == nil:
+		a.Error = fmt.Sprintf("hung: %v (%s without progress)", cause, detect.Round(time.Millisecond))
+		return a
+	case err != nil:
+		if errors.Is(err, context.DeadlineExceeded) || (cctx.Err() != nil && ctx.Err() == nil) {
+			err = fmt.Errorf("timed out after %s", time.Since(start).Round(time.Millisecond))
+		}
+		a.Error = err.Error()
+		a.Err = err
+		return a
+	}
+	a.Tokens, a.TokPerSec, a.TTFTMS, a.Battery, a.Prompt = done.Tokens, done.TokPerSec, done.TTFTMS, done.Battery, done.PromptTokens
+	a.ServerMS = done.TotalMS
+	if done.Reason == "deadline" {
+		if strings.TrimSpace(a.Content) == "" {
+			a.Error = fmt.Sprintf("timed out after %s before its first token", time.Since(start).Round(time.Millisecond))
+			return a
+		}
+		a.Partial, a.PartialReason = true, "cut off by its deadline"
+	}
+	if done.Thermal != "" {
+		a.Thermal = done.Thermal
+	}
+	if done.Model != "" {
+		a.Model = done.Model
+	}
+	if !c.peer.Self {
+		// What the originator saw, network included, is what the next
+		// budget is made of.
+		var seen time.Duration
+		if done.TTFTMS > 0 {
+			seen = time.Duration(done.TTFTMS*float64(time.Millisecond)) + o.rtt(c.peer.ID)
+		}
+		o.stats.observe(c.peer.ID, seen, done.TokPerSec)
+	}
+	return a
+}
+
+func (o *Originator) rtt(id peer.ID) time.Duration {
+	if o.Host == nil {
+		return 0
+	}
+	return o.Host.Peerstore().LatencyEWMA(id)
+}
