@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -168,29 +169,42 @@ func TestMoARolePeerDiesMidQuery(t *testing.T) {
 	}
 }
 
-// TestOpenAIClient drives the API with the official openai npm package.
+// TestOpenAIClient drives the API with the official openai npm package:
+// every request field, streamed and not (e2e/openai/check.mjs).
 func TestOpenAIClient(t *testing.T) {
 	npm, err := exec.LookPath("npm")
 	if err != nil {
 		t.Fatal("npm is not installed: run scripts/install-deps.sh")
 	}
-	dir := filepath.Join(os.TempDir(), "swarm-e2e-openai")
-	os.MkdirAll(dir, 0o755)
-	for _, f := range []string{"package.json", "check.mjs"} {
-		b, err := os.ReadFile(filepath.Join("openai", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	// The package is installed once per machine; each run gets its own
+	// copy of the script (runs from several checkouts may overlap).
+	cache := filepath.Join(os.TempDir(), "swarm-e2e-openai")
+	pkg, err := os.ReadFile(filepath.Join("openai", "package.json"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
+	if old, _ := os.ReadFile(filepath.Join(cache, "package.json")); !bytes.Equal(old, pkg) ||
+		!exists(filepath.Join(cache, "node_modules", "openai", "package.json")) {
+		os.MkdirAll(cache, 0o755)
+		if err := os.WriteFile(filepath.Join(cache, "package.json"), pkg, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		cmd := exec.Command(npm, "install", "--no-audit", "--no-fund", "--loglevel=error")
-		cmd.Dir = dir
+		cmd.Dir = cache
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("npm install openai: %v\n%s", err, out)
 		}
+	}
+	dir := t.TempDir()
+	script, err := os.ReadFile(filepath.Join("openai", "check.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "check.mjs"), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(cache, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
 	}
 	d := roleDaemon(t, "", "reasoner", "concise", "aggregator")
 	cmd := exec.Command("node", "check.mjs", "http://"+d.api)
@@ -204,4 +218,9 @@ func TestOpenAIClient(t *testing.T) {
 		t.Fatalf("openai client output: %v\n%s", err, out)
 	}
 	t.Logf("openai client: %s", out)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -15,14 +16,16 @@ import (
 
 // apiServer is the local HTTP API.
 type apiServer struct {
-	ln  net.Listener
-	srv *http.Server
-	n   *Node
-	mux *http.ServeMux
+	ln     net.Listener
+	srv    *http.Server
+	n      *Node
+	mux    *http.ServeMux
+	log    *slog.Logger
+	warned sync.Map // request fields ignored and already logged
 }
 
 func startAPI(ln net.Listener, n *Node, log *slog.Logger) *apiServer {
-	a := &apiServer{ln: ln, n: n, mux: http.NewServeMux()}
+	a := &apiServer{ln: ln, n: n, mux: http.NewServeMux(), log: log}
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 	})
@@ -33,20 +36,25 @@ func startAPI(ln net.Listener, n *Node, log *slog.Logger) *apiServer {
 	a.mux.HandleFunc("POST /v1/swarm/query", a.query)
 	a.mux.HandleFunc("POST /v1/chat/completions", a.chatCompletions)
 	a.mux.HandleFunc("GET /v1/models", a.models)
+	a.mux.HandleFunc("GET /v1/models/{id...}", a.model)
 	a.mux.HandleFunc("GET /v1/swarm/shards", a.shardsView)
 	a.mux.HandleFunc("GET /v1/swarm/plan", a.plan)
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// A known path asked with the wrong method is 405, not 404.
-		if _, pattern := a.mux.Handler(&http.Request{Method: otherMethod(r.Method), URL: r.URL, Host: r.Host}); pattern != "/" && pattern != "" {
-			w.Header().Set("Allow", strings.Fields(pattern)[0])
-			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
+		if allow := a.allowed(r); allow != "" {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+" (allowed: "+allow+")")
 			return
 		}
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
+	// No ReadTimeout or WriteTimeout: answers stream for minutes.
+	// decodeBody bounds the time a request body may take.
 	a.srv = &http.Server{
-		Handler:           a.auth(a.mux),
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:           a.browserGuard(a.auth(a.mux)),
+		ReadHeaderTimeout: apiHeaderTimeout,
+		IdleTimeout:       apiIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	go a.srv.Serve(ln)
@@ -135,10 +143,16 @@ func (a *apiServer) status(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-// otherMethod is the method a mistaken request most likely meant.
-func otherMethod(m string) string {
-	if m == http.MethodGet {
-		return http.MethodPost
+// allowed lists the methods a path serves, "" for an unknown path.
+func (a *apiServer) allowed(r *http.Request) string {
+	var methods []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		if m == r.Method {
+			continue
+		}
+		if _, pattern := a.mux.Handler(&http.Request{Method: m, URL: r.URL, Host: r.Host}); pattern != "/" && pattern != "" {
+			methods = append(methods, m)
+		}
 	}
-	return http.MethodGet
+	return strings.Join(methods, ", ")
 }

@@ -3,61 +3,15 @@ package node
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/llmswarm/llmswarm/moa"
 )
-
-// chatRequest is the part of OpenAI's chat completion request the swarm
-// honours. Unknown fields are rejected, except these common ones that are
-// accepted and ignored.
-type chatRequest struct {
-	Model               string          `json:"model"`
-	Messages            []chatMessage   `json:"messages"`
-	Stream              bool            `json:"stream"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Temperature         *float32        `json:"temperature"`
-	TopP                *float32        `json:"top_p"`
-	Seed                *uint64         `json:"seed"`
-	N                   *int            `json:"n"`
-	StreamOptions       json.RawMessage `json:"stream_options"`
-	User                string          `json:"user"`
-	PresencePenalty     *float32        `json:"presence_penalty"`
-	FrequencyPenalty    *float32        `json:"frequency_penalty"`
-}
-
-type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Name    string          `json:"name,omitempty"`
-}
-
-// text reads a message's content: a string, or an array of text parts.
-func (m chatMessage) text() (string, error) {
-	var s string
-	if err := json.Unmarshal(m.Content, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(m.Content, &parts); err != nil {
-		return "", badRequest("messages[].content must be a string or an array of text parts")
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Type != "text" {
-			return "", badRequest("content part type %q is not supported (text only)", p.Type)
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String(), nil
-}
 
 // Model names the OpenAI API accepts besides roles and model names.
 const (
@@ -74,33 +28,43 @@ func newID() string {
 
 // chatCompletions serves POST /v1/chat/completions.
 func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	var req chatRequest
-	if err := decodeBody(w, r, &req); err != nil {
-		writeErr(w, err)
-		return
-	}
-	spec, err := a.specFromChat(req)
+	req, err := decodeChat(w, r)
 	if err != nil {
 		writeErr(w, err)
 		return
+	}
+	spec, opt, err := a.specFromChat(req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	a.noteIgnored(w, opt.ignored)
+	if opt.sampled {
+		w.Header().Set("X-Swarm-Seed", strconv.FormatUint(spec.sampling.Seed, 10))
 	}
 	id, created := newID(), time.Now().Unix()
 	model := req.Model
 	if model == "" {
 		model = modelAuto
 	}
+	usage := func(out *outcome) map[string]int {
+		return map[string]int{"prompt_tokens": out.promptToks, "completion_tokens": out.genToks,
+			"total_tokens": out.promptToks + out.genToks}
+	}
 	if !req.Stream {
-		out, err := a.n.answer(r.Context(), spec)
+		out, err := a.ask(r.Context(), spec, opt.stops)
+		if err == nil && opt.jsonObject {
+			err = checkJSONObject(out.final)
+		}
 		if err != nil {
 			writeErr(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": model,
-			"choices": []any{map[string]any{"index": 0, "finish_reason": out.finish,
+			"choices": []any{map[string]any{"index": 0, "finish_reason": out.finish, "logprobs": nil,
 				"message": map[string]any{"role": "assistant", "content": out.final}}},
-			"usage": map[string]int{"prompt_tokens": out.promptToks, "completion_tokens": out.genToks,
-				"total_tokens": out.promptToks + out.genToks},
+			"usage": usage(out),
 			"swarm": out.result,
 		})
 		return
@@ -110,82 +74,51 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
 	}
-	s.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
-	spec.onToken = func(t string) { s.event("", chunk(map[string]any{"content": t}, nil)) }
+	var role sync.Once
+	content := func(t string) {
+		role.Do(func() { s.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil)) })
+		if t != "" {
+			s.event("", chunk(map[string]any{"content": t}, nil))
+		}
+	}
+	if !opt.jsonObject { // a JSON answer is sent once checked whole
+		spec.onToken = content
+	}
 	spec.onAgent = func(ar moa.AgentResponse) { s.comment("agent " + ar.Role + " done") }
-	out, err := a.n.answer(r.Context(), spec)
+	out, err := a.ask(r.Context(), spec, opt.stops)
+	if err == nil && opt.jsonObject {
+		if err = checkJSONObject(out.final); err == nil {
+			content(out.final)
+		}
+	}
 	if err != nil {
-		status, typ := statusOf(err)
-		s.event("", map[string]any{"error": map[string]any{"message": err.Error(), "type": typ, "code": status}})
-		s.event("", "[DONE]")
+		s.fail(err, func(status int, typ string) []sseEvent {
+			return []sseEvent{{"", map[string]any{"error": map[string]any{"message": err.Error(), "type": typ, "status": status}}},
+				{"", "[DONE]"}}
+		})
 		return
 	}
+	content("")
 	s.event("", chunk(map[string]any{}, out.finish))
+	if opt.includeUsage {
+		s.event("", map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+			"choices": []any{}, "usage": usage(out)})
+	}
 	s.event("", "[DONE]")
 }
 
-// specFromChat turns a chat request into a query: the last user message
-// is the question, the messages before it the history.
-func (a *apiServer) specFromChat(req chatRequest) (querySpec, error) {
-	var spec querySpec
-	if len(req.Messages) == 0 {
-		return spec, badRequest("messages must not be empty")
+// noteIgnored tells the caller, in a header, which fields it sent that the
+// swarm accepts and ignores, and logs each such field once.
+func (a *apiServer) noteIgnored(w http.ResponseWriter, fields []string) {
+	if len(fields) == 0 {
+		return
 	}
-	if req.N != nil && *req.N != 1 {
-		return spec, badRequest("n must be 1")
-	}
-	msgs := make([]moa.Message, 0, len(req.Messages))
-	for i, m := range req.Messages {
-		switch m.Role {
-		case "system", "developer", "user", "assistant":
-		default:
-			return spec, badRequest("messages[%d].role %q: want system, user or assistant", i, m.Role)
-		}
-		text, err := m.text()
-		if err != nil {
-			return spec, err
-		}
-		role := m.Role
-		if role == "developer" {
-			role = "system"
-		}
-		msgs = append(msgs, moa.Message{Role: role, Content: text})
-	}
-	last := msgs[len(msgs)-1]
-	if last.Role != "user" || strings.TrimSpace(last.Content) == "" {
-		return spec, badRequest("the last message must be a non-empty user message")
-	}
-	spec.prompt, spec.history = last.Content, msgs[:len(msgs)-1]
-	spec.maxTokens = defaultMaxTokens
-	for _, mt := range []*int{req.MaxTokens, req.MaxCompletionTokens} {
-		if mt != nil {
-			if *mt < 1 || *mt > 8192 {
-				return spec, badRequest("max_tokens %d: want 1..8192", *mt)
-			}
-			spec.maxTokens = *mt
+	w.Header().Set("X-Swarm-Ignored-Fields", strings.Join(fields, ", "))
+	for _, f := range fields {
+		if _, seen := a.warned.LoadOrStore(f, true); !seen {
+			a.log.Warn("chat completions: request field accepted and ignored (logged once)", "field", f)
 		}
 	}
-	if t := req.Temperature; t != nil {
-		if *t < 0 || *t > 2 {
-			return spec, badRequest("temperature %v: want 0..2", *t)
-		}
-		spec.sampling.Temperature = *t
-	}
-	if p := req.TopP; p != nil {
-		if *p <= 0 || *p > 1 {
-			return spec, badRequest("top_p %v: want (0,1]", *p)
-		}
-		spec.sampling.TopP = *p
-	}
-	if req.Seed != nil {
-		spec.sampling.Seed = *req.Seed
-	}
-	mode, model, err := a.resolveModel(req.Model)
-	if err != nil {
-		return spec, err
-	}
-	spec.mode, spec.model = mode, model
-	return spec, nil
 }
 
 // resolveModel maps the model field to a mode: swarm, swarm-moa,
@@ -229,45 +162,64 @@ func (a *apiServer) resolveModel(name string) (mode, model string, err error) {
 		errFmt("model %q not found: use swarm, swarm-moa, swarm-speed, a role name, or a model listed by GET /v1/models (role models and pipeline models)", name)}
 }
 
-// models serves GET /v1/models: the swarm modes, every role served by a
-// live peer, every model name those roles run, and every model live peers
-// hold layers of (answered by pipeline).
-func (a *apiServer) models(w http.ResponseWriter, r *http.Request) {
-	type entry struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
+// modelEntry is one model of GET /v1/models.
+type modelEntry struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// modelList is the swarm modes, every role served by a live peer, every
+// model name those roles run, and every model live peers hold layers of
+// (answered by pipeline).
+func (a *apiServer) modelList() []modelEntry {
+	data := []modelEntry{{modelAuto, "model", 0, "swarm"}, {modelMoA, "model", 0, "swarm"}, {modelSpeed, "model", 0, "swarm"}}
+	s := a.n.Swarm()
+	if s == nil {
+		return data
 	}
-	data := []entry{{modelAuto, "model", 0, "swarm"}, {modelMoA, "model", 0, "swarm"}, {modelSpeed, "model", 0, "swarm"}}
 	seen := map[string]bool{}
-	if s := a.n.Swarm(); s != nil {
-		for _, role := range moa.Roles {
-			for _, h := range s.View().ByRole(role) {
-				if !seen[role] {
-					seen[role] = true
-					data = append(data, entry{role, "model", 0, "swarm-role"})
-				}
-				if name := h.Role.ModelName; name != "" && !seen[name] {
-					seen[name] = true
-					data = append(data, entry{name, "model", 0, h.Peer.ID.String()})
-				}
+	for _, role := range moa.Roles {
+		for _, h := range s.View().ByRole(role) {
+			if !seen[role] {
+				seen[role] = true
+				data = append(data, modelEntry{role, "model", 0, "swarm-role"})
+			}
+			if name := h.Role.ModelName; name != "" && !seen[name] {
+				seen[name] = true
+				data = append(data, modelEntry{name, "model", 0, h.Peer.ID.String()})
 			}
 		}
 	}
-	if s := a.n.Swarm(); s != nil {
-		for _, p := range s.View().Peers() {
-			for _, sh := range p.Cap.Shards {
-				name := sh.ModelName
-				if name == "" {
-					name = sh.ModelCID
-				}
-				if p.Alive && !seen[name] {
-					seen[name] = true
-					data = append(data, entry{name, "model", 0, "swarm-pipeline"})
-				}
+	for _, p := range s.View().Peers() {
+		for _, sh := range p.Cap.Shards {
+			name := sh.ModelName
+			if name == "" {
+				name = sh.ModelCID
+			}
+			if p.Alive && !seen[name] {
+				seen[name] = true
+				data = append(data, modelEntry{name, "model", 0, "swarm-pipeline"})
 			}
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	return data
+}
+
+// models serves GET /v1/models.
+func (a *apiServer) models(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": a.modelList()})
+}
+
+// model serves GET /v1/models/{id}.
+func (a *apiServer) model(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	for _, m := range a.modelList() {
+		if m.ID == id {
+			writeJSON(w, http.StatusOK, m)
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, "model_not_found", fmt.Sprintf("model %q not found: GET /v1/models lists the models live peers serve", id))
 }

@@ -1,5 +1,7 @@
-// Drives swarmd's OpenAI-compatible API with the official openai client.
-// Usage: node check.mjs http://127.0.0.1:PORT
+// Drives swarmd's OpenAI-compatible API with the official openai client:
+// every request field the swarm honours or refuses, streamed and not.
+// Usage: node check.mjs http://127.0.0.1:PORT (a peer serving reasoner,
+// concise and aggregator, with no writer).
 // Prints one JSON object with what it saw; exits non-zero on any failure.
 import OpenAI from "openai";
 
@@ -16,63 +18,138 @@ function fail(msg) {
   process.exit(1);
 }
 
-// Models.
-const models = await client.models.list();
-out.models = models.data.map((m) => m.id);
-if (!out.models.includes("swarm")) fail("GET /v1/models lacks 'swarm': " + out.models);
-
-// Non-streaming.
-const chat = await client.chat.completions.create({
-  model: "swarm",
-  messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "What is the capital of France?" }],
-  max_tokens: 8,
-});
-out.content = chat.choices[0].message.content;
-out.finish_reason = chat.choices[0].finish_reason;
-out.usage = chat.usage;
-if (typeof out.content !== "string" || out.content.length === 0) fail("empty non-streaming answer");
-if (chat.object !== "chat.completion") fail("object is " + chat.object);
-
-// Streaming.
-const stream = await client.chat.completions.create({
-  model: "reasoner",
-  messages: [{ role: "user", content: "Count to three." }],
-  max_tokens: 8,
-  stream: true,
-});
-let text = "";
-let chunks = 0;
-let finish = null;
-for await (const chunk of stream) {
-  chunks++;
-  const c = chunk.choices[0];
-  if (c.delta && c.delta.content) text += c.delta.content;
-  if (c.finish_reason) finish = c.finish_reason;
+// ask runs one chat completion, streamed or not, and returns what came back.
+async function ask(params, stream) {
+  if (!stream) {
+    const c = await client.chat.completions.create(params);
+    if (c.object !== "chat.completion") fail("object is " + c.object);
+    return { text: c.choices[0].message.content, finish: c.choices[0].finish_reason, usage: c.usage };
+  }
+  const s = await client.chat.completions.create({ ...params, stream: true });
+  let text = "", finish = null, usage = null, chunks = 0, last = null;
+  for await (const chunk of s) {
+    chunks++;
+    last = chunk;
+    if (chunk.object !== "chat.completion.chunk") fail("chunk object is " + chunk.object);
+    const c = chunk.choices[0];
+    if (c && c.delta && c.delta.content) text += c.delta.content;
+    if (c && c.finish_reason) finish = c.finish_reason;
+    if (chunk.usage) usage = chunk.usage;
+  }
+  return { text, finish, usage, chunks, last };
 }
-out.stream_text = text;
-out.stream_chunks = chunks;
-out.stream_finish = finish;
-if (text.length === 0) fail("empty streamed answer");
-// 8 tokens asked: the answer ends by hitting the limit ("length") unless the model stopped first.
-if (finish !== "length" && finish !== "stop") fail("stream ended with finish_reason " + finish);
-if (!["length", "stop"].includes(out.finish_reason)) fail("finish_reason " + out.finish_reason);
 
-// Errors surface as APIError with the status and message.
-async function expectError(name, fn, status) {
+// expectError checks that fn fails with an APIError of this status whose
+// message contains want.
+async function expectError(name, fn, status, want) {
   try {
     await fn();
   } catch (e) {
     if (!(e instanceof OpenAI.APIError)) fail(name + ": not an APIError: " + e);
-    if (e.status !== status) fail(name + ": status " + e.status + ", want " + status);
+    if (e.status !== status) fail(name + ": status " + e.status + ", want " + status + ": " + e.message);
+    if (want && !e.message.includes(want)) fail(name + ": message " + JSON.stringify(e.message) + " lacks " + JSON.stringify(want));
     out[name] = { status: e.status, message: e.message };
     return;
   }
   fail(name + ": no error");
 }
+
+// A stop string the model really produced: two runes from the second half
+// of text, neither a replacement character (a synthetic model's text is
+// not always valid UTF-8).
+function stopIn(text) {
+  const r = Array.from(text);
+  for (let i = Math.floor(r.length / 2); i + 1 < r.length; i++) {
+    if (r[i] !== "\uFFFD" && r[i + 1] !== "\uFFFD") return r[i] + r[i + 1];
+  }
+  fail("no stop string to pick in " + JSON.stringify(text));
+}
+
+const user = (content) => [{ role: "user", content }];
+
+// Models, listed and one by one.
+const models = await client.models.list();
+out.models = models.data.map((m) => m.id);
+if (!out.models.includes("swarm") || !out.models.includes("reasoner")) fail("GET /v1/models: " + out.models);
+const one = await client.models.retrieve("reasoner");
+if (one.id !== "reasoner") fail("GET /v1/models/reasoner: " + JSON.stringify(one));
+await expectError("retrieve_unknown_model", () => client.models.retrieve("no-such-model"), 404, "no-such-model");
+
+// The mixture answers, as before.
+const chat = await ask({
+  model: "swarm",
+  messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "What is the capital of France?" }],
+  max_tokens: 8,
+}, false);
+out.content = chat.text;
+out.finish_reason = chat.finish;
+if (typeof chat.text !== "string" || chat.text.length === 0) fail("empty non-streaming answer");
+if (!["length", "stop"].includes(chat.finish)) fail("finish_reason " + chat.finish);
+
+for (const stream of [false, true]) {
+  const tag = stream ? "stream" : "whole";
+  const params = { model: "reasoner", messages: user("Count to three."), max_tokens: 16 };
+  const greedy = await ask({ ...params, temperature: 0 }, stream);
+  if (greedy.text.length === 0) fail(tag + ": empty greedy answer");
+  if (greedy.finish !== "length" && greedy.finish !== "stop") fail(tag + ": finish_reason " + greedy.finish);
+
+  // seed: reproducible; no seed at the default temperature: fresh samples.
+  const s1 = await ask({ ...params, temperature: 1, seed: 1234 }, stream);
+  const s2 = await ask({ ...params, temperature: 1, seed: 1234 }, stream);
+  if (s1.text !== s2.text) fail(tag + ": same seed, different answers: " + JSON.stringify([s1.text, s2.text]));
+  const m1 = await ask({ model: "swarm", messages: user("Who wrote Hamlet?"), max_tokens: 8, seed: 99 }, stream);
+  const m2 = await ask({ model: "swarm", messages: user("Who wrote Hamlet?"), max_tokens: 8, seed: 99 }, stream);
+  if (m1.text !== m2.text) fail(tag + ": mixture, same seed, different answers");
+  const fresh = new Set();
+  for (let i = 0; i < 3; i++) fresh.add((await ask(params, stream)).text);
+  if (fresh.size < 2) fail(tag + ": no seed, yet the same answer three times: " + [...fresh]);
+  out[tag + "_seed"] = { same_seed: s1.text, fresh_answers: fresh.size };
+
+  // stop: a string, a list, null.
+  const stop = stopIn(greedy.text);
+  const want = greedy.text.slice(0, greedy.text.indexOf(stop));
+  for (const s of [stop, ["never said", stop]]) {
+    const r = await ask({ ...params, temperature: 0, stop: s }, stream);
+    if (r.text !== want || r.finish !== "stop") {
+      fail(tag + ": stop " + JSON.stringify(s) + ": " + JSON.stringify(r.text) + " (" + r.finish + "), want " + JSON.stringify(want));
+    }
+  }
+  const nostop = await ask({ ...params, temperature: 0, stop: null }, stream);
+  if (nostop.text !== greedy.text) fail(tag + ": stop null changed the answer");
+  out[tag + "_stop"] = { stop, text: want };
+
+  // Metadata OpenAI documents as optional: accepted and ignored.
+  const meta = await ask({ ...params, temperature: 0, user: "u-1", metadata: { k: "v" }, store: false, n: 1 }, stream);
+  if (meta.text !== greedy.text) fail(tag + ": user/metadata/store changed the answer");
+
+  // Refused, each by name, with the real status even when streaming.
+  const refuse = (name, extra, status, want) =>
+    expectError(tag + "_" + name, () => ask({ ...params, ...extra }, stream), status, want);
+  await refuse("logprobs", { logprobs: true }, 400, "logprobs");
+  await refuse("top_logprobs", { top_logprobs: 2 }, 400, "top_logprobs");
+  await refuse("n", { n: 2 }, 400, "n=2");
+  await refuse("unknown_field", { colour: "blue" }, 400, 'unknown field "colour"');
+  await refuse("json_schema", { response_format: { type: "json_schema", json_schema: { name: "x", schema: {} } } }, 400, "json_schema");
+  // json_object is checked, not constrained: a synthetic model's text is no JSON.
+  await refuse("json_object", { temperature: 0, response_format: { type: "json_object" } }, 502, "not a JSON object");
+  await refuse("no_writer", { model: "writer" }, 503, "no live peer serves writer");
+  await refuse("prompt_too_long", { messages: user("swarm ".repeat(6000)) }, 400, "context");
+}
+
+// stream_options.include_usage: the last chunk carries the usage.
+const u = await ask({ model: "reasoner", messages: user("Count to three."), max_tokens: 8, stream_options: { include_usage: true } }, true);
+if (!u.usage || u.usage.completion_tokens < 1 || u.usage.total_tokens !== u.usage.prompt_tokens + u.usage.completion_tokens) {
+  fail("include_usage: " + JSON.stringify(u.last));
+}
+if (u.last.choices.length !== 0) fail("include_usage: the usage chunk has choices");
+out.stream_usage = u.usage;
+const nu = await ask({ model: "reasoner", messages: user("Count to three."), max_tokens: 8 }, true);
+if (nu.usage) fail("usage sent without include_usage");
+
 await expectError("empty_messages", () => client.chat.completions.create({ model: "swarm", messages: [] }), 400);
 await expectError("unknown_model", () =>
-  client.chat.completions.create({ model: "no-such-model", messages: [{ role: "user", content: "hi" }] }), 404);
+  client.chat.completions.create({ model: "no-such-model", messages: user("hi") }), 404);
 await expectError("bad_temperature", () =>
-  client.chat.completions.create({ model: "swarm", temperature: 9, messages: [{ role: "user", content: "hi" }] }), 400);
+  client.chat.completions.create({ model: "swarm", temperature: 9, messages: user("hi") }), 400, "temperature");
 
 console.log(JSON.stringify(out));

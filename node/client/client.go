@@ -21,12 +21,20 @@ var ErrNotRunning = errors.New("swarmd is not running")
 
 // APIError is an error answer of the API.
 type APIError struct {
+	// Status is the HTTP status of the answer; for an error that arrived
+	// in a stream (Streamed), the status it would have had before the
+	// stream began (0 if the server did not say).
 	Status  int
 	Message string
 	Type    string
+	// Streamed: the error ended a stream that had begun with HTTP 200.
+	Streamed bool
 }
 
 func (e *APIError) Error() string {
+	if e.Streamed { // the HTTP status was 200: quoting it would mislead
+		return "swarmd: " + e.Message
+	}
 	return fmt.Sprintf("swarmd: %s (HTTP %d)", e.Message, e.Status)
 }
 

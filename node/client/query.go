@@ -118,7 +118,7 @@ func (c *Client) Query(ctx context.Context, req QueryRequest, onEvent func(Event
 			if err := json.Unmarshal(data, &e); err != nil {
 				return err
 			}
-			return &APIError{Status: 200, Message: e.Error.Message, Type: e.Error.Type}
+			return &APIError{Status: e.Error.Status, Message: e.Error.Message, Type: e.Error.Type, Streamed: true}
 		}
 		if onEvent != nil {
 			onEvent(ev)

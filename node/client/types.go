@@ -102,4 +102,7 @@ type ErrorBody struct {
 	Message string `json:"message"`
 	Type    string `json:"type"`
 	Code    string `json:"code,omitempty"`
+	// Status is set on an error event of a stream: the HTTP status the
+	// error would have had, had it come before the stream began.
+	Status int `json:"status,omitempty"`
 }

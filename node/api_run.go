@@ -1,0 +1,161 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/moa"
+	"github.com/llmswarm/llmswarm/pipeline"
+)
+
+// ask answers spec for an API call, adding what the API promises on top of
+// every strategy: the text ends before the first stop string (and the
+// generation is cancelled there), and a prompt that does not fit a model's
+// context is the caller's error (400), not the swarm's.
+func (a *apiServer) ask(ctx context.Context, spec querySpec, stops []string) (*outcome, error) {
+	if len(stops) == 0 {
+		out, err := a.n.answer(ctx, spec)
+		return out, contextFull(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cut := &stopCutter{stops: stops, emit: spec.onToken, cancel: cancel}
+	spec.onToken = cut.add
+	out, err := a.n.answer(ctx, spec)
+	if text, pieces, hit := cut.result(); hit {
+		// The strategy saw a cancellation, perhaps as a failure: the answer
+		// is what came before the stop string.
+		stopped := &outcome{final: text, genToks: pieces, finish: "stop"}
+		if out != nil {
+			stopped.result, stopped.promptToks = out.result, out.promptToks
+		}
+		return stopped, nil
+	}
+	if err != nil {
+		return nil, contextFull(err)
+	}
+	cut.flush()
+	if i, ok := firstStop(out.final, stops); ok { // a fallback answer not streamed as it was made
+		out.final, out.finish = out.final[:i], "stop"
+	}
+	return out, nil
+}
+
+// contextFull turns a prompt too long for the model into a 400. Agents'
+// failures cross the MoA protocol as text, so the engine's sentinel is
+// recognised by its message there.
+func contextFull(err error) error {
+	if err == nil {
+		return nil
+	}
+	full := errors.Is(err, engine.ErrContextFull)
+	var se *pipeline.StageError
+	if errors.As(err, &se) && se.Code == pipeline.CodeContextFull {
+		full = true
+	}
+	var nr *moa.NoResponseError
+	if errors.As(err, &nr) && len(nr.Failed) > 0 {
+		full = true
+		for _, f := range nr.Failed {
+			full = full && strings.Contains(f.Err.Error(), engine.ErrContextFull.Error())
+		}
+	}
+	if !full {
+		return err
+	}
+	return &errHTTP{http.StatusBadRequest, "context_length_exceeded", errFmt("the prompt does not fit the model's context: %w", err)}
+}
+
+// stopCutter passes streamed text on until the first stop string, which it
+// and everything after it never reach the caller. Text that could be the
+// start of a stop string is held back until the next piece decides.
+type stopCutter struct {
+	stops  []string
+	emit   func(string) // may be nil
+	cancel func()
+
+	mu      sync.Mutex
+	pending string // held back: a prefix of some stop string
+	text    strings.Builder
+	pieces  int
+	hit     bool
+}
+
+func (c *stopCutter) add(piece string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hit {
+		return
+	}
+	c.pieces++
+	buf := c.pending + piece
+	if i, ok := firstStop(buf, c.stops); ok {
+		c.hit, c.pending = true, ""
+		c.out(buf[:i])
+		c.cancel()
+		return
+	}
+	keep := heldBack(buf, c.stops)
+	c.pending = buf[len(buf)-keep:]
+	c.out(buf[:len(buf)-keep])
+}
+
+// flush passes on what was held back: the generation ended without a stop.
+func (c *stopCutter) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.hit {
+		c.out(c.pending)
+		c.pending = ""
+	}
+}
+
+func (c *stopCutter) out(s string) {
+	if s == "" {
+		return
+	}
+	c.text.WriteString(s)
+	if c.emit != nil {
+		c.emit(s)
+	}
+}
+
+// result is the text passed on, the pieces seen up to the stop, and
+// whether a stop string ended it.
+func (c *stopCutter) result() (string, int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.text.String(), c.pieces, c.hit
+}
+
+// firstStop is the index of the earliest stop string in s.
+func firstStop(s string, stops []string) (int, bool) {
+	best := -1
+	for _, st := range stops {
+		if i := strings.Index(s, st); i >= 0 && (best < 0 || i < best) {
+			best = i
+		}
+	}
+	return best, best >= 0
+}
+
+// heldBack is the length of the longest suffix of s that is a proper
+// prefix of a stop string: text that a later piece could complete.
+func heldBack(s string, stops []string) int {
+	longest := 0
+	for _, st := range stops {
+		longest = max(longest, len(st))
+	}
+	for i := max(0, len(s)-longest+1); i < len(s); i++ {
+		for _, st := range stops {
+			if strings.HasPrefix(st, s[i:]) {
+				return len(s) - i
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,95 @@
+package node
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestStopCutter: streamed text stops before the first stop string, even
+// when the string spans pieces; nothing after it, and nothing that could
+// be its start, reaches the caller early.
+func TestStopCutter(t *testing.T) {
+	cases := []struct {
+		name   string
+		pieces []string
+		stops  []string
+		want   string
+		hit    bool
+	}{
+		{"no stop", []string{"Hello", " world"}, []string{"\n\n"}, "Hello world", false},
+		{"inside a piece", []string{"one two. three"}, []string{"."}, "one two", true},
+		{"across pieces", []string{"one <", "/", "end> two"}, []string{"</end>"}, "one ", true},
+		{"false start released", []string{"a <", "b> c"}, []string{"</end>"}, "a <b> c", false},
+		{"held prefix at the end", []string{"tail </en"}, []string{"</end>"}, "tail </en", false},
+		{"earliest of several", []string{"x END y STOP"}, []string{"STOP", "END"}, "x ", true},
+		{"stop at the start", []string{"STOP now"}, []string{"STOP"}, "", true},
+		{"overlapping prefixes", []string{"aaa", "ab"}, []string{"aab"}, "aa", true},
+		{"multibyte", []string{"café ", "☕", " fin"}, []string{"☕"}, "café ", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var streamed strings.Builder
+			cancelled := false
+			c := &stopCutter{stops: tc.stops, emit: func(s string) {
+				streamed.WriteString(s)
+				for _, st := range tc.stops {
+					if strings.Contains(streamed.String(), st) {
+						t.Fatalf("stop %q reached the caller: %q", st, streamed.String())
+					}
+				}
+			}, cancel: func() { cancelled = true }}
+			for _, p := range tc.pieces {
+				c.add(p)
+			}
+			c.flush()
+			text, _, hit := c.result()
+			if text != tc.want || streamed.String() != tc.want || hit != tc.hit || cancelled != tc.hit {
+				t.Fatalf("text %q streamed %q hit %v cancelled %v; want %q hit %v", text, streamed.String(), hit, cancelled, tc.want, tc.hit)
+			}
+		})
+	}
+}
+
+func TestCheckJSONObject(t *testing.T) {
+	cases := []struct {
+		text string
+		ok   bool
+	}{
+		{`{"a": 1}`, true},
+		{"\n  {\"a\": [1, 2]}\n", true},
+		{`[1, 2]`, false},
+		{`"just a string"`, false},
+		{`{"a": 1`, false},
+		{"Sure! {\"a\": 1}", false},
+		{"", false},
+	}
+	for _, tc := range cases {
+		if err := checkJSONObject(tc.text); (err == nil) != tc.ok {
+			t.Errorf("checkJSONObject(%q) = %v, want ok=%v", tc.text, err, tc.ok)
+		}
+	}
+}
+
+func TestLoopbackHost(t *testing.T) {
+	cases := map[string]bool{
+		"localhost": true, "localhost:7433": true, "LocalHost.:80": true, "127.0.0.1": true,
+		"127.1.2.3:9": true, "[::1]:7433": true, "[::1]": true,
+		"": false, "evil.example": false, "localhost.evil.example": false, "10.0.0.1:7433": false,
+		"[::2]:80": false, "0.0.0.0:7433": false, "127.0.0.1.nip.io": false,
+	}
+	for host, want := range cases {
+		if got := loopbackHost(host); got != want {
+			t.Errorf("loopbackHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
+
+func TestSeedFor(t *testing.T) {
+	given := uint64(42)
+	if seedFor(1, &given) != 42 || seedFor(0, &given) != 42 || seedFor(0, nil) != 0 {
+		t.Fatal("a given seed must be kept, and greedy decoding needs none")
+	}
+	if a, b := seedFor(0.7, nil), seedFor(0.7, nil); a == b {
+		t.Fatalf("two fresh seeds are equal: %d", a)
+	}
+}
