@@ -22,9 +22,11 @@ type pipeTrace struct {
 	Failed  string    `json:"failed"`
 	Layers  [2]int    `json:"layers"`
 	Reason  string    `json:"reason"`
-	AtToken int       `json:"at_token"`
-	CostMS  float64   `json:"cost_ms"`
-	Replay  int       `json:"replay_tokens"`
+	AtToken  int       `json:"at_token"`
+	DetectMS float64   `json:"detect_ms"`
+	ReplayMS float64   `json:"replay_ms"`
+	CostMS   float64   `json:"cost_ms"`
+	Replay   int       `json:"replay_tokens"`
 }
 
 type pipeResult struct {
@@ -39,6 +41,8 @@ type pipeResult struct {
 		Failed       string  `json:"failed_peer"`
 		Layers       [2]int  `json:"failed_layers"`
 		ReplayTokens int     `json:"replay_tokens"`
+		DetectMS     float64 `json:"detect_ms"`
+		ReplayMS     float64 `json:"replay_ms"`
 		CostMS       float64 `json:"cost_ms"`
 	} `json:"reroutes"`
 	TTFTMS    float64 `json:"ttft_ms"`
@@ -65,7 +69,8 @@ func tracePipelineEvent(e *env, raw json.RawMessage) {
 	case "reroute":
 		fmt.Fprintf(e.stderr, "reroute    at token %d: %s (layers [%d,%d)) failed: %s\n", ev.AtToken, shortID(ev.Failed),
 			ev.Layers[0], ev.Layers[1], ev.Reason)
-		fmt.Fprintf(e.stderr, "           new route %s; replayed %d tokens in %s\n", routeString(ev.Route), ev.Replay, msDur(ev.CostMS))
+		fmt.Fprintf(e.stderr, "           detected after %s; new route %s; replayed %d tokens in %s\n", msDur(ev.DetectMS),
+			routeString(ev.Route), ev.Replay, msDur(ev.ReplayMS))
 	}
 }
 
@@ -83,8 +88,8 @@ func pipelineFooter(e *env, res *client.QueryResult, trace bool) error {
 	s := fmt.Sprintf("— pipeline, %s: %d prompt + %d generated tokens (%s hidden states), first token %s, %.1f tok/s, total %s",
 		p.Model, p.PromptTokens, len(p.Tokens), p.DType, msDur(p.TTFTMS), p.DecodeTPS, msDur(p.TotalMS))
 	for _, r := range p.Reroutes {
-		s += fmt.Sprintf("; re-routed at token %d around %s (layers [%d,%d)), replay cost %s", r.AtToken, shortID(r.Failed),
-			r.Layers[0], r.Layers[1], msDur(r.CostMS))
+		s += fmt.Sprintf("; re-routed at token %d around %s (layers [%d,%d)): detected after %s, replay %s", r.AtToken,
+			shortID(r.Failed), r.Layers[0], r.Layers[1], msDur(r.DetectMS), msDur(r.ReplayMS))
 	}
 	fmt.Fprintln(e.stderr, s)
 	return nil

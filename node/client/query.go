@@ -41,7 +41,12 @@ type AgentResponse struct {
 	Weight    float64 `json:"weight"`
 	Thermal   string  `json:"thermal,omitempty"`
 	Battery   int     `json:"battery,omitempty"`
-	Error     string  `json:"error,omitempty"`
+	// Partial: cut off (by its deadline, or a holder that hung mid-answer)
+	// and used as far as it goes.
+	Partial       bool     `json:"partial,omitempty"`
+	PartialReason string   `json:"partial_reason,omitempty"`
+	Skipped       []string `json:"skipped,omitempty"` // holders tried first, with why they were left
+	Error         string   `json:"error,omitempty"`
 }
 
 // QueryResult is the answer of POST /v1/swarm/query.

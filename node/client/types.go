@@ -53,6 +53,7 @@ type Role struct {
 	ModelName string  `json:"model_name,omitempty"`
 	Quant     string  `json:"quant,omitempty"`
 	TokPerSec float64 `json:"tok_s,omitempty"`
+	Context   int     `json:"context,omitempty"`
 }
 
 // Shard is layers [Start,End) of a model.
