@@ -17,11 +17,11 @@ type pipeHop struct {
 }
 
 type pipeTrace struct {
-	Kind    string    `json:"kind"`
-	Route   []pipeHop `json:"route"`
-	Failed  string    `json:"failed"`
-	Layers  [2]int    `json:"layers"`
-	Reason  string    `json:"reason"`
+	Kind     string    `json:"kind"`
+	Route    []pipeHop `json:"route"`
+	Failed   string    `json:"failed"`
+	Layers   [2]int    `json:"layers"`
+	Reason   string    `json:"reason"`
 	AtToken  int       `json:"at_token"`
 	DetectMS float64   `json:"detect_ms"`
 	ReplayMS float64   `json:"replay_ms"`
