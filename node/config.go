@@ -99,11 +99,13 @@ type EngineConfig struct {
 	Context int `json:"context,omitempty"`
 }
 
-// MoAConfig sets how long an originator waits for the agents.
+// MoAConfig sets optional fixed caps on how long an originator waits for
+// an answer. Zero (the default): none; each agent gets the time its device
+// needs for the tokens asked, and hung peers are caught by Progress.
 type MoAConfig struct {
-	SimpleTimeout  Duration `json:"simple_timeout,omitempty"`  // SIMPLE_FACT queries; default 6s
-	ComplexTimeout Duration `json:"complex_timeout,omitempty"` // every other type; default 12s
-	SpeedTimeout   Duration `json:"speed_timeout,omitempty"`   // speed mode; default 8s
+	SimpleTimeout  Duration `json:"simple_timeout,omitempty"`  // SIMPLE_FACT queries
+	ComplexTimeout Duration `json:"complex_timeout,omitempty"` // every other type
+	SpeedTimeout   Duration `json:"speed_timeout,omitempty"`   // speed mode
 }
 
 // Duration is a time.Duration that reads and writes JSON as "2s".

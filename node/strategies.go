@@ -61,6 +61,7 @@ func (n *Node) newOriginator() *moa.Originator {
 		Host: n.host, View: n.swarm.View(), Local: n.moaServer, Log: n.log, Exclude: n.excluded,
 		Timeouts: moa.Timeouts{Simple: time.Duration(n.cfg.MoA.SimpleTimeout),
 			Complex: time.Duration(n.cfg.MoA.ComplexTimeout), Speed: time.Duration(n.cfg.MoA.SpeedTimeout)},
+		Progress: n.cfg.Progress.swarm(),
 	}
 }
 
