@@ -45,6 +45,9 @@ func (a *apiServer) query(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	spec.onToken = func(t string) { s.event("token", map[string]string{"text": t}) }
+	spec.onAgentToken = func(role, peer, text string) {
+		s.event("agent_token", client.AgentToken{Role: role, Peer: peer, Text: text})
+	}
 	spec.onTrace = func(ev string, v any) { s.hold(ev, v) }
 	out, err := a.ask(r.Context(), spec, nil)
 	if err != nil {

@@ -22,8 +22,10 @@ type querySpec struct {
 	sampling  moa.Sampling
 	timeout   time.Duration
 	onAgent   func(moa.AgentResponse)
-	onToken   func(string)
-	onTrace   func(event string, v any)
+	// onAgentToken sees each agent's text as it is written (progress).
+	onAgentToken func(role, peer, text string)
+	onToken      func(string)
+	onTrace      func(event string, v any)
 }
 
 // outcome is a strategy's answer.
@@ -58,7 +60,7 @@ func (n *Node) answer(ctx context.Context, q querySpec) (*outcome, error) {
 		return nil, &errHTTP{http.StatusServiceUnavailable, "unavailable", errors.New("peer is shutting down")}
 	}
 	mq := moa.Query{Prompt: q.prompt, History: q.history, MaxTokens: q.maxTokens, Sampling: q.sampling,
-		Timeout: q.timeout, OnAgent: q.onAgent, OnToken: q.onToken}
+		Timeout: q.timeout, OnAgent: q.onAgent, OnAgentToken: q.onAgentToken, OnToken: q.onToken}
 	var res *moa.Result
 	var err error
 	switch mode := q.mode; {

@@ -49,6 +49,14 @@ type AgentResponse struct {
 	Error         string   `json:"error,omitempty"`
 }
 
+// AgentToken is a piece of an agent's answer as it is written (the
+// agent_token event of a streamed query).
+type AgentToken struct {
+	Role string `json:"role"`
+	Peer string `json:"peer"`
+	Text string `json:"text"`
+}
+
 // QueryResult is the answer of POST /v1/swarm/query.
 type QueryResult struct {
 	Query           string          `json:"query"`
@@ -66,14 +74,16 @@ type QueryResult struct {
 }
 
 // Event is one server-sent event of a streamed query: "agent" (an agent
-// finished; Agent set), "token" (final answer text; Text set), "trace"
+// finished; Agent set), "agent_token" (an agent's text as it writes;
+// AgentToken set), "token" (final answer text; Text set), "trace"
 // (pipeline progress; Raw set), "result" (Result set) or "error".
 type Event struct {
-	Type   string
-	Agent  *AgentResponse
-	Text   string
-	Result *QueryResult
-	Raw    json.RawMessage
+	Type       string
+	Agent      *AgentResponse
+	AgentToken *AgentToken
+	Text       string
+	Result     *QueryResult
+	Raw        json.RawMessage
 }
 
 // Query runs a query. With req.Stream, onEvent sees each event as it
@@ -102,6 +112,11 @@ func (c *Client) Query(ctx context.Context, req QueryRequest, onEvent func(Event
 		case "agent":
 			ev.Agent = &AgentResponse{}
 			if err := json.Unmarshal(data, ev.Agent); err != nil {
+				return err
+			}
+		case "agent_token":
+			ev.AgentToken = &AgentToken{}
+			if err := json.Unmarshal(data, ev.AgentToken); err != nil {
 				return err
 			}
 		case "token":
