@@ -60,6 +60,16 @@ func (e *NoResponseError) Error() string {
 	return "moa: no agent answered: " + strings.Join(parts, "; ")
 }
 
+// All reports whether every agent failed with target (errors.Is).
+func (e *NoResponseError) All(target error) bool {
+	for _, f := range e.Failed {
+		if !errors.Is(f.Err, target) {
+			return false
+		}
+	}
+	return len(e.Failed) > 0
+}
+
 func shortPeer(id string) string {
 	if len(id) > 12 {
 		return "…" + id[len(id)-10:]

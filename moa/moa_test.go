@@ -256,8 +256,21 @@ func TestDeadlineKeepsPartialAnswers(t *testing.T) {
 	}
 }
 
-func TestBusyAnswersAtOnce(t *testing.T) {
-	b := newTestPeer(t, 1, Reasoner)
+// TestOverCapacityQueues: a request over the peer's slots waits in its
+// queue and is answered when a slot frees; one over the queue's limit is
+// refused at once as busy.
+func TestOverCapacityQueues(t *testing.T) {
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &testPeer{h: h, srv: NewServer(h, nil)}
+	t.Cleanup(func() { b.srv.Close(); h.Close() })
+	rm, err := LoadRole(t.Context(), Reasoner, tinyModel(t), engine.Options{Threads: 1, Slots: 1, Queue: 1, Context: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.srv.Add(rm)
 	origin := newTestPeer(t, 4)
 	origin.h.Peerstore().AddAddrs(b.h.ID(), b.h.Addrs(), time.Hour)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -276,9 +289,31 @@ func TestBusyAnswersAtOnce(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("first request produced no token")
 	}
-	_, err := Call(t.Context(), origin.h, b.h.ID(), &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "me too"}}}, nil)
+	queued := make(chan error, 1)
+	go func() {
+		_, err := Call(t.Context(), origin.h, b.h.ID(), &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "me too"}}, MaxTokens: 4}, nil)
+		queued <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); rm.Model.Queue().Waiting != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second request never queued")
+		}
+	}
+	_, err = Call(t.Context(), origin.h, b.h.ID(), &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "and me"}}}, nil)
 	if !errors.Is(err, ErrBusy) {
-		t.Fatalf("second request on a 1-slot peer: err = %v, want ErrBusy", err)
+		t.Fatalf("third request with the queue full: err = %v, want ErrBusy", err)
+	}
+	cancel() // the first request's originator leaves: its slot frees
+	select {
+	case err := <-queued:
+		if err != nil {
+			t.Fatalf("queued request: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the queued request was never served")
+	}
+	if q := rm.Model.Queue(); q.Waited != 1 || q.WaitTime <= 0 || q.Waiting != 0 {
+		t.Fatalf("queue stats %+v: want one request that waited", q)
 	}
 	_, err = Call(t.Context(), origin.h, b.h.ID(), &Request{Role: Writer, Messages: []Message{{Role: "user", Content: "x"}}}, nil)
 	if !errors.Is(err, ErrNoRole) {

@@ -341,7 +341,11 @@ func (o *Originator) finishSingle(res *Result, a AgentResponse) error {
 func noResponse(failed []AgentResponse) error {
 	e := &NoResponseError{}
 	for _, f := range failed {
-		e.Failed = append(e.Failed, &AgentError{Role: f.Role, Peer: f.Peer, Err: errors.New(f.Error)})
+		err := f.Err
+		if err == nil {
+			err = errors.New(f.Error)
+		}
+		e.Failed = append(e.Failed, &AgentError{Role: f.Role, Peer: f.Peer, Err: err})
 	}
 	return e
 }

@@ -45,9 +45,7 @@ func (a *apiServer) ask(ctx context.Context, spec querySpec, stops []string) (*o
 	return out, nil
 }
 
-// contextFull turns a prompt too long for the model into a 400. Agents'
-// failures cross the MoA protocol as text, so the engine's sentinel is
-// recognised by its message there.
+// contextFull turns a prompt too long for the model into a 400.
 func contextFull(err error) error {
 	if err == nil {
 		return nil
@@ -61,7 +59,7 @@ func contextFull(err error) error {
 	if errors.As(err, &nr) && len(nr.Failed) > 0 {
 		full = true
 		for _, f := range nr.Failed {
-			full = full && strings.Contains(f.Err.Error(), engine.ErrContextFull.Error())
+			full = full && (errors.Is(f.Err, moa.ErrTooLong) || errors.Is(f.Err, engine.ErrContextFull))
 		}
 	}
 	if !full {

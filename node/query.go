@@ -111,6 +111,8 @@ func classify(err error) error {
 		return &errHTTP{http.StatusBadRequest, "invalid_request_error", err}
 	case errors.Is(err, moa.ErrNoAgents):
 		return &errHTTP{http.StatusServiceUnavailable, "no_agents", err}
+	case errors.As(err, &nr) && nr.All(moa.ErrBusy):
+		return &errHTTP{http.StatusTooManyRequests, "busy", err}
 	case errors.As(err, &nr):
 		status := http.StatusServiceUnavailable
 		if strings.Contains(err.Error(), "timed out") {

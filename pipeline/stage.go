@@ -26,6 +26,10 @@ import (
 // idleTimeout closes a session whose originator sent nothing for this long.
 const idleTimeout = 10 * time.Minute
 
+// openQueueWait is how long an open waits for a free session slot (the
+// originator waits 60 s for the whole chain to open).
+const openQueueWait = 45 * time.Second
+
 // StageServer serves this peer's shards on ProtocolID.
 type StageServer struct {
 	host host.Host
@@ -180,7 +184,11 @@ func (s *StageServer) serve(st stream, remote string) {
 			sh.Layers, sh.Hidden, ss.open.Layers, ss.open.Hidden), self)
 		return
 	}
-	ss.sess, err = sh.Model.NewSession()
+	// A full stage queues the session (bounded) rather than refusing it:
+	// the originator's progress watch sees this peer alive meanwhile.
+	actx, cancel := context.WithTimeout(context.Background(), openQueueWait)
+	ss.sess, err = sh.Model.AcquireSession(actx)
+	cancel()
 	if err != nil {
 		code := CodeInternal
 		if errors.Is(err, engine.ErrCapacity) {

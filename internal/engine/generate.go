@@ -62,8 +62,8 @@ type Result struct {
 	Metrics Metrics
 }
 
-// Generate runs a whole-model generation in a new session (ErrCapacity if
-// none is free), calling onToken (if not nil) for each generated token as it
+// Generate runs a whole-model generation in a new session (waiting for a
+// free slot as AcquireSession does; ErrQueueFull when too many wait), calling onToken (if not nil) for each generated token as it
 // is produced. If ctx ends, it returns what was generated with Done ==
 // DoneCancel and ctx's error. An error from onToken stops generation and is
 // returned.
@@ -89,8 +89,11 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 	if len(prompt) >= m.opts.Context {
 		return res, &ContextError{Prompt: len(prompt), Context: m.opts.Context}
 	}
-	s, err := m.NewSession()
+	s, err := m.AcquireSession(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			res.Done = DoneCancel
+		}
 		return res, err
 	}
 	defer s.Close()

@@ -47,6 +47,9 @@ type Options struct {
 	// split (default 512). Pipeline stages must use the same Batch to be
 	// bit-identical to a whole-model run.
 	Batch int
+	// Queue is how many requests may wait for a slot when all are busy
+	// (AcquireSession; default 16; negative: none, busy at once).
+	Queue int
 	// TTL is how long a session may stay idle before it expires and frees its
 	// slot (default 10 minutes; negative: never).
 	TTL time.Duration
@@ -71,6 +74,9 @@ func (o *Options) defaults(ctxLen int) {
 	}
 	if o.Batch <= 0 {
 		o.Batch = 512
+	}
+	if o.Queue == 0 {
+		o.Queue = 16
 	}
 	if o.TTL == 0 {
 		o.TTL = 10 * time.Minute
@@ -125,6 +131,8 @@ type Model struct {
 	statBuild, statCompute atomic.Int64
 	nextID                 uint64
 	now                    func() time.Time
+	queue                  QueueStats    // guarded by mu
+	freed                  chan struct{} // closed when a slot frees; guarded by mu
 	closeErr               error
 }
 

@@ -120,6 +120,7 @@ func (m *Model) releaseLocked(s *Session) {
 	sl := m.slots[s.slot]
 	if sl.sess == s {
 		sl.sess = nil
+		m.wakeLocked()
 		// Whole-sequence removal only edits cache metadata (no shift), so it
 		// needs no compute lock.
 		_ = sl.cache.Remove(0, 0, math.MaxInt32)
