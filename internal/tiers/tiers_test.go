@@ -17,18 +17,20 @@ const module = "github.com/llmswarm/llmswarm"
 // tier of every package of the module (path relative to the module). A new
 // package must be added here, so its place in the order is a decision.
 var tier = map[string]int{
-	"internal/engine": 0,
-	"shards":          0,
-	"bmc":             0,
-	"node/client":     0,
-	"gossip":          1,
-	"swarm":           2,
-	"moa":             3,
-	"pipeline":        3,
-	"node":            4,
-	"cmd/swarmd":      5,
-	"cmd/swarmctl":    5,
-	"mobile":          5,
+	"internal/engine":  0,
+	"internal/version": 0,
+	"internal/cli":     0,
+	"shards":           0,
+	"bmc":              0,
+	"node/client":      0,
+	"gossip":           1,
+	"swarm":            2,
+	"moa":              3,
+	"pipeline":         3,
+	"node":             4,
+	"cmd/swarmd":       5,
+	"cmd/swarmctl":     5,
+	"mobile":           5,
 }
 
 // exempt packages are test harnesses, not product code.
