@@ -14,4 +14,4 @@ var ErrDataDirInUse = errors.New("node: data dir in use")
 type dirLock struct{}
 
 func lockDataDir(string) (*dirLock, error) { return &dirLock{}, nil }
-func (l *dirLock) release()                 {}
+func (l *dirLock) release()                {}
