@@ -114,17 +114,13 @@ type Duration time.Duration
 // MarshalJSON implements json.Marshaler.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
-// UnmarshalJSON implements json.Unmarshaler. It accepts "2s" or a number of
-// nanoseconds.
+// UnmarshalJSON implements json.Unmarshaler. It accepts only strings such
+// as "2s" or "1m30s": a bare number is refused, since 2 would silently mean
+// two nanoseconds.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		n, nerr := strconv.ParseInt(string(b), 10, 64)
-		if nerr != nil {
-			return fmt.Errorf("duration must be a string like \"2s\": %s", b)
-		}
-		*d = Duration(n)
-		return nil
+		return fmt.Errorf("duration %s: want a string with a unit, such as \"2s\" or \"500ms\"", bytes.TrimSpace(b))
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
@@ -151,6 +147,13 @@ func LoadConfig(path string) (Config, error) {
 		return c, fmt.Errorf("config %s: trailing data after the JSON object", path)
 	}
 	return c, nil
+}
+
+// Validate reports the first problem of the config, with defaults
+// applied, naming the key; Start refuses such a config with the same error.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
 }
 
 // withDefaults fills every empty field.

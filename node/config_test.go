@@ -48,6 +48,9 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{"unknown key", `{"bootstarp": []}`, "bootstarp"},
 		{"bad duration", `{"heartbeat": "soon"}`, "soon"},
+		{"number for a duration", `{"heartbeat": 2}`, `duration 2: want a string with a unit, such as "2s"`},
+		{"nested number for a duration", `{"moa": {"simple_timeout": 6000000000}}`, "duration 6000000000: want a string"},
+		{"float for a duration", `{"moa": {"speed_timeout": 1.5}}`, "duration 1.5: want a string"},
 		{"trailing data", `{} {}`, "trailing"},
 		{"not json", `listen: x`, "invalid character"},
 	}

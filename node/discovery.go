@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	ma "github.com/multiformats/go-multiaddr"
 )
 
 // MDNSService is the mDNS service name peers of this swarm advertise.
@@ -37,23 +39,32 @@ func newDHT(ctx context.Context, h host.Host, cfg Config) (*dht.IpfsDHT, error) 
 // discovery finds peers on the LAN (mDNS) and keeps the bootstrap peers
 // connected.
 type discovery struct {
-	h      host.Host
-	log    *slog.Logger
-	mdns   interface{ Close() error }
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	h       host.Host
+	log     *slog.Logger
+	health  *health
+	private bool // a swarm key is in use: a failed handshake likely means a key mismatch
+	mdns    interface{ Close() error }
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
-func startDiscovery(ctx context.Context, h host.Host, cfg Config, log *slog.Logger) (*discovery, error) {
+// startDiscovery starts mDNS (unless cfg.NoMDNS) and the bootstrap loop.
+// A host where mDNS cannot start (no multicast interface: a container, a
+// phone on mobile data) goes on without it, with a warning; d.mdns is then
+// nil.
+func startDiscovery(ctx context.Context, h host.Host, cfg Config, log *slog.Logger, hl *health) (*discovery, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	d := &discovery{h: h, log: log, cancel: cancel}
+	d := &discovery{h: h, log: log, health: hl, private: cfg.SwarmKey != "", cancel: cancel}
 	if !cfg.NoMDNS {
 		svc := mdns.NewMdnsService(h, MDNSService, d)
 		if err := svc.Start(); err != nil {
-			cancel()
-			return nil, fmt.Errorf("mdns: %w", err)
+			svc.Close()
+			msg := fmt.Sprintf("mDNS is off: %v (no LAN discovery; peers are found through bootstrap peers and the DHT)", err)
+			hl.set("mdns", msg)
+			log.Warn(msg)
+		} else {
+			d.mdns = svc
 		}
-		d.mdns = svc
 	}
 	var boot []peer.AddrInfo
 	for _, b := range cfg.Bootstrap {
@@ -97,16 +108,25 @@ func (d *discovery) keepBootstrapped(ctx context.Context, boot []peer.AddrInfo) 
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if !viaRelay(ai) {
+				// Past libp2p's dial backoff, so every attempt reports the
+				// real cause (the DHT dials the same peer at start).
+				cctx = network.WithForceDirectDial(cctx, "bootstrap")
+			}
 			err := d.h.Connect(cctx, ai)
 			cancel()
 			if err != nil {
 				missing++
 				if ctx.Err() == nil {
-					d.log.Debug("bootstrap peer not reachable", "peer", ai.ID, "err", err)
+					d.bootstrapFailed(ai, err)
 				}
 				continue
 			}
-			d.log.Info("connected to bootstrap peer", "peer", ai.ID)
+			if d.health.clear(bootstrapKey(ai.ID)) {
+				d.log.Info("bootstrap peer reachable again", "peer", ai.ID)
+			} else {
+				d.log.Info("connected to bootstrap peer", "peer", ai.ID)
+			}
 		}
 		if missing == 0 {
 			backoff = 2 * time.Second
@@ -127,4 +147,67 @@ func (d *discovery) close() {
 		d.mdns.Close()
 	}
 	d.wg.Wait()
+}
+
+func bootstrapKey(id peer.ID) string { return "bootstrap " + id.String() }
+
+// bootstrapFailed warns about a bootstrap peer that cannot be reached: once
+// per peer and cause, not on every retry (debug logs every attempt), and
+// in the status warnings until it connects.
+func (d *discovery) bootstrapFailed(ai peer.AddrInfo, err error) {
+	if s := err.Error(); strings.Contains(s, "dial backoff") && strings.Count(s, "\n  * ") <= 1 {
+		d.log.Debug("bootstrap peer in dial backoff", "peer", ai.ID)
+		return // says nothing about the cause
+	}
+	msg := fmt.Sprintf("bootstrap peer %s %s", ai.ID, bootstrapProblem(err, d.private))
+	if d.health.set(bootstrapKey(ai.ID), msg) {
+		d.log.Warn(msg, "peer", ai.ID, "addrs", ai.Addrs, "err", err)
+		return
+	}
+	d.log.Debug("bootstrap peer still not reachable", "peer", ai.ID, "err", err)
+}
+
+// bootstrapProblem says in words why a dial failed: the address names
+// another peer, the handshake failed (a swarm key on one side only, or two
+// different keys), or nothing answers.
+func bootstrapProblem(err error, private bool) string {
+	s := err.Error()
+	switch {
+	case strings.Contains(s, "peer id mismatch"):
+		return "answers with another peer ID: the /p2p/ part of its address is wrong"
+	case handshakeFailed(s) && private:
+		return "refused the handshake: it has a different swarm key, or none (a private swarm admits only peers with its key)"
+	case handshakeFailed(s):
+		return "refused the handshake: it is probably a private swarm (swarm.key) this peer has no key for"
+	}
+	return "is unreachable: " + lastCause(s)
+}
+
+func handshakeFailed(s string) bool {
+	for _, m := range []string{"failed to negotiate", "pnet", "handshake", "connection reset", "EOF", "message authentication failed"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// lastCause keeps the end of a long libp2p dial error, which names the
+// cause ("connection refused", "i/o timeout").
+func lastCause(s string) string {
+	if i := strings.LastIndex(s, ": "); i >= 0 && len(s)-i > 8 {
+		return s[i+2:]
+	}
+	return s
+}
+
+// viaRelay reports whether any of ai's addresses goes through a relay,
+// which a forced direct dial would drop.
+func viaRelay(ai peer.AddrInfo) bool {
+	for _, a := range ai.Addrs {
+		if _, err := a.ValueForProtocol(ma.P_CIRCUIT); err == nil {
+			return true
+		}
+	}
+	return false
 }

@@ -19,10 +19,12 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
+
+	"github.com/llmswarm/llmswarm/internal/version"
 )
 
 // Version is the swarmd version announced in identify and capability records.
-const Version = "0.1.0"
+const Version = version.Release
 
 // newHost builds the libp2p host. With a pre-shared key only TCP is used:
 // go-libp2p's QUIC does not support private networks, so QUIC listen

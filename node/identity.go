@@ -100,3 +100,14 @@ func loadSwarmKey(path string) (pnet.PSK, error) {
 	}
 	return psk, nil
 }
+
+// keyModeWarning says, naming the file and its mode, when a key file can
+// be read or written by users other than its owner; "" when it is private.
+func keyModeWarning(path string) string {
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm()&0o077 == 0 {
+		return ""
+	}
+	return fmt.Sprintf("identity key %s has mode %04o: other users can read or change this peer's identity; run chmod 600 %s",
+		path, st.Mode().Perm(), path)
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,8 @@ type Node struct {
 	api     *apiServer
 	cancel  context.CancelFunc
 	private bool
+	lock    *dirLock
+	health  health
 
 	moaServer  *moa.Server
 	originator *moa.Originator
@@ -89,8 +92,17 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err = prepareDataDir(n.cfg.DataDir); err != nil {
 		return err
 	}
+	// Before anything else in the dir: a second peer on it must change
+	// nothing, api.addr included.
+	if n.lock, err = lockDataDir(n.cfg.DataDir); err != nil {
+		return err
+	}
 	if n.key, err = loadOrCreateIdentity(n.cfg.DataDir); err != nil {
 		return err
+	}
+	if msg := keyModeWarning(filepath.Join(n.cfg.DataDir, IdentityFile)); msg != "" {
+		n.health.set("identity", msg)
+		n.log.Warn(msg)
 	}
 	psk, err := n.loadPSK()
 	if err != nil {
@@ -161,11 +173,14 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.originator = n.newOriginator()
 	n.pipeOrig = n.newPipelineOriginator()
 	n.startShardFetches(runCtx)
-	if n.disc, err = startDiscovery(runCtx, h, n.cfg, n.log); err != nil {
+	if n.disc, err = startDiscovery(runCtx, h, n.cfg, n.log, &n.health); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
 		}
 		return err
+	}
+	if n.disc.mdns == nil {
+		n.cfg.NoMDNS = true // status says mDNS is off when it could not start
 	}
 	if apiLn != nil {
 		n.api = startAPI(apiLn, n, n.log)
@@ -210,7 +225,7 @@ func (n *Node) Close() error {
 	var apiErr error
 	if api != nil {
 		apiErr = api.close()
-		os.Remove(filepath.Join(n.cfg.DataDir, APIAddrFile))
+		removeAPIAddr(n.cfg.DataDir, api.addr())
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -222,7 +237,7 @@ func (n *Node) teardownLocked() error {
 	var errs []error
 	if n.api != nil {
 		errs = append(errs, n.api.close())
-		os.Remove(filepath.Join(n.cfg.DataDir, APIAddrFile))
+		removeAPIAddr(n.cfg.DataDir, n.api.addr())
 		n.api = nil
 	}
 	if n.pipe != nil {
@@ -259,7 +274,18 @@ func (n *Node) teardownLocked() error {
 		errs = append(errs, n.host.Close())
 		n.host = nil
 	}
+	n.lock.release()
+	n.lock = nil
 	return errors.Join(errs...)
+}
+
+// removeAPIAddr removes the data dir's api.addr if it still names addr:
+// the file belongs to the peer that wrote it.
+func removeAPIAddr(dir, addr string) {
+	p := filepath.Join(dir, APIAddrFile)
+	if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == addr {
+		os.Remove(p)
+	}
 }
 
 // Host is the libp2p host (nil before Start).

@@ -9,20 +9,20 @@ import (
 
 // ModelInfo is what the swarm announces about a model file.
 type ModelInfo struct {
-	Arch          string // general.architecture
-	Name          string // general.name
-	Layers        int    // <arch>.block_count
-	Hidden        int    // <arch>.embedding_length
-	Quant         string // e.g. "Q8_0", "Q4_K_M", "F32" (general.file_type, else the dominant tensor type)
-	ContextLength int
-	VocabSize     int
-	HeadCount     int
-	HeadCountKV   int
-	LayerRange    [2]int // layers [a,b) present (a slice holds fewer than Layers)
-	HasEmbedding  bool
-	HasHead       bool
-	TensorBytes   int64 // total tensor data bytes
-	LayerBytes    int64 // mean bytes of one blk.N (for the partitioner)
+	Arch          string `json:"arch"`   // general.architecture
+	Name          string `json:"name"`   // general.name
+	Layers        int    `json:"layers"` // <arch>.block_count
+	Hidden        int    `json:"hidden"` // <arch>.embedding_length
+	Quant         string `json:"quant"`  // e.g. "Q8_0", "Q4_K_M", "F32" (general.file_type, else the dominant tensor type)
+	ContextLength int    `json:"context_length"`
+	VocabSize     int    `json:"vocab_size"`
+	HeadCount     int    `json:"head_count"`
+	HeadCountKV   int    `json:"head_count_kv"`
+	LayerRange    [2]int `json:"layer_range"` // layers [a,b) present (a slice holds fewer than Layers)
+	HasEmbedding  bool   `json:"has_embedding"`
+	HasHead       bool   `json:"has_head"`
+	TensorBytes   int64  `json:"tensor_bytes"` // total tensor data bytes
+	LayerBytes    int64  `json:"layer_bytes"`  // mean bytes of one blk.N (for the partitioner)
 }
 
 // ReadModelInfo reads the metadata of the GGUF at path. Errors name the file

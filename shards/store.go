@@ -226,27 +226,10 @@ func compareSlices(a, b SliceEntry) int {
 	return cmp.Or(cmp.Compare(a.Model, b.Model), cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To))
 }
 
-// writeFileAtomic writes dst through a synced temp file renamed into place.
+// writeFileAtomic writes dst, a file of the store, through a synced temp
+// file renamed into place.
 func (s *Store) writeFileAtomic(dst string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(s.dir, ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("shards: %w", err)
-	}
-	err = write(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), dst)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("shards: writing %s: %w", dst, err)
-	}
-	return nil
+	return writeAtomic(dst, 0, write)
 }
 
 // lock serialises work on one file name (producing a slice, downloading

@@ -2,57 +2,74 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/llmswarm/llmswarm/internal/cli"
 	"github.com/llmswarm/llmswarm/node/client"
 )
+
+// maxPrompt bounds a prompt read from stdin (the API takes 512 KiB of text).
+const maxPrompt = 512 << 10
 
 func runAsk(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("ask")
 	mode := fs.String("mode", "auto", "auto, moa, speed or pipeline")
 	model := fs.String("model", "", "pipeline mode: model name or CID")
-	maxTokens := fs.Int("max-tokens", 0, "most tokens in the answer (default 256)")
-	temperature := fs.Float64("temperature", -1, "sampling temperature (default greedy)")
-	seed := fs.Int64("seed", -1, "sampling seed")
-	repeat := fs.Float64("repeat-penalty", 0, "penalise recently seen tokens (e.g. 1.1; default off)")
-	timeout := fs.Duration("timeout", 0, "how long agents may take (default by query type: 6s simple, 12s complex, 8s speed)")
+	maxTokens := fs.Int("max-tokens", 0, "most tokens in the answer, 1..8192 (default 256)")
+	temperature := fs.Float64("temperature", 0, "sampling temperature, 0..2 (default greedy)")
+	seed := fs.Int64("seed", 0, "sampling seed, at least 0")
+	repeat := fs.Float64("repeat-penalty", 0, "penalise recently seen tokens, 0..10 (e.g. 1.1; default off)")
 	trace := fs.Bool("trace", false, "show each agent's (or pipeline hop's) peer and timings on stderr")
-	dtype := fs.String("dtype", "", "pipeline hidden states on the wire: f16 (default) or f32")
-	if err := e.parse(fs, args); err != nil {
+	dtype := fs.String("dtype", "", "pipeline hidden states on the wire: f16 or f32 (default: the daemon's)")
+	pos, err := e.parse(fs, commands["ask"].args, args)
+	if err != nil {
 		return err
 	}
-	prompt := strings.TrimSpace(strings.Join(fs.Args(), " "))
-	if prompt == "" {
-		return usageError{"ask needs a question: swarmctl ask \"...\""}
-	}
-	switch *mode {
-	case "auto", "moa", "speed", "pipeline":
-	default:
+	given := cli.Given(fs)
+	switch {
+	case *mode != "auto" && *mode != "moa" && *mode != "speed" && *mode != "pipeline":
 		return usageError{fmt.Sprintf("--mode %q: want auto, moa, speed or pipeline", *mode)}
+	case given["max-tokens"] && (*maxTokens < 1 || *maxTokens > 8192):
+		return usageError{fmt.Sprintf("--max-tokens %d: want 1..8192", *maxTokens)}
+	case given["temperature"] && !(*temperature >= 0 && *temperature <= 2):
+		return usageError{fmt.Sprintf("--temperature %v: want 0..2 (0 is greedy)", *temperature)}
+	case given["seed"] && *seed < 0:
+		return usageError{fmt.Sprintf("--seed %d: must not be negative", *seed)}
+	case given["repeat-penalty"] && !(*repeat >= 0 && *repeat <= 10):
+		return usageError{fmt.Sprintf("--repeat-penalty %v: want 0..10", *repeat)}
+	case *dtype != "" && *dtype != "f16" && *dtype != "f32":
+		return usageError{fmt.Sprintf("--dtype %q: want f16 or f32", *dtype)}
+	case e.timeout > 10*time.Minute:
+		return usageError{fmt.Sprintf("--timeout %s: at most 10m", e.timeout)}
 	}
-	if *maxTokens < 0 {
-		return usageError{fmt.Sprintf("--max-tokens %d: must not be negative", *maxTokens)}
+	prompt, err := e.prompt(pos)
+	if err != nil {
+		return err
 	}
 	req := client.QueryRequest{Query: prompt, Mode: *mode, Model: *model, MaxTokens: *maxTokens, DType: *dtype,
-		TimeoutMS: timeout.Milliseconds(), Stream: !e.json}
-	if *temperature >= 0 {
+		TimeoutMS: e.timeout.Milliseconds(), Stream: !e.json}
+	if given["temperature"] {
 		t := float32(*temperature)
 		req.Temperature = &t
 	}
-	if *repeat != 0 {
+	if given["repeat-penalty"] {
 		rp := float32(*repeat)
 		req.RepeatPenalty = &rp
 	}
-	if *seed >= 0 {
+	if given["seed"] {
 		s := uint64(*seed)
 		req.Seed = &s
 	}
 	if e.json {
 		res, err := e.client.Query(ctx, req, nil)
 		if err != nil {
-			return err
+			return e.explainAsk(err)
 		}
 		return printJSON(e.stdout, res)
 	}
@@ -76,7 +93,7 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout)
 	}
 	if err != nil {
-		return err
+		return e.explainAsk(err)
 	}
 	if !wrote && res.FinalAnswer != "" {
 		fmt.Fprintln(e.stdout, res.FinalAnswer)
@@ -89,6 +106,47 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintln(e.stderr, footer(res))
 	return nil
+}
+
+// prompt is the question: the arguments, or stdin when the only argument
+// is "-" or when there is none and stdin is not a terminal.
+func (e *env) prompt(pos []string) (string, error) {
+	fromStdin := len(pos) == 1 && pos[0] == "-" || len(pos) == 0 && !e.stdinTTY
+	if !fromStdin {
+		if slices.Contains(pos, "-") {
+			return "", usageError{"ask: give the question as arguments or as - (stdin), not both"}
+		}
+		p := strings.TrimSpace(strings.Join(pos, " "))
+		if p == "" {
+			return "", usageError{"ask needs a question: swarmctl ask \"...\" (or - to read it from stdin)"}
+		}
+		return p, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(e.stdin, maxPrompt+1))
+	if err != nil {
+		return "", fmt.Errorf("reading the question from stdin: %w", err)
+	}
+	if len(b) > maxPrompt {
+		return "", usageError{fmt.Sprintf("ask: the question on stdin is over %d KiB", maxPrompt>>10)}
+	}
+	p := strings.TrimSpace(string(b))
+	if p == "" {
+		return "", usageError{"ask: stdin held no question"}
+	}
+	return p, nil
+}
+
+// explainAsk names the deadline behind a timeout the swarm reports.
+func (e *env) explainAsk(err error) error {
+	var ae *client.APIError
+	if !errors.As(err, &ae) || !(ae.Status == http.StatusGatewayTimeout || ae.Type == "timeout" ||
+		strings.Contains(ae.Message, "timed out") || strings.Contains(ae.Message, "deadline exceeded")) {
+		return err
+	}
+	if e.timeout > 0 {
+		return fmt.Errorf("the swarm did not answer within --timeout %s: %s", e.timeout, ae.Message)
+	}
+	return fmt.Errorf("the swarm did not answer within its default deadline (6s simple, 12s complex, 8s speed; raise it with --timeout): %s", ae.Message)
 }
 
 func traceAgent(e *env, kind string, a *client.AgentResponse) {

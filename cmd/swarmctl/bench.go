@@ -15,23 +15,24 @@ import (
 //	swarmctl bench moa [--n 20] [--max-tokens 16] [PROMPT]
 //	swarmctl bench pipeline [--n 5] [--max-tokens 64] [--model M] [--dtype f16] [PROMPT]
 func runBench(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || (args[0] != "moa" && args[0] != "pipeline") {
-		return usageError{"bench needs a target: swarmctl bench moa|pipeline [flags] [PROMPT]"}
-	}
-	what := args[0]
-	fs := e.flags("bench " + what)
+	fs := e.flags("bench")
 	n := fs.Int("n", 20, "queries to run")
 	maxTokens := fs.Int("max-tokens", 16, "tokens per answer")
 	model := fs.String("model", "", "pipeline: model name or CID")
 	dtype := fs.String("dtype", "", "pipeline: f16 or f32 hidden states")
 	conc := fs.Int("concurrency", 1, "pipeline: sequences generated at once (aggregate tok/s is reported)")
-	if err := e.parse(fs, args[1:]); err != nil {
+	pos, err := e.parse(fs, commands["bench"].args, args)
+	if err != nil {
 		return err
 	}
+	if len(pos) == 0 || (pos[0] != "moa" && pos[0] != "pipeline") {
+		return usageError{"bench needs a target: swarmctl bench moa|pipeline [flags] [PROMPT]"}
+	}
+	what := pos[0]
 	if *n < 1 || *n > 1000 {
 		return usageError{fmt.Sprintf("--n %d: want 1..1000", *n)}
 	}
-	prompt := strings.Join(fs.Args(), " ")
+	prompt := strings.Join(pos[1:], " ")
 	if prompt == "" {
 		prompt = "Who wrote Hamlet?"
 	}

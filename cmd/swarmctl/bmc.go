@@ -10,17 +10,16 @@ import (
 )
 
 func runBMC(ctx context.Context, e *env, args []string) error {
-	fs := e.flags("bmc")
-	if err := e.parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	b, err := e.client.BMC(ctx)
-	if err != nil {
-		return err
-	}
+	return simple(ctx, e, "bmc", args, func(ctx context.Context) error {
+		b, err := e.client.BMC(ctx)
+		if err != nil {
+			return err
+		}
+		return printBMC(e, b)
+	})
+}
+
+func printBMC(e *env, b client.BMC) error {
 	if e.json {
 		return printJSON(e.stdout, b)
 	}

@@ -3,20 +3,21 @@ package main
 import (
 	"context"
 	"fmt"
+
+	"github.com/llmswarm/llmswarm/node/client"
 )
 
 func runID(ctx context.Context, e *env, args []string) error {
-	fs := e.flags("id")
-	if err := e.parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	id, err := e.client.ID(ctx)
-	if err != nil {
-		return err
-	}
+	return simple(ctx, e, "id", args, func(ctx context.Context) error {
+		id, err := e.client.ID(ctx)
+		if err != nil {
+			return err
+		}
+		return printID(e, id)
+	})
+}
+
+func printID(e *env, id client.ID) error {
 	if e.json {
 		return printJSON(e.stdout, id)
 	}

@@ -12,33 +12,45 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+	"time"
 
+	"github.com/llmswarm/llmswarm/internal/cli"
 	"github.com/llmswarm/llmswarm/node/client"
 )
 
-// env is what every command gets: output streams and the global options,
-// which may be given before or after the command name.
+// env is what every command gets: I/O and the global options, which may be
+// given before or after the command name.
 type env struct {
+	stdin          io.Reader
+	stdinTTY       bool // stdin is a terminal: ask does not read a prompt from it
 	stdout, stderr io.Writer
 	api, token     string
 	json           bool
+	timeout        time.Duration
 	client         *client.Client
 }
 
 type command struct {
+	args    string // positional arguments, for the usage line
 	summary string
 	run     func(ctx context.Context, e *env, args []string) error
 }
 
-var commands = map[string]command{
-	"ask":    {"ask the swarm a question (streams the answer)", runAsk},
-	"bmc":    {"show the authoritative BMC table, its signer and age", runBMC},
-	"bench":  {"measure MoA fan-out overhead or pipeline speed (bench moa|pipeline)", runBench},
-	"id":     {"print this peer's ID and addresses", runID},
-	"peers":  {"list the peers this one knows, alive and dead", runPeers},
-	"plan":   {"recommend a placement of a model's layers on the live peers", runPlan},
-	"shards": {"show who holds which layers of each model, and the gaps", runShards},
-	"status": {"print the peer's status", runStatus},
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"ask":     {"PROMPT... | -", "ask the swarm a question (streams the answer; - or a pipe reads it from stdin)", runAsk},
+		"bmc":     {"", "show the authoritative BMC table, its signer and age", runBMC},
+		"bench":   {"moa|pipeline [PROMPT...]", "measure MoA fan-out overhead or pipeline speed", runBench},
+		"help":    {"[COMMAND]", "print this help, or a command's", runHelp},
+		"id":      {"", "print this peer's ID and addresses", runID},
+		"peers":   {"", "list the peers this one knows, alive and dead", runPeers},
+		"plan":    {"[MODEL]", "recommend a placement of a model's layers on the live peers", runPlan},
+		"shards":  {"", "show who holds which layers of each model, and the gaps", runShards},
+		"status":  {"", "print the peer's status and health warnings", runStatus},
+		"version": {"", "print swarmctl's version (swarmd version prints the same for the same build)", runVersion},
+	}
 }
 
 // usageError is a bad command line: exit code 2.
@@ -51,35 +63,54 @@ var errPrinted = usageError{""}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	e := &env{stdin: os.Stdin, stdinTTY: isTerminal(os.Stdin), stdout: os.Stdout, stderr: os.Stderr}
+	code := run(ctx, e, os.Args[1:])
 	stop()
 	os.Exit(code)
 }
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// defaultWait bounds commands other than ask when --timeout is not given.
+const defaultWait = 30 * time.Second
 
 // flags returns a flag set holding the global options; commands add theirs.
 func (e *env) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {}
-	fs.StringVar(&e.api, "api", e.api, "swarmd API `HOST:PORT` (env SWARM_API)")
+	fs.StringVar(&e.api, "api", e.api, "swarmd API `HOST:PORT` or http://HOST:PORT (env SWARM_API)")
 	fs.StringVar(&e.token, "token", e.token, "API `TOKEN` (env SWARM_API_TOKEN)")
 	fs.BoolVar(&e.json, "json", e.json, "print JSON instead of tables")
+	fs.DurationVar(&e.timeout, "timeout", e.timeout, "give up after this long (default 30s; ask: the swarm's deadline for its agents, default by query type)")
 	return fs
 }
 
-// parse parses a command's flags and makes the client.
-func (e *env) parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+// parse parses a command's flags, which may come before, between or after
+// its positional arguments ("--" ends them), checks the API address and
+// makes the client. synopsis names the positional arguments for -h.
+func (e *env) parse(fs *flag.FlagSet, synopsis string, args []string) ([]string, error) {
+	pos, err := cli.Parse(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(e.stdout, "Usage: swarmctl %s [flags]\n\nFlags:\n", fs.Name())
+			fmt.Fprintf(e.stdout, "Usage: swarmctl %s [flags] %s\n\nFlags:\n", fs.Name(), synopsis)
 			fs.SetOutput(e.stdout)
 			fs.PrintDefaults()
-			return err
+			return nil, err
 		}
-		return errPrinted
+		return nil, errPrinted
+	}
+	if e.timeout < 0 {
+		return nil, usageError{fmt.Sprintf("--timeout %s: must not be negative", e.timeout)}
+	}
+	if err := checkAPIAddr(e.api); err != nil {
+		return nil, err
 	}
 	e.client = client.New(e.api, e.token)
-	return nil
+	return pos, nil
 }
 
 func usage(w io.Writer, fs *flag.FlagSet) {
@@ -92,36 +123,37 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprint(w, "\nFlags (before or after COMMAND):\n")
+	fmt.Fprint(w, "\nFlags (before or after COMMAND; -- ends them):\n")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
+	fmt.Fprint(w, "\nRun 'swarmctl COMMAND -h' for a command's arguments and flags.\nExit codes: 0 ok, 1 failure, 2 usage error.\n")
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	e := &env{stdout: stdout, stderr: stderr, api: os.Getenv("SWARM_API"), token: os.Getenv("SWARM_API_TOKEN")}
+func run(ctx context.Context, e *env, args []string) int {
+	e.api, e.token = os.Getenv("SWARM_API"), os.Getenv("SWARM_API_TOKEN")
 	if e.api == "" {
 		e.api = client.DefaultAddr
 	}
 	fs := e.flags("swarmctl")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout, fs)
+			usage(e.stdout, fs)
 			return 0
 		}
-		fmt.Fprintln(stderr, "Run 'swarmctl -h' for usage.")
+		fmt.Fprintln(e.stderr, "Run 'swarmctl -h' for usage.")
 		return 2
 	}
 	if fs.NArg() == 0 {
-		usage(stderr, fs)
+		usage(e.stderr, fs)
 		return 2
 	}
 	name := fs.Arg(0)
 	cmd, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(stderr, "swarmctl: unknown command %q\nRun 'swarmctl -h' for usage.\n", name)
+		fmt.Fprintf(e.stderr, "swarmctl: unknown command %q\nRun 'swarmctl -h' for usage.\n", name)
 		return 2
 	}
-	return exitCode(stderr, cmd.run(ctx, e, fs.Args()[1:]))
+	return exitCode(e.stderr, cmd.run(ctx, e, fs.Args()[1:]))
 }
 
 func exitCode(stderr io.Writer, err error) int {
@@ -142,9 +174,65 @@ func exitCode(stderr io.Writer, err error) int {
 }
 
 // noArgs is for commands that take no positional arguments.
-func noArgs(fs *flag.FlagSet) error {
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("%s takes no arguments, got %q", fs.Name(), fs.Arg(0))}
+func noArgs(name string, pos []string) error {
+	if len(pos) > 0 {
+		return usageError{fmt.Sprintf("%s takes no arguments, got %q", name, pos[0])}
 	}
 	return nil
+}
+
+// simple runs a command that takes no arguments and makes one bounded call.
+func simple(ctx context.Context, e *env, name string, args []string, call func(ctx context.Context) error) error {
+	fs := e.flags(name)
+	pos, err := e.parse(fs, "", args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(name, pos); err != nil {
+		return err
+	}
+	ctx, cancel := e.bounded(ctx)
+	defer cancel()
+	return e.explain(ctx, call(ctx))
+}
+
+// bounded gives a command that is not ask its deadline: --timeout, or 30 s.
+func (e *env) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, e.wait())
+}
+
+func (e *env) wait() time.Duration {
+	if e.timeout > 0 {
+		return e.timeout
+	}
+	return defaultWait
+}
+
+// explain turns the expiry of swarmctl's own deadline into an error that
+// names it, instead of a bare "context deadline exceeded".
+func (e *env) explain(ctx context.Context, err error) error {
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		return fmt.Errorf("timed out after %s waiting for swarmd at %s (--timeout %s)", e.wait(), e.client.Addr(), e.wait())
+	}
+	return err
+}
+
+func runHelp(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("help")
+	pos, err := e.parse(fs, commands["help"].args, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 0:
+		usage(e.stdout, fs)
+		return nil
+	case len(pos) > 1:
+		return usageError{"help takes one command name"}
+	}
+	cmd, ok := commands[pos[0]]
+	if !ok || pos[0] == "help" {
+		return usageError{fmt.Sprintf("help: unknown command %q", pos[0])}
+	}
+	return cmd.run(ctx, e, []string{"-h"})
 }

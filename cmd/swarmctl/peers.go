@@ -11,17 +11,16 @@ import (
 )
 
 func runPeers(ctx context.Context, e *env, args []string) error {
-	fs := e.flags("peers")
-	if err := e.parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	ps, err := e.client.Peers(ctx)
-	if err != nil {
-		return err
-	}
+	return simple(ctx, e, "peers", args, func(ctx context.Context) error {
+		ps, err := e.client.Peers(ctx)
+		if err != nil {
+			return err
+		}
+		return printPeers(e, ps)
+	})
+}
+
+func printPeers(e *env, ps client.Peers) error {
 	if e.json {
 		return printJSON(e.stdout, ps)
 	}

@@ -5,20 +5,21 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/llmswarm/llmswarm/node/client"
 )
 
 func runShards(ctx context.Context, e *env, args []string) error {
-	fs := e.flags("shards")
-	if err := e.parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	sh, err := e.client.Shards(ctx)
-	if err != nil {
-		return err
-	}
+	return simple(ctx, e, "shards", args, func(ctx context.Context) error {
+		sh, err := e.client.Shards(ctx)
+		if err != nil {
+			return err
+		}
+		return printShards(e, sh)
+	})
+}
+
+func printShards(e *env, sh client.Shards) error {
 	if e.json {
 		return printJSON(e.stdout, sh)
 	}
@@ -57,15 +58,22 @@ func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 func runPlan(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("plan")
-	if err := e.parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 1 {
-		return usageError{"plan takes one model name or CID"}
-	}
-	p, err := e.client.Plan(ctx, fs.Arg(0))
+	pos, err := e.parse(fs, commands["plan"].args, args)
 	if err != nil {
 		return err
+	}
+	if len(pos) > 1 {
+		return usageError{"plan takes one model name or CID"}
+	}
+	model := ""
+	if len(pos) == 1 {
+		model = pos[0]
+	}
+	ctx, cancel := e.bounded(ctx)
+	defer cancel()
+	p, err := e.client.Plan(ctx, model)
+	if err != nil {
+		return e.explain(ctx, err)
 	}
 	if e.json {
 		return printJSON(e.stdout, p)

@@ -5,20 +5,21 @@ import (
 	"fmt"
 	"text/tabwriter"
 	"time"
+
+	"github.com/llmswarm/llmswarm/node/client"
 )
 
 func runStatus(ctx context.Context, e *env, args []string) error {
-	fs := e.flags("status")
-	if err := e.parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	st, err := e.client.Status(ctx)
-	if err != nil {
-		return err
-	}
+	return simple(ctx, e, "status", args, func(ctx context.Context) error {
+		st, err := e.client.Status(ctx)
+		if err != nil {
+			return err
+		}
+		return printStatus(e, st)
+	})
+}
+
+func printStatus(e *env, st client.Status) error {
 	if e.json {
 		return printJSON(e.stdout, st)
 	}
@@ -41,6 +42,16 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 			k = "listening"
 		}
 		row(k, a)
+	}
+	if len(st.Warnings) == 0 {
+		row("health", "ok")
+	}
+	for i, warn := range st.Warnings {
+		k := ""
+		if i == 0 {
+			k = "WARNINGS"
+		}
+		row(k, warn)
 	}
 	return w.Flush()
 }

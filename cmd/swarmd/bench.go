@@ -17,16 +17,16 @@ import (
 // 2 usage error.
 func runBench(args []string, stdout, stderr io.Writer) int {
 	const cmd = "swarmd bench"
-	fs := newFlagSet(cmd, stderr)
-	path := fs.String("model", "", "GGUF model file (required, whole model)")
+	fs := newFlagSet(cmd, "--model FILE [flags]", stdout, stderr)
+	path := fs.String("model", "", "GGUF model `FILE` (required, whole model)")
 	threads := fs.Int("threads", runtime.NumCPU(), "ggml CPU threads")
 	prompt := fs.Int("prompt", 32, "prompt tokens (prefill)")
 	gen := fs.Int("gen", 64, "generated tokens (decode)")
 	reps := fs.Int("reps", 3, "measured runs (after one warm-up)")
 	flash := fs.Bool("flash", false, "flash attention")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return 2
+	pos, code, done := parseFlags(fs, args)
+	if done {
+		return code
 	}
 	switch {
 	case len(pos) > 0:

@@ -15,11 +15,10 @@ import (
 
 	"github.com/libp2p/go-libp2p/gologshim"
 
+	"github.com/llmswarm/llmswarm/internal/cli"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/node"
 )
-
-func version() string { return node.Version }
 
 // listFlag is a repeatable string flag.
 type listFlag []string
@@ -38,10 +37,17 @@ type daemonFlags struct {
 	bmcSerial, bmcKey                                                 string
 	bmcPeers                                                          listFlag
 	bmcDTR                                                            bool
+	given                                                             map[string]bool // flags set on the command line
 }
 
 // errPrinted is a usage error the flag package has already printed.
 var errPrinted = errors.New("usage error")
+
+func printUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, usage, "\nFlags:\n")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
 
 func parseDaemonFlags(args []string, stderr io.Writer) (*daemonFlags, *flag.FlagSet, error) {
 	f := &daemonFlags{}
@@ -68,29 +74,53 @@ func parseDaemonFlags(args []string, stderr io.Writer) (*daemonFlags, *flag.Flag
 	fs.Var(&f.bmcPeers, "bmc-peer", "accept BMC tables from `PEER_ID` (repeatable)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	f.given = map[string]bool{}
+	if args == nil {
+		return f, fs, nil
+	}
+	pos, err := cli.Parse(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stderr, usage, "\nFlags:\n")
-			fs.PrintDefaults()
 			return nil, fs, err
 		}
 		return nil, fs, errPrinted
 	}
-	if fs.NArg() > 0 {
-		return nil, fs, fmt.Errorf("unexpected argument %q (subcommands: model, bench, version)", fs.Arg(0))
+	if len(pos) > 0 {
+		return nil, fs, fmt.Errorf("unexpected argument %q (subcommands: model, bench, version, help)", pos[0])
 	}
+	f.given = cli.Given(fs)
 	return f, fs, nil
 }
 
-// buildConfig merges the config file and the flags. SWARM_API_TOKEN sets the
-// API token, so it never shows in a process listing.
+// buildConfig merges the config file and the flags, and validates the
+// result. SWARM_API_TOKEN sets the API token, so it never shows in a
+// process listing. Every error is a usage error.
 func (f *daemonFlags) buildConfig() (node.Config, error) {
+	cfg, err := f.mergeConfig()
+	if err != nil {
+		return cfg, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+func (f *daemonFlags) mergeConfig() (node.Config, error) {
 	var cfg node.Config
 	if f.config != "" {
 		var err error
 		if cfg, err = node.LoadConfig(f.config); err != nil {
 			return cfg, err
 		}
+	}
+	switch {
+	case f.given["slots"] && (f.slots < 1 || f.slots > 64):
+		return cfg, fmt.Errorf("--slots %d: want 1..64 concurrent requests per model", f.slots)
+	case f.given["threads"] && f.threads < 1:
+		return cfg, fmt.Errorf("--threads %d: want at least 1", f.threads)
+	case f.given["heartbeat"] && f.heartbeat <= 0:
+		return cfg, fmt.Errorf("--heartbeat %s: want a positive duration such as 2s", f.heartbeat)
 	}
 	if f.data != "" {
 		cfg.DataDir = f.data
@@ -119,11 +149,16 @@ func (f *daemonFlags) buildConfig() (node.Config, error) {
 	if f.device != "" {
 		cfg.Device = f.device
 	}
+	seen := map[string]string{}
 	for _, r := range f.roles {
 		role, path, ok := strings.Cut(r, "=")
 		if !ok || role == "" || path == "" {
 			return cfg, fmt.Errorf("--role %q: want ROLE=PATH.gguf", r)
 		}
+		if prev, dup := seen[role]; dup {
+			return cfg, fmt.Errorf("--role %s given twice (%s and %s): a peer serves each role with one model", role, prev, path)
+		}
+		seen[role] = path
 		if cfg.Roles == nil {
 			cfg.Roles = map[string]string{}
 		}
@@ -132,10 +167,10 @@ func (f *daemonFlags) buildConfig() (node.Config, error) {
 	if len(f.shards) > 0 {
 		cfg.Shards = append(cfg.Shards, f.shards...)
 	}
-	if f.threads != 0 {
+	if f.given["threads"] {
 		cfg.Engine.Threads = f.threads
 	}
-	if f.slots != 0 {
+	if f.given["slots"] {
 		cfg.Engine.Slots = f.slots
 	}
 	if f.bmcSerial != "" {
@@ -150,11 +185,6 @@ func (f *daemonFlags) buildConfig() (node.Config, error) {
 	cfg.BMCPeers = append(cfg.BMCPeers, f.bmcPeers...)
 	if tok := os.Getenv("SWARM_API_TOKEN"); tok != "" {
 		cfg.APIToken = tok
-	}
-	for _, b := range cfg.Bootstrap {
-		if _, err := node.ParseBootstrap(b); err != nil {
-			return cfg, err
-		}
 	}
 	return cfg, nil
 }
@@ -178,8 +208,9 @@ func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 }
 
 func runDaemon(args []string, stdout, stderr io.Writer) int {
-	f, _, err := parseDaemonFlags(args, stderr)
+	f, fs, err := parseDaemonFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
+		printUsage(stdout, fs)
 		return 0
 	}
 	if err != nil {

@@ -6,15 +6,20 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/llmswarm/llmswarm/internal/version"
 )
 
 const usage = `swarmd runs one peer of the LLM swarm.
 
 Usage:
-  swarmd [flags]                 run the peer (see swarmd -h for flags)
-  swarmd model synth|info|slice  make, inspect and slice GGUF model files
-  swarmd bench --model FILE      measure prefill and decode speed
+  swarmd [flags]                 run the peer (flags below; they may also come from --config FILE)
+  swarmd model synth|info|slice  make, inspect and slice GGUF model files (swarmd model -h)
+  swarmd bench --model FILE      measure prefill and decode speed (swarmd bench -h)
   swarmd version                 print the version
+  swarmd help                    print this help
+
+Exit codes: 0 ok, 1 runtime failure, 2 usage error.
 `
 
 func main() {
@@ -29,7 +34,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return cmd(args[1:], stdout, stderr)
 		}
 		if args[0] == "help" {
-			fmt.Fprint(stdout, usage)
+			_, fs, _ := parseDaemonFlags(nil, stderr)
+			printUsage(stdout, fs)
 			return 0
 		}
 	}
@@ -37,10 +43,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"model": runModel,
-	"bench": runBench,
-	"version": func(args []string, stdout, stderr io.Writer) int {
-		fmt.Fprintln(stdout, "swarmd", version())
-		return 0
-	},
+	"model":   runModel,
+	"bench":   runBench,
+	"version": runVersion,
+}
+
+// runVersion implements `swarmd version`; swarmctl version prints the same
+// string for the same build.
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	const cmd = "swarmd version"
+	fs := newFlagSet(cmd, "", stdout, stderr)
+	pos, code, done := parseFlags(fs, args)
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		return usageErr(stderr, cmd, "takes no arguments, got %q", pos[0])
+	}
+	fmt.Fprintln(stdout, "swarmd", version.String())
+	return 0
 }

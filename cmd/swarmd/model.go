@@ -12,29 +12,34 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llmswarm/llmswarm/internal/cli"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/shards"
 )
 
-const modelUsage = `usage: swarmd model <command> [flags]
+const modelUsage = `Usage: swarmd model COMMAND [flags] [args]
 
-commands:
+Commands:
   synth --arch qwen3|qwen2|llama --size tiny|small|0.6b --type f32|f16|q8_0|q4_k [--seed N] -o FILE
         write a random-weight GGUF with a valid tokenizer (deterministic from the seed)
   info [--json] FILE
         print a GGUF's metadata and CID
   slice FILE --layers A-B [-o OUT]
-        write the stage file for layers [A,B) (default OUT: FILE with .layers-A-B.gguf)
+        write the stage file for layers [A,B) of FILE, recording the model's CID
+        (default OUT: FILE with .layers-A-B.gguf)
+
+Run 'swarmd model COMMAND -h' for a command's flags.
 `
 
 // runModel implements `swarmd model ...`. It returns the exit code: 0 ok,
 // 1 failure, 2 usage error.
 func runModel(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, modelUsage)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, modelUsage)
 		return 0
 	}
 	switch args[0] {
@@ -49,43 +54,51 @@ func runModel(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-// parseFlags parses flags that may come before or after positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+// newFlagSet makes a subcommand's flag set. synopsis names its positional
+// arguments; -h prints it with the flags to stdout.
+func newFlagSet(name, synopsis string, stdout, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "Usage: %s %s\n\nFlags:\n", name, synopsis)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+	}
 	return fs
 }
 
+// parseFlags parses a subcommand's flags, which may come before or after
+// its positional arguments ("--" ends them). done is set when the command
+// must stop with exit code code: after -h (0) or a bad flag (2, already
+// reported by the flag package).
+func parseFlags(fs *flag.FlagSet, args []string) (pos []string, code int, done bool) {
+	pos, err := cli.Parse(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil, 0, true
+	case err != nil:
+		return nil, 2, true
+	}
+	return pos, 0, false
+}
+
 func usageErr(stderr io.Writer, cmd, format string, a ...any) int {
-	fmt.Fprintf(stderr, "%s: %s\n", cmd, fmt.Sprintf(format, a...))
+	fmt.Fprintf(stderr, "%s: %s\nRun '%s -h' for usage.\n", cmd, fmt.Sprintf(format, a...), cmd)
 	return 2
 }
 
 func modelSynth(args []string, stdout, stderr io.Writer) int {
 	const cmd = "swarmd model synth"
-	fs := newFlagSet(cmd, stderr)
+	fs := newFlagSet(cmd, "[flags] -o FILE", stdout, stderr)
 	arch := fs.String("arch", "qwen3", "architecture: "+strings.Join(engine.Architectures, " | "))
 	size := fs.String("size", "tiny", "size: "+strings.Join(engine.SynthSizes, " | "))
 	typ := fs.String("type", "f32", "weight type: "+strings.Join(engine.SynthTypes, " | "))
 	seed := fs.Uint64("seed", 1, "random seed")
-	out := fs.String("o", "", "output file (required)")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return 2
+	out := fs.String("o", "", "output `FILE` (required)")
+	pos, code, done := parseFlags(fs, args)
+	if done {
+		return code
 	}
 	switch {
 	case len(pos) > 0:
@@ -115,21 +128,22 @@ func modelSynth(args []string, stdout, stderr io.Writer) int {
 
 func modelInfo(args []string, stdout, stderr io.Writer) int {
 	const cmd = "swarmd model info"
-	fs := newFlagSet(cmd, stderr)
+	fs := newFlagSet(cmd, "[--json] FILE", stdout, stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return 2
+	pos, code, done := parseFlags(fs, args)
+	if done {
+		return code
 	}
 	if len(pos) != 1 {
 		return usageErr(stderr, cmd, "want exactly one FILE, got %d arguments", len(pos))
 	}
 	path := pos[0]
-	mi, err := shards.ReadModelInfo(path)
+	g, err := shards.ReadGGUFFile(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return 1
 	}
+	mi, source := g.ModelInfo(), g.String(shards.SourceCIDKey)
 	c, err := shards.FileCID(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
@@ -139,10 +153,11 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(struct {
-			Path string `json:"path"`
-			CID  string `json:"cid"`
+			Path      string `json:"path"`
+			CID       string `json:"cid"`
+			SourceCID string `json:"source_cid,omitempty"`
 			shards.ModelInfo
-		}{path, c.String(), mi}); err != nil {
+		}{path, c.String(), source, mi}); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 			return 1
 		}
@@ -151,6 +166,9 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 	w := func(k string, v any) { fmt.Fprintf(stdout, "%-15s %v\n", k+":", v) }
 	w("file", path)
 	w("cid", c)
+	if source != "" {
+		w("source model", source)
+	}
 	w("architecture", mi.Arch)
 	w("name", mi.Name)
 	w("quantization", mi.Quant)
@@ -187,12 +205,12 @@ func parseLayers(s string) (a, b int, err error) {
 
 func modelSlice(args []string, stdout, stderr io.Writer) int {
 	const cmd = "swarmd model slice"
-	fs := newFlagSet(cmd, stderr)
-	layers := fs.String("layers", "", "layer range A-B: layers [A,B) (required)")
-	out := fs.String("o", "", "output file (default: FILE with .layers-A-B.gguf)")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return 2
+	fs := newFlagSet(cmd, "FILE --layers A-B [-o OUT]", stdout, stderr)
+	layers := fs.String("layers", "", "layer range `A-B`: layers [A,B) (required)")
+	out := fs.String("o", "", "output `FILE` (default: FILE with .layers-A-B.gguf); never FILE itself")
+	pos, code, done := parseFlags(fs, args)
+	if done {
+		return code
 	}
 	if len(pos) != 1 {
 		return usageErr(stderr, cmd, "want exactly one FILE, got %d arguments", len(pos))
@@ -208,12 +226,12 @@ func modelSlice(args []string, stdout, stderr io.Writer) int {
 	if *out == "" {
 		*out = strings.TrimSuffix(in, filepath.Ext(in)) + fmt.Sprintf(".layers-%d-%d.gguf", a, b)
 	}
-	mi, err := shards.Slice(in, *out, a, b)
+	mi, err := shards.SliceFile(in, *out, a, b)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		if errors.Is(err, shards.ErrLayerRange) {
-			return 2
+		if errors.Is(err, shards.ErrLayerRange) || errors.Is(err, shards.ErrOverwriteInput) {
+			return usageErr(stderr, cmd, "%v", err)
 		}
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return 1
 	}
 	c, err := shards.FileCID(*out)

@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/llmswarm/llmswarm/shards"
 )
 
 func runCmd(f func([]string, *bytes.Buffer, *bytes.Buffer) int, args ...string) (int, string, string) {
@@ -44,19 +48,23 @@ func TestModelCommands(t *testing.T) {
 		t.Fatalf("info --json: %d %s", code, errs)
 	}
 	var v struct {
-		CID        string
-		LayerRange [2]int
-		Layers     int
+		CID        string `json:"cid"`
+		SourceCID  string `json:"source_cid"`
+		LayerRange [2]int `json:"layer_range"`
+		Layers     int    `json:"layers"`
 	}
 	if err := json.Unmarshal([]byte(out), &v); err != nil || v.LayerRange != [2]int{1, 3} || v.Layers != 4 || v.CID == "" {
 		t.Fatalf("info json %q: %v %+v", out, err, v)
+	}
+	if full, _ := shards.FileCID(full); v.SourceCID != full.String() {
+		t.Fatalf("slice's source_cid %q, want the model's CID %s", v.SourceCID, full)
 	}
 
 	usage := []struct {
 		args []string
 		want string
 	}{
-		{nil, "usage"},
+		{nil, "Usage: swarmd model COMMAND"},
 		{[]string{"frobnicate"}, "unknown command"},
 		{[]string{"synth", "--arch", "gpt9", "-o", "x"}, "unknown --arch"},
 		{[]string{"synth", "--size", "huge", "-o", "x"}, "unknown --size"},
@@ -95,5 +103,71 @@ func TestBenchCommand(t *testing.T) {
 	}
 	if code, _, errs := runCmd(benchCmd, "--model", p+".none"); code != 1 || !strings.Contains(errs, ".none") {
 		t.Errorf("bench missing file: %d %q", code, errs)
+	}
+}
+
+// TestModelSliceRefusesToOverwriteInput: "slice IN -o IN" used to truncate
+// IN before reading it. Every way of naming the input is a usage error that
+// leaves it intact.
+func TestModelSliceRefusesToOverwriteInput(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "m.gguf")
+	if code, _, errs := runCmd(modelCmd, "synth", "--arch", "qwen3", "-o", in); code != 0 {
+		t.Fatal(errs)
+	}
+	before, err := shards.FileCID(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(in, filepath.Join(dir, "link.gguf")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	for _, out := range []string{in, "m.gguf", "./m.gguf", "link.gguf", "../" + filepath.Base(dir) + "/m.gguf"} {
+		code, _, errs := runCmd(modelCmd, "slice", in, "--layers", "0-2", "-o", out)
+		if code != 2 || !strings.Contains(errs, "output file is the input") {
+			t.Errorf("slice -o %s: exit %d, stderr %q; want 2 and a refusal", out, code, errs)
+		}
+	}
+	after, err := shards.FileCID(in)
+	if err != nil || after != before {
+		t.Fatalf("input changed: %v, CID %s -> %s", err, before, after)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 2 {
+		t.Fatalf("%d files in the dir, want the model and the link (no temp files)", len(ents))
+	}
+}
+
+// TestModelInfoJSONKeys: every key of "model info --json" is snake_case.
+func TestModelInfoJSONKeys(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	if code, _, errs := runCmd(modelCmd, "synth", "--arch", "llama", "-o", p); code != 0 {
+		t.Fatal(errs)
+	}
+	sl := strings.TrimSuffix(p, ".gguf") + ".s.gguf"
+	if code, _, errs := runCmd(modelCmd, "slice", p, "--layers", "1-2", "-o", sl); code != 0 {
+		t.Fatal(errs)
+	}
+	snake := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	for _, f := range []string{p, sl} {
+		code, out, errs := runCmd(modelCmd, "info", "--json", f)
+		if code != 0 {
+			t.Fatalf("info --json %s: %d %s", f, code, errs)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"cid", "layer_range", "has_embedding", "tensor_bytes"} {
+			if _, ok := m[want]; !ok {
+				t.Errorf("%s: no key %q in %s", f, want, out)
+			}
+		}
+		for k := range m {
+			if !snake.MatchString(k) {
+				t.Errorf("%s: key %q is not snake_case", f, k)
+			}
+		}
 	}
 }

@@ -91,6 +91,9 @@ type Status struct {
 	DeadAfterMS int64    `json:"dead_after_ms"`
 	Bootstrap   int      `json:"bootstrap_peers"`
 	ListenAddrs []string `json:"listen_addrs"`
+	// Warnings are the peer's health problems now (an unreachable bootstrap
+	// peer, no mDNS, an identity key others can read), one sentence each.
+	Warnings []string `json:"warnings"`
 }
 
 // Error is the body of every API error.
