@@ -87,8 +87,9 @@ type Shard struct {
 
 // Load is how busy the peer is.
 type Load struct {
-	Active   int `json:"active"`   // requests being served now
-	Capacity int `json:"capacity"` // concurrent requests it accepts
+	Active   int `json:"active"`           // requests being served now
+	Capacity int `json:"capacity"`         // concurrent requests it accepts
+	Queued   int `json:"queued,omitempty"` // requests waiting for a slot
 }
 
 // Battery is reported where the platform exposes it.
@@ -171,7 +172,7 @@ func (c *Capability) Validate() error {
 			return bad("shards[%d]: negative or non-finite size or speed", i)
 		}
 	}
-	if c.Load.Active < 0 || c.Load.Capacity < 0 {
+	if c.Load.Active < 0 || c.Load.Capacity < 0 || c.Load.Queued < 0 || c.Load.Queued > 1<<20 {
 		return bad("negative load")
 	}
 	switch c.Thermal {

@@ -92,6 +92,21 @@ func (s *Server) Load() (active, capacity int) {
 	return active, capacity
 }
 
+// Queue is the slot queues of the models served, summed.
+func (s *Server) Queue() engine.QueueStats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var q engine.QueueStats
+	counted := map[*engine.Model]bool{}
+	for _, rm := range s.roles {
+		if !counted[rm.Model] {
+			counted[rm.Model] = true
+			q = q.Add(rm.Model.Queue())
+		}
+	}
+	return q
+}
+
 // Serve answers req locally, calling onToken with each piece of text.
 func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) error) (*Done, error) {
 	if err := req.Validate(); err != nil {

@@ -127,7 +127,7 @@ func (a *apiServer) status(w http.ResponseWriter, r *http.Request) {
 		Connections: len(h.Network().Conns()), DHTMode: n.cfg.DHTMode, MDNS: !n.cfg.NoMDNS,
 		Private: n.private, HeartbeatMS: time.Duration(n.cfg.Heartbeat).Milliseconds(),
 		DeadAfterMS: s.View().Liveness().DeadAfter().Milliseconds(), Bootstrap: len(n.cfg.Bootstrap),
-		ListenAddrs: addrStrings(h), Warnings: n.Warnings(),
+		ListenAddrs: addrStrings(h), Warnings: n.Warnings(), Queue: queueOut(n.queue()),
 	}
 	for _, p := range s.View().Peers() {
 		st.PeersKnown++

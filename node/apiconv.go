@@ -3,6 +3,7 @@ package node
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"net/http"
 	"time"
 
@@ -30,7 +31,7 @@ func peerOut(p swarm.Peer, now time.Time, connected bool) client.Peer {
 	out := client.Peer{
 		PeerID: p.ID.String(), Self: p.Self, Alive: p.Alive, Connected: connected,
 		LastSeenMS: now.Sub(p.LastSeen).Milliseconds(), Version: c.Version, Addrs: c.Addrs,
-		Platform: platformOut(c.Platform), Active: c.Load.Active, Capacity: c.Load.Capacity, Thermal: c.Thermal,
+		Platform: platformOut(c.Platform), Active: c.Load.Active, Capacity: c.Load.Capacity, Queued: c.Load.Queued, Thermal: c.Thermal,
 	}
 	if !p.Alive {
 		out.DeadForMS = now.Sub(p.DeadSince).Milliseconds()
@@ -62,4 +63,12 @@ func writeError(w http.ResponseWriter, status int, typ, msg string) {
 
 func equalConstantTime(a, b string) bool {
 	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+func queueOut(q engine.QueueStats) client.Queue {
+	out := client.Queue{Waiting: q.Waiting, Limit: q.Limit, Waited: q.Waited, MaxWaitMS: float64(q.MaxWait.Microseconds()) / 1000}
+	if q.Waited > 0 {
+		out.MeanWaitMS = float64(q.WaitTime.Microseconds()) / 1000 / float64(q.Waited)
+	}
+	return out
 }

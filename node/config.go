@@ -94,6 +94,9 @@ type EngineConfig struct {
 	Threads int `json:"threads,omitempty"`
 	// Slots is the concurrent requests per loaded model. Default 4.
 	Slots int `json:"slots,omitempty"`
+	// Queue is how many requests may wait for a slot when all are busy.
+	// Default 16; -1: none (busy at once).
+	Queue int `json:"queue,omitempty"`
 	// Context is the KV cache size of one request, in tokens. Default: the
 	// model's context length, at most 4096.
 	Context int `json:"context,omitempty"`
@@ -258,6 +261,9 @@ func (c Config) validate() error {
 	}
 	if c.Engine.Threads < 0 || c.Engine.Slots < 0 || c.Engine.Context < 0 {
 		return fmt.Errorf("config: engine: threads, slots and context must not be negative")
+	}
+	if c.Engine.Queue < -1 || c.Engine.Queue > 1024 {
+		return fmt.Errorf("config: engine.queue %d: want -1 (none) .. 1024", c.Engine.Queue)
 	}
 	if c.Engine.Slots > 64 {
 		return fmt.Errorf("config: engine.slots %d: at most 64", c.Engine.Slots)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -27,12 +28,14 @@ func (n *Node) selfCapability() gossip.Capability {
 	if srv := n.moaServer; srv != nil {
 		c.Roles = srv.Roles()
 		c.Load.Active, c.Load.Capacity = srv.Load()
+		c.Load.Queued = srv.Queue().Waiting
 	}
 	if p := n.pipe; p != nil {
 		c.Shards = p.stages.Shards()
 		a, cp := p.stages.Load()
 		c.Load.Active += a
 		c.Load.Capacity += cp
+		c.Load.Queued += p.stages.Queue().Waiting
 	}
 	return c
 }
@@ -108,4 +111,16 @@ func battery() *gossip.Battery {
 		return &gossip.Battery{Percent: pct, Charging: s == "Charging" || s == "Full"}
 	}
 	return nil
+}
+
+// queue is the slot queue of every model this peer serves.
+func (n *Node) queue() engine.QueueStats {
+	var q engine.QueueStats
+	if srv := n.moaServer; srv != nil {
+		q = q.Add(srv.Queue())
+	}
+	if p := n.pipe; p != nil {
+		q = q.Add(p.stages.Queue())
+	}
+	return q
 }

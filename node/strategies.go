@@ -14,7 +14,8 @@ import (
 
 // engineOptions are the engine settings of every model this peer loads.
 func (n *Node) engineOptions() engine.Options {
-	return engine.Options{Threads: n.cfg.Engine.Threads, Slots: n.cfg.Engine.Slots, Context: n.cfg.Engine.Context, Logger: n.log}
+	return engine.Options{Threads: n.cfg.Engine.Threads, Slots: n.cfg.Engine.Slots, Queue: n.cfg.Engine.Queue,
+		Context: n.cfg.Engine.Context, Logger: n.log}
 }
 
 // startMoA registers the MoA protocol, loads the configured role models and

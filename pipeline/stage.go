@@ -87,6 +87,17 @@ func (s *StageServer) Load() (active, capacity int) {
 	return s.active, capacity
 }
 
+// Queue is the slot queues of the shards served, summed.
+func (s *StageServer) Queue() engine.QueueStats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var q engine.QueueStats
+	for _, sh := range s.shards {
+		q = q.Add(sh.Model.Queue())
+	}
+	return q
+}
+
 func (s *StageServer) find(model string, a, b int) *Shard {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -36,6 +36,10 @@ func printStatus(e *env, st client.Status) error {
 	row("heartbeat", fmt.Sprintf("%s (dead after %s)", time.Duration(st.HeartbeatMS)*time.Millisecond,
 		time.Duration(st.DeadAfterMS)*time.Millisecond))
 	row("bootstrap peers", st.Bootstrap)
+	if q := st.Queue; q.Limit > 0 {
+		row("queue", fmt.Sprintf("%d waiting (limit %d); %d waited, mean %.0f ms, longest %.0f ms",
+			q.Waiting, q.Limit, q.Waited, q.MeanWaitMS, q.MaxWaitMS))
+	}
 	for i, a := range st.ListenAddrs {
 		k := ""
 		if i == 0 {

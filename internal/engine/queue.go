@@ -20,6 +20,12 @@ type QueueStats struct {
 	MaxWait  time.Duration // the longest wait
 }
 
+// Add sums two models' queues.
+func (q QueueStats) Add(o QueueStats) QueueStats {
+	return QueueStats{Waiting: q.Waiting + o.Waiting, Limit: q.Limit + o.Limit, Waited: q.Waited + o.Waited,
+		WaitTime: q.WaitTime + o.WaitTime, MaxWait: max(q.MaxWait, o.MaxWait)}
+}
+
 // Queue reports the slot queue.
 func (m *Model) Queue() QueueStats {
 	m.mu.Lock()

@@ -38,6 +38,7 @@ type Peer struct {
 	Version    string   `json:"version,omitempty"`
 	Addrs      []string `json:"addrs,omitempty"`
 	Platform   Platform `json:"platform"`
+	Queued     int      `json:"queued,omitempty"`
 	Roles      []Role   `json:"roles,omitempty"`
 	Shards     []Shard  `json:"shards,omitempty"`
 	Active     int      `json:"active"`
@@ -94,6 +95,17 @@ type Status struct {
 	// Warnings are the peer's health problems now (an unreachable bootstrap
 	// peer, no mDNS, an identity key others can read), one sentence each.
 	Warnings []string `json:"warnings"`
+	// Queue is the requests waiting for a free slot on this peer's models.
+	Queue Queue `json:"queue"`
+}
+
+// Queue is the slot queue of a peer's models, summed.
+type Queue struct {
+	Waiting    int     `json:"waiting"`
+	Limit      int     `json:"limit"`
+	Waited     int64   `json:"waited"` // requests that had to wait, since start
+	MeanWaitMS float64 `json:"mean_wait_ms"`
+	MaxWaitMS  float64 `json:"max_wait_ms"`
 }
 
 // Error is the body of every API error.
