@@ -54,6 +54,8 @@ type queryResult struct {
 	AgentResponses  []struct {
 		Role, Peer, Content, Error string
 		Tokens                     int
+		Partial                    bool
+		PartialReason              string `json:"partial_reason"`
 	} `json:"agent_responses"`
 	FailedAgents []struct {
 		Role, Peer, Error string
@@ -150,13 +152,27 @@ func TestMoARolePeerDiesMidQuery(t *testing.T) {
 	if err := json.Unmarshal([]byte(a.out), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.AgentsResponded != 3 || len(res.FailedAgents) != 2 || res.FinalAnswer == "" {
-		t.Fatalf("want 3 answers and 2 left out, got %d answers, failed %+v", res.AgentsResponded, res.FailedAgents)
+	// The victim's two agents are left out, or kept as labelled partial
+	// answers when they had written something; the other three answer.
+	if res.AgentsResponded+len(res.FailedAgents) != 5 || res.FinalAnswer == "" {
+		t.Fatalf("want 5 agents accounted for, got %d answers, failed %+v", res.AgentsResponded, res.FailedAgents)
 	}
 	for _, f := range res.FailedAgents {
 		if f.Peer != victimID || (f.Role != "factchecker" && f.Role != "drafter") {
 			t.Fatalf("left out: %+v", f)
 		}
+	}
+	whole := 0
+	for _, a := range res.AgentResponses {
+		if a.Peer == victimID && (!a.Partial || a.PartialReason == "") {
+			t.Fatalf("the killed peer's %s answer is not labelled partial: %+v", a.Role, a)
+		}
+		if a.Peer != victimID {
+			whole++
+		}
+	}
+	if whole != 3 {
+		t.Fatalf("want 3 answers from live peers, got %d", whole)
 	}
 
 	// Every role peer gone: a clear error, exit 1.

@@ -121,7 +121,10 @@ func (w *Watch) run() {
 		<-w.done
 		return
 	}
-	t := time.NewTimer(w.p.Deadline(w.expected))
+	w.mu.Lock()
+	first := w.p.Deadline(w.expected)
+	w.mu.Unlock()
+	t := time.NewTimer(first)
 	defer t.Stop()
 	for {
 		select {
