@@ -12,13 +12,13 @@ import (
 // README.md, "Hung stages").
 type ProgressConfig struct {
 	// Floor is the least time without progress before the peers are
-	// probed. Default 1s.
+	// probed. Default 750ms.
 	Floor Duration `json:"floor,omitempty"`
 	// Multiplier scales the peer's measured time for the expected work.
 	// Default 4.
 	Multiplier float64 `json:"multiplier,omitempty"`
 	// ProbeTimeout is how long a ping may take before the peer is hung.
-	// Default 750ms.
+	// Default 500ms.
 	ProbeTimeout Duration `json:"probe_timeout,omitempty"`
 	// MaxStall ends a call with no progress for this long although its
 	// peers answer pings. Default 2m.

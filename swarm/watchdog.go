@@ -22,22 +22,22 @@ import (
 // max(MaxStall, 20 × expected) although every peer answers pings is ended
 // too (a live process whose work is stuck).
 type Progress struct {
-	Floor        time.Duration // default 1 s
+	Floor        time.Duration // default 750 ms
 	Multiplier   float64       // default 4
-	ProbeTimeout time.Duration // default 750 ms
+	ProbeTimeout time.Duration // default 500 ms
 	MaxStall     time.Duration // default 2 min
 }
 
 // Defaults fills in the zero fields.
 func (p Progress) Defaults() Progress {
 	if p.Floor <= 0 {
-		p.Floor = time.Second
+		p.Floor = 750 * time.Millisecond
 	}
 	if p.Multiplier <= 0 {
 		p.Multiplier = 4
 	}
 	if p.ProbeTimeout <= 0 {
-		p.ProbeTimeout = 750 * time.Millisecond
+		p.ProbeTimeout = 500 * time.Millisecond
 	}
 	if p.MaxStall <= 0 {
 		p.MaxStall = 2 * time.Minute

@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/llmswarm/llmswarm/node/client"
+)
+
+// synthModel makes a synthetic model with the real CLI, once per size and type.
+func synthModel(t *testing.T, arch, size, typ string) string {
+	t.Helper()
+	archMu.Lock()
+	defer archMu.Unlock()
+	key := arch + "-" + size + "-" + typ
+	if p, ok := archModels[key]; ok {
+		return p
+	}
+	p := filepath.Join(bin, key+".gguf")
+	if out, code := runSwarmd(t, "model", "synth", "--arch", arch, "--size", size, "--type", typ, "-o", p); code != 0 {
+		t.Fatalf("swarmd model synth: exit %d\n%s", code, out)
+	}
+	archModels[key] = p
+	return p
+}
+
+// churnReroute is a failover as the query result reports it.
+type churnReroute struct {
+	Failed   string  `json:"failed_peer"`
+	Reason   string  `json:"reason"`
+	DetectMS float64 `json:"detect_ms"`
+	ReplayMS float64 `json:"replay_ms"`
+	CostMS   float64 `json:"cost_ms"`
+}
+
+// TestPipelineChurn: three layer ranges, each held by two peers, and an
+// originator holding none; quantized weights. While the originator asks
+// one question after another, a chaos loop picks a random stage every
+// ~3 s and kill -9s it (restarting it 2 s later on the same data dir) or
+// SIGSTOPs it (SIGCONT 2 s later). Every ask must succeed with exactly the
+// text of the undisturbed run.
+func TestPipelineChurn(t *testing.T) {
+	for _, tc := range []struct {
+		typ          string
+		asks, tokens int
+		wantReroutes int
+	}{{"q8_0", 40, 256, 3}, {"q4_k", 12, 128, 1}} {
+		t.Run(tc.typ, func(t *testing.T) { churn(t, tc.typ, tc.asks, tc.tokens, tc.wantReroutes) })
+	}
+}
+
+func churn(t *testing.T, typ string, asks, tokens, wantReroutes int) {
+	model := synthModel(t, "qwen3", "small", typ)
+	origin := startDaemon(t, "", "--no-mdns", "--threads", "1")
+	boot := origin.bootstrapAddr()
+	var stages []*daemon
+	for _, r := range [][2]int{{0, 3}, {3, 6}, {6, 8}} {
+		for range 2 {
+			stages = append(stages, startDaemon(t, "", "--no-mdns", "--threads", "1", "--bootstrap", boot,
+				"--shard", fmt.Sprintf("%s:%d-%d", model, r[0], r[1])))
+		}
+	}
+	eventually(t, 30*time.Second, "six holders announced", func() bool {
+		var sh client.Shards
+		origin.ctlJSON(&sh, "shards")
+		return len(sh.Models) == 1 && sh.Models[0].Covered && len(sh.Models[0].Holders) == 6
+	})
+	c := client.New(origin.api, "")
+	rp := float32(1.5)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ask := func(p string) (*client.QueryResult, error) {
+		return c.Query(ctx, client.QueryRequest{Query: p, Mode: "pipeline", MaxTokens: tokens, RepeatPenalty: &rp}, nil)
+	}
+	// References, undisturbed; prompts whose answer runs the whole length.
+	refs := map[string]string{}
+	var prompts []string
+	for _, p := range append(slices.Clone(pipePrompts), "Describe a quiet harbour at dawn.", "List the planets in order.") {
+		res, err := ask(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pr struct {
+			Done string `json:"done"`
+		}
+		json.Unmarshal(res.Pipeline, &pr)
+		if pr.Done == "length" {
+			refs[p] = res.FinalAnswer
+			prompts = append(prompts, p)
+		}
+		if len(prompts) == 2 {
+			break
+		}
+	}
+	if len(prompts) == 0 {
+		t.Fatalf("no prompt runs %d tokens without ending", tokens)
+	}
+
+	type outcome struct {
+		prompt string
+		res    *client.QueryResult
+		err    error
+		took   time.Duration
+	}
+	results := make(chan outcome)
+	go func() {
+		defer close(results)
+		for i := range asks {
+			p := prompts[i%len(prompts)]
+			start := time.Now()
+			res, err := ask(p)
+			results <- outcome{p, res, err, time.Since(start)}
+		}
+	}()
+
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	type fault struct {
+		d      *daemon
+		killed bool
+		at     time.Time
+	}
+	var down *fault
+	next := time.Now().Add(time.Second)
+	kills, stops, failures, differ := 0, 0, 0, 0
+	var reroutes []churnReroute
+	var took []time.Duration
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	heal := func() {
+		if down == nil {
+			return
+		}
+		if down.killed {
+			down.d.start()
+		} else {
+			down.d.cmd.Process.Signal(syscall.SIGCONT)
+		}
+		down = nil
+	}
+	for done := false; !done; {
+		select {
+		case o, ok := <-results:
+			if !ok {
+				done = true
+				break
+			}
+			took = append(took, o.took)
+			if o.err != nil {
+				failures++
+				t.Errorf("ask failed: %v", o.err)
+				continue
+			}
+			if o.res.FinalAnswer != refs[o.prompt] {
+				differ++
+				t.Errorf("text differs from the undisturbed run (%d vs %d bytes)", len(o.res.FinalAnswer), len(refs[o.prompt]))
+			}
+			var pr struct {
+				Reroutes []churnReroute `json:"reroutes"`
+			}
+			json.Unmarshal(o.res.Pipeline, &pr)
+			reroutes = append(reroutes, pr.Reroutes...)
+		case now := <-tick.C:
+			if down != nil && now.Sub(down.at) >= 2*time.Second {
+				heal()
+				next = now.Add(time.Second)
+			}
+			if down == nil && now.After(next) {
+				d := stages[rng.IntN(len(stages))]
+				if rng.IntN(2) == 0 {
+					d.cmd.Process.Kill()
+					<-d.exited
+					kills++
+					down = &fault{d, true, now}
+				} else {
+					d.cmd.Process.Signal(syscall.SIGSTOP)
+					stops++
+					down = &fault{d, false, now}
+				}
+			}
+		}
+	}
+	heal()
+	var costs, detects []float64
+	for _, r := range reroutes {
+		costs = append(costs, r.CostMS)
+		detects = append(detects, r.DetectMS)
+	}
+	t.Logf("%s: %d asks of %d tokens, %d kill -9, %d SIGSTOP: %d failed, %d differ, %d re-routes; failover cost (detection + replay) p50 %.0f ms, p95 %.0f ms; detection p50 %.0f ms, p95 %.0f ms; ask time p50 %s",
+		typ, asks, tokens, kills, stops, failures, differ, len(reroutes), pct(costs, 50), pct(costs, 95), pct(detects, 50), pct(detects, 95), pctDur(took, 50))
+	if len(reroutes) < wantReroutes {
+		t.Errorf("only %d re-routes under churn: the chaos did not reach the routes", len(reroutes))
+	}
+}
+
+func pct(xs []float64, p int) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	return s[min(len(s)-1, (len(s)*p+99)/100-1)]
+}
+
+func pctDur(xs []time.Duration, p int) time.Duration {
+	f := make([]float64, len(xs))
+	for i, x := range xs {
+		f[i] = float64(x)
+	}
+	return time.Duration(pct(f, p)).Round(time.Millisecond)
+}
