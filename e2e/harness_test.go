@@ -63,7 +63,12 @@ type daemon struct {
 	log    *syncBuffer
 	api    string
 	exited chan struct{}
+	// throttle, when set, makes the process a slow device from its start:
+	// it runs for run, then is SIGSTOPped for stop, over and over.
+	throttle *throttle
 }
+
+type throttle struct{ run, stop time.Duration }
 
 type syncBuffer struct {
 	mu sync.Mutex
@@ -94,7 +99,13 @@ func netnsCmd(ns, name string, args ...string) *exec.Cmd {
 // ephemeral API port, and waits until the API answers.
 func startDaemon(t *testing.T, netns string, extra ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, dir: t.TempDir(), netns: netns}
+	return startDaemonThrottled(t, netns, nil, extra...)
+}
+
+// startDaemonThrottled is startDaemon for a slow device (th nil: full speed).
+func startDaemonThrottled(t *testing.T, netns string, th *throttle, extra ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, dir: t.TempDir(), netns: netns, throttle: th}
 	d.args = append([]string{"--data", d.dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0",
 		"--log-level", "debug"}, extra...)
 	d.start()
@@ -114,7 +125,25 @@ func (d *daemon) start() {
 	}
 	d.exited = make(chan struct{})
 	go func() { d.cmd.Wait(); close(d.exited) }()
-	deadline := time.Now().Add(20 * time.Second)
+	if th := d.throttle; th != nil {
+		go func(p *os.Process, exited chan struct{}) {
+			for {
+				select {
+				case <-exited:
+					return
+				case <-time.After(th.run):
+				}
+				p.Signal(syscall.SIGSTOP)
+				select {
+				case <-exited:
+					return
+				case <-time.After(th.stop):
+				}
+				p.Signal(syscall.SIGCONT)
+			}
+		}(d.cmd.Process, d.exited)
+	}
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if b, err := os.ReadFile(filepath.Join(d.dir, "api.addr")); err == nil && len(b) > 0 {
 			d.api = strings.TrimSpace(string(b))
@@ -126,7 +155,7 @@ func (d *daemon) start() {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	d.t.Fatalf("swarmd did not start within 20s:\n%s", d.log)
+	d.t.Fatalf("swarmd did not start within 60s:\n%s", d.log)
 }
 
 // kill sends SIGKILL and waits for the process.
@@ -166,7 +195,12 @@ func (d *daemon) ctl(args ...string) (string, string, int) {
 }
 
 func runCtl(netns string, args ...string) (string, string, int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return runCtlWithin(30*time.Second, netns, args...)
+}
+
+// runCtlWithin is runCtl with another limit on swarmctl's run.
+func runCtlWithin(limit time.Duration, netns string, args ...string) (string, string, int) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := netnsCmd(netns, filepath.Join(bin, "swarmctl"), args...)
 	cmd = exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)

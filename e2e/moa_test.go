@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"github.com/llmswarm/llmswarm/node/client"
+
 	"bytes"
 	"encoding/json"
 	"os"
@@ -239,4 +241,48 @@ func TestOpenAIClient(t *testing.T) {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// TestSlowDeviceAnswers: a role peer running about 7x slower than this
+// machine (SIGSTOPped 60 ms of every 70 from before it loads, so it
+// measures and announces its slow speed, as a Pi would) answers a default
+// `swarmctl ask` in full, though the answer takes longer than the fixed 6 s
+// agents used to get.
+func TestSlowDeviceAnswers(t *testing.T) {
+	small := synthModel(t, "qwen3", "small", "q8_0")
+	origin := startDaemon(t, "", "--no-mdns")
+	startDaemonThrottled(t, "", &throttle{run: 10 * time.Millisecond, stop: 60 * time.Millisecond},
+		"--no-mdns", "--threads", "1", "--bootstrap", origin.bootstrapAddr(),
+		"--role", "reasoner="+small, "--role", "concise="+small)
+	eventually(t, 30*time.Second, "slow roles announced", func() bool {
+		var ps client.Peers
+		origin.ctlJSON(&ps, "peers")
+		for _, p := range ps.Peers {
+			if len(p.Roles) == 2 {
+				return true
+			}
+		}
+		return false
+	})
+	start := time.Now()
+	out, errOut, code := runCtlWithin(3*time.Minute, "", "--api", origin.api, "--json", "ask", "What is the capital of Australia?")
+	took := time.Since(start)
+	if code != 0 {
+		t.Fatalf("ask on a slow device: exit %d after %s: %s", code, took, errOut)
+	}
+	var res queryResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	tokens := 0
+	for _, a := range res.AgentResponses {
+		if a.Partial {
+			t.Fatalf("%s cut off on a slow device (%s): %q", a.Role, a.PartialReason, a.Content)
+		}
+		tokens += a.Tokens
+	}
+	if res.AgentsResponded != 2 || len(res.FailedAgents) != 0 || res.FinalAnswer == "" {
+		t.Fatalf("slow device: %d answers, failed %+v", res.AgentsResponded, res.FailedAgents)
+	}
+	t.Logf("slow device answered in %s (%d tokens from 2 agents)", took.Round(time.Millisecond), tokens)
 }

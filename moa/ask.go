@@ -11,16 +11,15 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// Budgets: an agent is given the time its device needs for the answer
-// asked, from what this originator measured of it (or, before any answer,
-// what it announces), never a fixed few seconds: a Pi at 4 tok/s gets what a
-// Pi needs. Hangs are caught by the progress watch, not by the budget.
+// An agent is never cut off for being slow: it runs until it is done, the
+// user's deadline ends, or the progress watch finds it hung. What this
+// originator measured of it (or, before its first answer, what it
+// announces) sets how soon a silence is suspicious: the first token within
+// its time to first token, each next one within its time per token, both
+// × Progress.Multiplier and at least Progress.Floor.
 const (
-	budgetSlack    = 2.0             // × the expected decode time
-	budgetFloor    = 5 * time.Second // on top, for the prompt and the network
-	unknownSpeed   = 2.0             // tok/s assumed of a peer never measured nor announcing
-	defaultTokens  = 512             // max_tokens assumed when the request has none
-	deadlineGrace  = time.Second     // the server's own deadline ends first, with a clean partial answer
+	unknownSpeed   = 2.0         // tok/s assumed of a peer never measured nor announcing
+	deadlineGrace  = time.Second // the server's own deadline ends first, with a clean partial answer
 	maxPeerStats   = 4096
 	observedWeight = 0.5 // moving-average weight of a new observation
 )
@@ -88,15 +87,6 @@ func (o *Originator) expect(c candidate) (time.Duration, float64) {
 	return ttft, tokps
 }
 
-// budget is how long c may take to answer maxTokens.
-func (o *Originator) budget(c candidate, maxTokens int) time.Duration {
-	if maxTokens <= 0 {
-		maxTokens = defaultTokens
-	}
-	ttft, tokps := o.expect(c)
-	return ttft + time.Duration(budgetSlack*float64(maxTokens)/tokps*float64(time.Second)) + budgetFloor
-}
-
 // askRole asks the best live holder of role, moving to the next one when a
 // peer is busy, unreachable or hung, until ctx ends. final says whether
 // onToken's text reaches the user (then, once text was sent, a failure
@@ -154,20 +144,20 @@ func (o *Originator) askModel(ctx context.Context, role, model string, req *Requ
 func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onToken func(string)) AgentResponse {
 	a := AgentResponse{Role: c.role.Role, Peer: c.peer.ID.String(), Model: c.role.ModelName, ModelCID: c.role.ModelCID,
 		Weight: c.weight, Thermal: c.peer.Cap.Thermal}
-	// The server's own deadline ends first, so that what it made comes back
-	// as a clean partial answer rather than a reset stream.
-	budget := o.budget(c, req.MaxTokens)
+	// With a user deadline, the server's own deadline ends first, so that
+	// what it made comes back as a clean partial answer rather than a reset
+	// stream.
+	r := *req
+	r.DeadlineMS = 0
 	if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl)
-		budget = min(budget, left-min(deadlineGrace, left/5))
+		if left <= 0 {
+			a.Error = "no time left for this agent"
+			return a
+		}
+		r.DeadlineMS = max((left - min(deadlineGrace, left/5)).Milliseconds(), 1)
 	}
-	if budget <= 0 {
-		a.Error = "no time left for this agent"
-		return a
-	}
-	r := *req
-	r.DeadlineMS = max(budget.Milliseconds(), 1)
-	cctx, cancel := context.WithTimeout(ctx, budget+deadlineGrace)
+	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ttft, tokps := o.expect(c)
 	perToken := time.Duration(float64(time.Second) / tokps)

@@ -74,9 +74,20 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 		return printJSON(e.stdout, res)
 	}
 	wrote := false
+	var progress *agentProgress
+	if e.stderrTTY {
+		progress = newAgentProgress(e.stderr)
+	}
 	res, err := e.client.Query(ctx, req, func(ev client.Event) {
 		switch ev.Type {
+		case "agent_token":
+			if progress != nil && !wrote {
+				progress.add(ev.AgentToken)
+			}
 		case "token":
+			if progress != nil {
+				progress.clear()
+			}
 			fmt.Fprint(e.stdout, ev.Text)
 			wrote = wrote || ev.Text != ""
 		case "agent":
@@ -89,6 +100,9 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 			}
 		}
 	})
+	if progress != nil {
+		progress.clear()
+	}
 	if wrote {
 		fmt.Fprintln(e.stdout)
 	}
@@ -146,7 +160,7 @@ func (e *env) explainAsk(err error) error {
 	if e.timeout > 0 {
 		return fmt.Errorf("the swarm did not answer within --timeout %s: %s", e.timeout, ae.Message)
 	}
-	return fmt.Errorf("the swarm did not answer within its default deadline (6s simple, 12s complex, 8s speed; raise it with --timeout): %s", ae.Message)
+	return fmt.Errorf("the swarm did not answer within the deadline set in the originator's config (moa.*_timeout): %s", ae.Message)
 }
 
 func traceAgent(e *env, kind string, a *client.AgentResponse) {

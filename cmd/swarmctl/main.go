@@ -23,6 +23,7 @@ import (
 type env struct {
 	stdin          io.Reader
 	stdinTTY       bool // stdin is a terminal: ask does not read a prompt from it
+	stderrTTY      bool // stderr is a terminal: ask shows the agents' progress there
 	stdout, stderr io.Writer
 	api, token     string
 	json           bool
@@ -63,7 +64,8 @@ var errPrinted = usageError{""}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	e := &env{stdin: os.Stdin, stdinTTY: isTerminal(os.Stdin), stdout: os.Stdout, stderr: os.Stderr}
+	e := &env{stdin: os.Stdin, stdinTTY: isTerminal(os.Stdin), stderrTTY: isTerminal(os.Stderr),
+		stdout: os.Stdout, stderr: os.Stderr}
 	code := run(ctx, e, os.Args[1:])
 	stop()
 	os.Exit(code)
@@ -85,7 +87,7 @@ func (e *env) flags(name string) *flag.FlagSet {
 	fs.StringVar(&e.api, "api", e.api, "swarmd API `HOST:PORT` or http://HOST:PORT (env SWARM_API)")
 	fs.StringVar(&e.token, "token", e.token, "API `TOKEN` (env SWARM_API_TOKEN)")
 	fs.BoolVar(&e.json, "json", e.json, "print JSON instead of tables")
-	fs.DurationVar(&e.timeout, "timeout", e.timeout, "give up after this long (default 30s; ask: the swarm's deadline for its agents, default by query type)")
+	fs.DurationVar(&e.timeout, "timeout", e.timeout, "give up after this long (default 30s; ask: the deadline for the whole answer, default none: agents run as long as their devices need, hung ones are dropped)")
 	return fs
 }
 
