@@ -79,7 +79,7 @@ func (o *Originator) answerBudget(q Query) int {
 		question += len(m.Content)
 	}
 	tokens := ctxTokens - reserve(q.MaxTokens, ctxTokens) - promptOverhead
-	return min(int(float64(tokens)*charsPerToken)-question, maxAnswerChars*len(Roles))
+	return max(min(int(float64(tokens)*charsPerToken)-question, maxAnswerChars*len(Roles)), minAnswerBudget)
 }
 
 // fairCap is the largest per-answer length such that the answers, each cut

@@ -82,6 +82,12 @@ func newTestPeer(t *testing.T, slots int, roles ...string) *testPeer {
 // newTestPeerWith serves roles with the model that file gives.
 func newTestPeerWith(t *testing.T, file func(*testing.T) string, slots int, roles ...string) *testPeer {
 	t.Helper()
+	return newRolePeer(t, file, engine.Options{Threads: 1, Slots: slots, Context: 2048}, roles...)
+}
+
+// newRolePeer serves roles with the model that file gives, loaded with opts.
+func newRolePeer(t *testing.T, file func(*testing.T) string, opts engine.Options, roles ...string) *testPeer {
+	t.Helper()
 	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +95,7 @@ func newTestPeerWith(t *testing.T, file func(*testing.T) string, slots int, role
 	p := &testPeer{h: h, srv: NewServer(h, nil)}
 	t.Cleanup(func() { p.srv.Close(); h.Close() })
 	for _, r := range roles {
-		rm, err := LoadRole(t.Context(), r, file(t), engine.Options{Threads: 1, Slots: slots, Context: 2048})
+		rm, err := LoadRole(t.Context(), r, file(t), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
