@@ -95,3 +95,56 @@ func TestSlowStageNotCutOff(t *testing.T) {
 		t.Fatalf("tokens differ from one machine:\n got %v\nwant %v", res.Tokens, want)
 	}
 }
+
+// TestFailoverIdenticalEveryWeightType: a stage killed mid-generation is
+// replaced and the text equals one machine's, for f32, f16, q8_0 and q4_k
+// weights and every architecture (q4_k needs rows of 256: the small shape).
+func TestFailoverIdenticalEveryWeightType(t *testing.T) {
+	for _, arch := range []string{"qwen3", "qwen2", "llama"} {
+		for _, typ := range []string{"f32", "f16", "q8_0", "q4_k"} {
+			t.Run(arch+"-"+typ, func(t *testing.T) {
+				size, layers := "tiny", 4
+				if typ == "q4_k" {
+					size, layers = "small", 8
+				}
+				const n = 32
+				full, cid := modelOf(t, arch, size, typ)
+				want := referenceFile(t, full, question, n)
+				origin := newStagePeer(t)
+				a, mid, b, spare := newStagePeer(t), newStagePeer(t), newStagePeer(t), newStagePeer(t)
+				a.serveFile(t, full, cid, 0, 1)
+				mid.serveFile(t, full, cid, 1, layers-1)
+				b.serveFile(t, full, cid, layers-1, layers)
+				spare.serveFile(t, full, cid, 1, layers-1)
+				o := originatorForFile(t, full, origin, a, mid, b, spare)
+				var routeMid string
+				seen := 0
+				think := false
+				res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
+					OnTrace: func(ev TraceEvent) {
+						if ev.Kind == "route" {
+							routeMid = ev.Route[1].Peer
+						}
+					},
+					OnToken: func(string) {
+						if seen++; seen == n/2 {
+							for _, p := range []*stagePeer{mid, spare} {
+								if p.h.ID().String() == routeMid {
+									p.h.Close()
+								}
+							}
+						}
+					}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(res.Reroutes) != 1 {
+					t.Fatalf("want 1 re-route, got %+v (generation ended after %d tokens)", res.Reroutes, len(res.Tokens))
+				}
+				if !sameTokens(res.Tokens, want) {
+					t.Fatalf("tokens after failover differ from one machine:\n got %v\nwant %v", res.Tokens, want)
+				}
+			})
+		}
+	}
+}
