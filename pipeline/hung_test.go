@@ -107,7 +107,7 @@ func TestFailoverIdenticalEveryWeightType(t *testing.T) {
 				if typ == "q4_k" {
 					size, layers = "small", 8
 				}
-				const n = 32
+				const n = 40
 				full, cid := modelOf(t, arch, size, typ)
 				want := referenceFile(t, full, question, n)
 				origin := newStagePeer(t)
