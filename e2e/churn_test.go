@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -44,20 +45,21 @@ type churnReroute struct {
 // TestPipelineChurn: three layer ranges, each held by two peers, and an
 // originator holding none; quantized weights. While the originator asks
 // one question after another, a chaos loop picks a random stage every
-// ~3 s and kill -9s it (restarting it 2 s later on the same data dir) or
-// SIGSTOPs it (SIGCONT 2 s later). Every ask must succeed with exactly the
-// text of the undisturbed run.
+// ~2 s and kill -9s it (restarting it 1.5 s later on the same data dir) or
+// SIGSTOPs it (SIGCONT 1.5 s later). Asking goes on until both the asks
+// and the faults reach their counts. Every ask must succeed with exactly
+// the text of the undisturbed run.
 func TestPipelineChurn(t *testing.T) {
 	for _, tc := range []struct {
-		typ          string
-		asks, tokens int
-		wantReroutes int
-	}{{"q8_0", 40, 256, 3}, {"q4_k", 12, 128, 1}} {
-		t.Run(tc.typ, func(t *testing.T) { churn(t, tc.typ, tc.asks, tc.tokens, tc.wantReroutes) })
+		typ                  string
+		asks, tokens, faults int
+		wantReroutes         int
+	}{{"q8_0", 40, 256, 20, 5}, {"q4_k", 12, 128, 8, 2}} {
+		t.Run(tc.typ, func(t *testing.T) { churn(t, tc.typ, tc.asks, tc.tokens, tc.faults, tc.wantReroutes) })
 	}
 }
 
-func churn(t *testing.T, typ string, asks, tokens, wantReroutes int) {
+func churn(t *testing.T, typ string, asks, tokens, faults, wantReroutes int) {
 	model := synthModel(t, "qwen3", "small", typ)
 	origin := startDaemon(t, "", "--no-mdns", "--threads", "1")
 	boot := origin.bootstrapAddr()
@@ -111,9 +113,11 @@ func churn(t *testing.T, typ string, asks, tokens, wantReroutes int) {
 		took   time.Duration
 	}
 	results := make(chan outcome)
+	var enough atomic.Bool // the faults reached their count
+	limit := time.Now().Add(150 * time.Second)
 	go func() {
 		defer close(results)
-		for i := range asks {
+		for i := 0; i < asks || !enough.Load() && time.Now().Before(limit); i++ {
 			p := prompts[i%len(prompts)]
 			start := time.Now()
 			res, err := ask(p)
@@ -168,9 +172,10 @@ func churn(t *testing.T, typ string, asks, tokens, wantReroutes int) {
 			json.Unmarshal(o.res.Pipeline, &pr)
 			reroutes = append(reroutes, pr.Reroutes...)
 		case now := <-tick.C:
-			if down != nil && now.Sub(down.at) >= 2*time.Second {
+			if down != nil && now.Sub(down.at) >= 1500*time.Millisecond {
 				heal()
-				next = now.Add(time.Second)
+				next = now.Add(500 * time.Millisecond)
+				enough.Store(kills+stops >= faults)
 			}
 			if down == nil && now.After(next) {
 				d := stages[rng.IntN(len(stages))]
@@ -194,7 +199,7 @@ func churn(t *testing.T, typ string, asks, tokens, wantReroutes int) {
 		detects = append(detects, r.DetectMS)
 	}
 	t.Logf("%s: %d asks of %d tokens, %d kill -9, %d SIGSTOP: %d failed, %d differ, %d re-routes; failover cost (detection + replay) p50 %.0f ms, p95 %.0f ms; detection p50 %.0f ms, p95 %.0f ms; ask time p50 %s",
-		typ, asks, tokens, kills, stops, failures, differ, len(reroutes), pct(costs, 50), pct(costs, 95), pct(detects, 50), pct(detects, 95), pctDur(took, 50))
+		typ, len(took), tokens, kills, stops, failures, differ, len(reroutes), pct(costs, 50), pct(costs, 95), pct(detects, 50), pct(detects, 95), pctDur(took, 50))
 	if len(reroutes) < wantReroutes {
 		t.Errorf("only %d re-routes under churn: the chaos did not reach the routes", len(reroutes))
 	}

@@ -50,7 +50,7 @@ func model(t *testing.T, arch string) (path, cid string) {
 }
 
 // modelOf writes a synthetic model once per test binary.
-func modelOf(t *testing.T, arch, size, typ string) (path, cid string) {
+func modelOf(t testing.TB, arch, size, typ string) (path, cid string) {
 	t.Helper()
 	modelsMu.Lock()
 	defer modelsMu.Unlock()
@@ -93,7 +93,7 @@ func (p *stagePeer) addrs() []ma.Multiaddr {
 
 // behindProxy puts a freezable proxy in front of p: freezing it hangs p
 // for everyone else, as SIGSTOP would.
-func (p *stagePeer) behindProxy(t *testing.T) *nettest.Proxy {
+func (p *stagePeer) behindProxy(t testing.TB) *nettest.Proxy {
 	t.Helper()
 	for _, a := range p.h.Addrs() {
 		if na, err := manet.ToNetAddr(a); err == nil {
@@ -105,7 +105,7 @@ func (p *stagePeer) behindProxy(t *testing.T) *nettest.Proxy {
 	return nil
 }
 
-func newStagePeer(t *testing.T) *stagePeer {
+func newStagePeer(t testing.TB) *stagePeer {
 	t.Helper()
 	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
 	if err != nil {
@@ -124,7 +124,7 @@ func (p *stagePeer) serve(t *testing.T, arch string, a, b int) {
 }
 
 // serveFile slices the model file to [a,b) and serves it.
-func (p *stagePeer) serveFile(t *testing.T, full, cid string, a, b int) {
+func (p *stagePeer) serveFile(t testing.TB, full, cid string, a, b int) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), fmt.Sprintf("%s.%d-%d.gguf", filepath.Base(full), a, b))
 	if _, err := shards.Slice(full, out, a, b); err != nil {
@@ -145,7 +145,7 @@ func originatorFor(t *testing.T, arch string, self *stagePeer, stages ...*stageP
 }
 
 // originatorForFile is originatorFor with the model given by file.
-func originatorForFile(t *testing.T, full string, self *stagePeer, stages ...*stagePeer) *Originator {
+func originatorForFile(t testing.TB, full string, self *stagePeer, stages ...*stagePeer) *Originator {
 	t.Helper()
 	v := swarm.NewView(self.h.ID(), swarm.Liveness{})
 	for i, p := range append([]*stagePeer{self}, stages...) {
