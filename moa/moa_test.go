@@ -20,53 +20,41 @@ import (
 )
 
 var (
-	modelOnce sync.Once
-	modelPath string
-	modelErr  error
+	modelsMu sync.Mutex
+	models   = map[string]string{}
+	modelDir string
 )
 
-// tinyModel writes one synthetic qwen3 model per test binary.
-func tinyModel(t *testing.T) string {
+// synthModel writes one synthetic qwen3 of a size and type per test binary.
+func synthModel(t *testing.T, size, typ string) string {
 	t.Helper()
-	modelOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "moa-test")
-		if err != nil {
-			modelErr = err
-			return
-		}
-		modelPath = filepath.Join(dir, "tiny.gguf")
-		modelErr = engine.Synth(context.Background(), modelPath, engine.SynthSpec{Arch: "qwen3", Size: "tiny", Type: "f32", Seed: 7})
-	})
-	if modelErr != nil {
-		t.Fatal(modelErr)
+	modelsMu.Lock()
+	defer modelsMu.Unlock()
+	key := size + "-" + typ
+	if p, ok := models[key]; ok {
+		return p
 	}
-	return modelPath
+	if modelDir == "" {
+		d, err := os.MkdirTemp("", "moa-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		modelDir = d
+	}
+	p := filepath.Join(modelDir, key+".gguf")
+	if err := engine.Synth(context.Background(), p, engine.SynthSpec{Arch: "qwen3", Size: size, Type: typ, Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	models[key] = p
+	return p
 }
 
-var (
-	smallOnce sync.Once
-	smallPath string
-	smallErr  error
-)
+// tinyModel is the tiny f32 model most tests use.
+func tinyModel(t *testing.T) string { return synthModel(t, "tiny", "f32") }
 
-// smallModel writes one "small" synthetic qwen3 (8 layers, hidden 256) per
-// test binary: slow enough that a deadline cuts its answers.
-func smallModel(t *testing.T) string {
-	t.Helper()
-	smallOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "moa-test")
-		if err != nil {
-			smallErr = err
-			return
-		}
-		smallPath = filepath.Join(dir, "small.gguf")
-		smallErr = engine.Synth(context.Background(), smallPath, engine.SynthSpec{Arch: "qwen3", Size: "small", Type: "q8_0", Seed: 7})
-	})
-	if smallErr != nil {
-		t.Fatal(smallErr)
-	}
-	return smallPath
-}
+// smallModel (8 layers, hidden 256) is slow enough that a deadline cuts
+// its answers.
+func smallModel(t *testing.T) string { return synthModel(t, "small", "q8_0") }
 
 // testPeer is a libp2p host with a MoA server.
 type testPeer struct {
@@ -362,8 +350,8 @@ func TestMain(m *testing.M) {
 	// ollama logs every model load at info level through the default logger.
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	code := m.Run()
-	if modelPath != "" {
-		os.RemoveAll(filepath.Dir(modelPath))
+	if modelDir != "" {
+		os.RemoveAll(modelDir)
 	}
 	os.Exit(code)
 }

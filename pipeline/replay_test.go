@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"testing"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
 )
 
 // TestReplayRepeatsBatchShapes: after a replay frame (the prompt in one
@@ -55,7 +57,7 @@ func TestReplayRepeatsBatchShapes(t *testing.T) {
 				logits := step(c, prompt, nil)
 				var gen []int32
 				for range n {
-					tok := argmax(logits)
+					tok := engine.Greedy(logits)
 					gen = append(gen, tok)
 					logits = step(c, []int32{tok}, nil)
 				}
@@ -64,7 +66,7 @@ func TestReplayRepeatsBatchShapes(t *testing.T) {
 				want := [][]float32{logits}
 				cont := []int32{}
 				for range more {
-					tok := argmax(want[len(want)-1])
+					tok := engine.Greedy(want[len(want)-1])
 					cont = append(cont, tok)
 					want = append(want, step(c, []int32{tok}, nil))
 				}
@@ -88,16 +90,6 @@ func TestReplayRepeatsBatchShapes(t *testing.T) {
 			})
 		}
 	}
-}
-
-func argmax(xs []float32) int32 {
-	best := 0
-	for i, x := range xs {
-		if x > xs[best] {
-			best = i
-		}
-	}
-	return int32(best)
 }
 
 func maxDiff(a, b []float32) float64 {
