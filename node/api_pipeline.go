@@ -34,7 +34,10 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 	req := pipeline.Request{Model: q.model, Messages: msgs, Think: &think, MaxTokens: q.maxTokens,
 		Sampling: pipeline.Sampling{Temperature: q.sampling.Temperature, TopP: q.sampling.TopP, Seed: q.sampling.Seed,
 			RepeatPenalty: q.sampling.RepeatPenalty},
-		DType: q.dtype, OnToken: q.onToken}
+		DType: q.dtype, OnToken: q.onToken, Standby: n.cfg.Pipeline.Standby}
+	if q.standby != nil {
+		req.Standby = *q.standby
+	}
 	if q.onTrace != nil {
 		req.OnTrace = func(ev pipeline.TraceEvent) { q.onTrace("trace", ev) }
 	}

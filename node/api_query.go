@@ -72,7 +72,7 @@ func specFromQuery(req client.QueryRequest) (querySpec, error) {
 	if req.DType != "" && req.DType != "f16" && req.DType != "f32" {
 		return querySpec{}, badRequest("dtype %q: want f16 or f32", req.DType)
 	}
-	spec := querySpec{prompt: req.Query, mode: req.Mode, model: req.Model, dtype: req.DType, maxTokens: req.MaxTokens,
+	spec := querySpec{prompt: req.Query, mode: req.Mode, model: req.Model, dtype: req.DType, standby: req.Standby, maxTokens: req.MaxTokens,
 		timeout: time.Duration(req.TimeoutMS) * time.Millisecond}
 	if spec.maxTokens == 0 {
 		spec.maxTokens = defaultMaxTokens

@@ -74,6 +74,8 @@ type Config struct {
 	MoA MoAConfig `json:"moa,omitempty"`
 	// Progress sets how hung peers are noticed.
 	Progress ProgressConfig `json:"progress,omitempty"`
+	// Pipeline tunes the pipeline originator.
+	Pipeline PipelineConfig `json:"pipeline,omitempty"`
 	// BMCSerial makes this peer a BMC bridge: the serial device of the
 	// board (e.g. /dev/ttyACM0). See README.md, "BMC".
 	BMCSerial string `json:"bmc_serial,omitempty"`
@@ -100,6 +102,14 @@ type EngineConfig struct {
 	// Context is the KV cache size of one request, in tokens. Default: the
 	// model's context length, at most 4096.
 	Context int `json:"context,omitempty"`
+}
+
+// PipelineConfig tunes the pipeline originator.
+type PipelineConfig struct {
+	// Standby keeps a second route over other peers warm, fed every step,
+	// so that a failover costs a step instead of a replay; it doubles the
+	// compute a generation costs the swarm. Default false.
+	Standby bool `json:"standby,omitempty"`
 }
 
 // MoAConfig sets optional fixed caps on how long an originator waits for

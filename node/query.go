@@ -17,7 +17,8 @@ type querySpec struct {
 	history   []moa.Message
 	mode      string // auto, moa, speed, pipeline, or a role name
 	model     string // pipeline: model name or CID
-	dtype     string // pipeline: f16 (default) or f32
+	dtype     string // pipeline: f32 (default) or f16
+	standby   *bool  // pipeline: keep a warm standby route (nil: the config's pipeline.standby)
 	maxTokens int
 	sampling  moa.Sampling
 	timeout   time.Duration

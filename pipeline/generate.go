@@ -31,6 +31,7 @@ type generation struct {
 	xfer    []float64
 	decodes int
 	stepEst time.Duration // a decode step's time on this route (moving average)
+	sb      *standby      // the warm standby route (Request.Standby), or nil
 }
 
 func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error {
@@ -41,14 +42,20 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		if g.chain != nil {
 			g.chain.close()
 		}
+		if g.sb != nil {
+			g.sb.close()
+		}
 	}()
 	var pending *Result // a step's result obtained by a replay after a failover
 	var err error
 	t0 := time.Now()
 	if g.chain, err = g.open(ctx, g.hops); err != nil {
-		if g.chain, pending, err = g.recover(ctx, err, time.Since(t0)); err != nil {
+		if g.chain, pending, err = g.recover(ctx, err, time.Since(t0), nil); err != nil {
 			return err
 		}
+	}
+	if g.req.Standby && g.sb == nil {
+		g.sb = g.startStandby(ctx, pending != nil)
 	}
 	history := slices.Clone(g.prompt)
 	input := g.prompt
@@ -62,6 +69,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		}
 		var res *Result
 		var took time.Duration
+		stepped := false // res came from a step on the current route
 		switch bad := g.deadHop(); {
 		case pending != nil:
 			res, pending = pending, nil
@@ -70,6 +78,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 				Err: errors.New("declared dead while the session ran")}
 		default:
 			res, took, err = g.step(ctx, g.chain, g.hops, input, nil)
+			stepped = err == nil
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -84,14 +93,18 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 				g.res.Done = "length" // as on one machine: the context is full, the answer ends
 				break
 			}
-			if g.chain, res, err = g.recover(ctx, err, took); err != nil {
+			if g.chain, res, err = g.recover(ctx, err, took, input); err != nil {
 				g.res.Done = "error"
 				if ctx.Err() != nil {
 					g.res.Done = "cancel"
 				}
 				return err
 			}
-		} else if len(input) == 1 && took > 0 {
+		}
+		if stepped && g.sb != nil {
+			g.sb.feed(input, nil)
+		}
+		if stepped && len(input) == 1 && took > 0 {
 			g.account(res, took)
 			if g.stepEst == 0 {
 				g.stepEst = took
@@ -175,8 +188,11 @@ func (g *generation) deadHop() *Hop {
 // did. The replay's result is the result of the step that failed. When no
 // live peer covers the failed layers it waits for one (a holder that comes
 // back, or one that resumes) for one liveness window before failing with
-// an error naming the layers. detect is how long the failed call ran.
-func (g *generation) recover(ctx context.Context, cause error, detect time.Duration) (*chain, *Result, error) {
+// an error naming the layers. With a warm standby that does not use the
+// failed peer, the standby takes over instead of a replay. detect is how
+// long the failed call ran; input is the failed step's (nil: the open
+// failed).
+func (g *generation) recover(ctx context.Context, cause error, detect time.Duration, input []int32) (*chain, *Result, error) {
 	if g.chain != nil {
 		g.chain.st.Reset()
 		g.chain = nil
@@ -193,6 +209,9 @@ func (g *generation) recover(ctx context.Context, cause error, detect time.Durat
 		}
 		g.failed[se.Peer] = time.Now()
 		g.o.log().Warn("pipeline stage failed; re-routing", "peer", se.Peer, "layers", se.Layers, "err", se.Err)
+		if c, res, ok := g.takeOver(ctx, se, input, at, detect, t0); ok {
+			return c, res, nil
+		}
 		hops, err := g.replan(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -233,13 +252,57 @@ func (g *generation) recover(ctx context.Context, cause error, detect time.Durat
 		last.CostMS = last.DetectMS + msSince(t0)
 		g.trace(TraceEvent{Kind: "reroute", Route: hops, Failed: se.Peer, Layers: se.Layers, Reason: last.Reason,
 			AtToken: at, DetectMS: last.DetectMS, ReplayMS: last.ReplayMS, CostMS: last.CostMS, Replay: len(replay)})
-		if g.decodes > 0 { // a route that failed before decoding has nothing to show
-			g.stats()
+		g.switchTo(hops)
+		if g.sb != nil {
+			if g.sb.uses(se.Peer) || g.sb.failed() {
+				g.sb.close()
+				g.sb = nil
+			} else if input != nil {
+				g.sb.feed(input, nil) // the step the replay stood for
+			}
 		}
-		g.hops = hops
-		g.resetStats()
+		if g.req.Standby && g.sb == nil {
+			g.sb = g.startStandby(ctx, true)
+		}
 		return c, res, nil
 	}
+}
+
+// switchTo makes hops the current route, folding the old one's accounting
+// into the result.
+func (g *generation) switchTo(hops []Hop) {
+	if g.decodes > 0 { // a route that failed before decoding has nothing to show
+		g.stats()
+	}
+	g.hops = hops
+	g.resetStats()
+}
+
+// takeOver promotes the warm standby, if there is one that can stand in,
+// and records the re-route. On false the standby is gone and the caller
+// replays.
+func (g *generation) takeOver(ctx context.Context, se *StageError, input []int32, at int, detect time.Duration, t0 time.Time) (*chain, *Result, bool) {
+	s := g.sb
+	if s == nil || input == nil {
+		return nil, nil, false
+	}
+	g.sb = nil
+	r0 := time.Now()
+	c, res, err := g.promote(ctx, s, se, input)
+	if err != nil {
+		g.o.log().Info("pipeline: the warm standby cannot take over; replaying", "err", err)
+		s.close()
+		return nil, nil, false
+	}
+	g.res.Reroutes = append(g.res.Reroutes, Reroute{AtToken: at, Failed: se.Peer, Layers: se.Layers, Reason: se.Err.Error(),
+		NewRoute: s.hops, DetectMS: ms(detect), ReplayMS: ms(time.Since(r0)), ReplayTokens: len(input), Standby: true})
+	last := &g.res.Reroutes[len(g.res.Reroutes)-1]
+	last.CostMS = last.DetectMS + msSince(t0)
+	g.trace(TraceEvent{Kind: "reroute", Route: s.hops, Failed: se.Peer, Layers: se.Layers, Reason: last.Reason,
+		AtToken: at, DetectMS: last.DetectMS, ReplayMS: last.ReplayMS, CostMS: last.CostMS, Replay: len(input), Standby: true})
+	g.switchTo(s.hops)
+	g.sb = g.startStandby(ctx, true)
+	return c, res, true
 }
 
 // replan assembles a route from the holders alive now. With none covering

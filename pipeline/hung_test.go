@@ -148,3 +148,66 @@ func TestFailoverIdenticalEveryWeightType(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmStandbyTakesOver: with Standby, a second route over the spare
+// peers is fed every step; when a primary stage hangs mid-generation the
+// standby takes over with no replay, and the text equals one machine's.
+func TestWarmStandbyTakesOver(t *testing.T) {
+	for _, fault := range []string{"hang", "kill"} {
+		t.Run(fault, func(t *testing.T) {
+			const n = 40
+			full, cid := modelOf(t, "qwen3", "small", "q4_k")
+			want := referenceFile(t, full, question, n)
+			origin := newStagePeer(t)
+			var peers []*stagePeer
+			for range 2 { // two full routes: [0,3) [3,8) each
+				a, b := newStagePeer(t), newStagePeer(t)
+				a.serveFile(t, full, cid, 0, 3)
+				b.serveFile(t, full, cid, 3, 8)
+				peers = append(peers, a, b)
+			}
+			faults := map[string]func(){}
+			for _, p := range peers {
+				px := p.behindProxy(t)
+				faults[p.h.ID().String()] = px.Freeze
+				if fault == "kill" {
+					faults[p.h.ID().String()] = func() { p.h.Close() }
+				}
+			}
+			o := originatorForFile(t, full, origin, peers...)
+			o.Progress = swarm.Progress{Floor: 500 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond}
+			var primary []Hop
+			var standbys int
+			seen := 0
+			think := false
+			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Standby: true,
+				OnTrace: func(ev TraceEvent) {
+					switch ev.Kind {
+					case "route":
+						primary = ev.Route
+					case "standby":
+						standbys++
+					}
+				},
+				OnToken: func(string) {
+					if seen++; seen == n/2 {
+						faults[primary[1].Peer]()
+					}
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if standbys == 0 {
+				t.Fatal("no warm standby was opened")
+			}
+			if len(res.Reroutes) != 1 || !res.Reroutes[0].Standby || res.Reroutes[0].Failed != primary[1].Peer {
+				t.Fatalf("re-routes %+v: want the standby to take over from %s", res.Reroutes, primary[1].Peer)
+			}
+			if !sameTokens(res.Tokens, want) {
+				t.Fatalf("tokens after the standby took over differ from one machine:\n got %v\nwant %v", res.Tokens, want)
+			}
+			rr := res.Reroutes[0]
+			t.Logf("%s: detected in %.0f ms, standby took over in %.0f ms", fault, rr.DetectMS, rr.ReplayMS)
+		})
+	}
+}

@@ -62,9 +62,14 @@ type Request struct {
 	OnLogits func(step int, logits []float32)
 	OnToken  func(text string)
 	OnTrace  func(TraceEvent)
+	// Standby keeps a second route over other peers warm (fed every step):
+	// a failover then costs a step instead of a replay, for twice the
+	// compute. Used when such a route exists.
+	Standby bool
 }
 
-// TraceEvent is progress worth showing: "route", "reroute".
+// TraceEvent is progress worth showing: "route", "standby" (a warm standby
+// route opened), "reroute".
 type TraceEvent struct {
 	Kind     string  `json:"kind"`
 	Route    []Hop   `json:"route,omitempty"`
@@ -76,6 +81,7 @@ type TraceEvent struct {
 	ReplayMS float64 `json:"replay_ms,omitempty"`
 	CostMS   float64 `json:"cost_ms,omitempty"`
 	Replay   int     `json:"replay_tokens,omitempty"`
+	Standby  bool    `json:"standby,omitempty"`
 }
 
 // HopStat is one hop's cost, averaged over the decode steps.
@@ -101,6 +107,7 @@ type Reroute struct {
 	DetectMS     float64 `json:"detect_ms"`
 	ReplayMS     float64 `json:"replay_ms"`
 	CostMS       float64 `json:"cost_ms"`
+	Standby      bool    `json:"standby,omitempty"` // the warm standby took over (no replay)
 }
 
 // GenerateResult is the outcome of Generate.

@@ -26,7 +26,8 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 	seed := fs.Int64("seed", 0, "sampling seed, at least 0")
 	repeat := fs.Float64("repeat-penalty", 0, "penalise recently seen tokens, 0..10 (e.g. 1.1; default off)")
 	trace := fs.Bool("trace", false, "show each agent's (or pipeline hop's) peer and timings on stderr")
-	dtype := fs.String("dtype", "", "pipeline hidden states on the wire: f16 or f32 (default: the daemon's)")
+	dtype := fs.String("dtype", "", "pipeline hidden states on the wire: f32 (default, identical to one machine) or f16 (half the bytes)")
+	standby := fs.Bool("standby", false, "pipeline: keep a warm standby route for instant failover (twice the compute; default: the daemon's pipeline.standby)")
 	pos, err := e.parse(fs, commands["ask"].args, args)
 	if err != nil {
 		return err
@@ -65,6 +66,9 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 	if given["seed"] {
 		s := uint64(*seed)
 		req.Seed = &s
+	}
+	if given["standby"] {
+		req.Standby = standby
 	}
 	if e.json {
 		res, err := e.client.Query(ctx, req, nil)

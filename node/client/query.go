@@ -13,9 +13,10 @@ import (
 // QueryRequest is POST /v1/swarm/query.
 type QueryRequest struct {
 	Query       string   `json:"query"`
-	Mode        string   `json:"mode,omitempty"`  // auto (default), moa, speed, pipeline
-	Model       string   `json:"model,omitempty"` // pipeline mode: model name or CID
-	DType       string   `json:"dtype,omitempty"` // pipeline mode: f16 (default) or f32
+	Mode        string   `json:"mode,omitempty"`    // auto (default), moa, speed, pipeline
+	Model       string   `json:"model,omitempty"`   // pipeline mode: model name or CID
+	DType       string   `json:"dtype,omitempty"`   // pipeline mode: f32 (default) or f16
+	Standby     *bool    `json:"standby,omitempty"` // pipeline mode: keep a warm standby route (default: the peer's config)
 	MaxTokens   int      `json:"max_tokens,omitempty"`
 	Temperature *float32 `json:"temperature,omitempty"`
 	Seed        *uint64  `json:"seed,omitempty"`

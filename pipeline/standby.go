@@ -1,0 +1,249 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// A warm standby is a second route, over peers the primary route does not
+// use, fed every step the primary runs, in the same batch shapes and a
+// little behind it. When a primary hop fails, the standby catches up the
+// steps it lags, runs the failed step and becomes the primary: a failover
+// then costs its detection and a step or two, instead of a replay of the
+// whole history. It costs a second copy of the compute, so it is opt-in
+// (Request.Standby). A new standby is built in the background after each
+// promotion (by a replay, off the critical path).
+
+// standbyItem is one step to feed: its tokens and batch shapes.
+type standbyItem struct {
+	tokens  []int32
+	batches []int
+}
+
+// standby is the route kept warm.
+type standby struct {
+	hops []Hop
+	c    *chain
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []standbyItem
+	fed     int // items run
+	pending int // items queued but not run
+	err     error
+	closed  bool
+	done    chan struct{}
+}
+
+// startStandby opens a standby route avoiding the primary route's peers
+// and the failed ones, and starts feeding it: with history, first what the
+// primary has consumed so far (the prompt and every generated token, in
+// the original shapes), then every step fed. It returns nil when no such
+// route exists.
+func (g *generation) startStandby(ctx context.Context, history bool) *standby {
+	avoid := map[string]bool{}
+	for _, h := range g.hops {
+		avoid[h.Peer] = true
+	}
+	hops, err := g.o.plan(g.ref, g.holders, g.failed)
+	if err != nil {
+		return nil
+	}
+	// The cheapest route may share peers with the primary: plan again with
+	// those left out.
+	if sharesPeer(hops, avoid) {
+		ex := map[string]time.Time{}
+		for p, t := range g.failed {
+			ex[p] = t
+		}
+		for p := range avoid {
+			ex[p] = time.Now().Add(time.Hour) // never "beat again" during planning
+		}
+		if hops, err = g.o.plan(g.ref, g.holders, ex); err != nil || sharesPeer(hops, avoid) {
+			return nil
+		}
+	}
+	c, err := g.open(ctx, hops)
+	if err != nil {
+		g.o.log().Info("pipeline: no warm standby", "err", err)
+		return nil
+	}
+	s := &standby{hops: hops, c: c, done: make(chan struct{})}
+	s.cond = sync.NewCond(&s.mu)
+	if history {
+		s.feed(append(slices.Clone(g.prompt), g.res.Tokens...), replayShapes(len(g.prompt), len(g.res.Tokens)))
+	}
+	go s.run(ctx)
+	g.trace(TraceEvent{Kind: "standby", Route: hops})
+	return s
+}
+
+func sharesPeer(hops []Hop, avoid map[string]bool) bool {
+	for _, h := range hops {
+		if avoid[h.Peer] {
+			return true
+		}
+	}
+	return false
+}
+
+// replayShapes is the batch shapes of a history: the prompt in one batch,
+// then each generated token alone.
+func replayShapes(prompt, generated int) []int {
+	b := []int{prompt}
+	for range generated {
+		b = append(b, 1)
+	}
+	return b
+}
+
+// feed queues a step.
+func (s *standby) feed(tokens []int32, batches []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.err != nil {
+		return
+	}
+	s.queue = append(s.queue, standbyItem{tokens: slices.Clone(tokens), batches: batches})
+	s.pending++
+	s.cond.Broadcast()
+}
+
+// run feeds the queued steps to the standby chain, in order.
+func (s *standby) run(ctx context.Context) {
+	defer close(s.done)
+	for {
+		s.mu.Lock()
+		for len(s.queue) == 0 && !s.closed {
+			s.cond.Wait()
+		}
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		it := s.queue[0]
+		s.queue = s.queue[1:]
+		s.mu.Unlock()
+		_, _, err := s.c.step(ctx, it.tokens, it.batches)
+		s.mu.Lock()
+		s.pending--
+		s.fed++
+		if err != nil {
+			s.err = err
+			s.closed = true
+		}
+		s.cond.Broadcast()
+		s.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// caughtUp waits until every queued step has run; it fails when the
+// standby failed, or finished no step for deadline.
+func (s *standby) caughtUp(ctx context.Context, deadline time.Duration) error {
+	t := time.AfterFunc(deadline, func() {
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = errors.New("the standby fell behind")
+		}
+		s.closed = true
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer t.Stop()
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.closed = true
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}) // closing makes run return after its step, and promote fail
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := s.fed
+	for s.pending > 0 && s.err == nil && !s.closed {
+		s.cond.Wait()
+		if s.fed != last { // progress: the deadline starts again
+			last = s.fed
+			t.Reset(deadline)
+		}
+	}
+	if s.err != nil {
+		return s.err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if s.closed {
+		return errors.New("the standby was closed")
+	}
+	return nil
+}
+
+// failed reports whether the standby's chain broke.
+func (s *standby) failed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err != nil
+}
+
+// uses reports whether the standby's route goes through peer p.
+func (s *standby) uses(p string) bool {
+	for _, h := range s.hops {
+		if h.Peer == p {
+			return true
+		}
+	}
+	return false
+}
+
+// stopFeeding ends the feeding goroutine and returns the chain (not
+// closed).
+func (s *standby) stopFeeding() *chain {
+	s.mu.Lock()
+	s.closed = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	<-s.done
+	return s.c
+}
+
+// close ends the standby and its chain, even in the middle of a step.
+func (s *standby) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	s.c.st.Reset()
+	<-s.done
+}
+
+// promote makes the standby the primary after the primary failed at a step
+// whose input was tokens: it catches up, runs the step, and returns the
+// chain and the step's result. An error means the standby is no use; the
+// caller falls back to a replay.
+func (g *generation) promote(ctx context.Context, s *standby, se *StageError, tokens []int32) (*chain, *Result, error) {
+	if s.uses(se.Peer) {
+		return nil, nil, fmt.Errorf("the standby route uses %s too", short(se.Peer))
+	}
+	if err := s.caughtUp(ctx, g.o.Progress.Deadline(g.stepEst*time.Duration(max(len(tokens), 1)))); err != nil {
+		return nil, nil, err
+	}
+	c := s.stopFeeding()
+	var res *Result
+	err := g.watched(ctx, s.hops, g.stepEst, func(ctx context.Context) (err error) {
+		res, _, err = c.step(ctx, tokens, nil) // the failed step, in its own shape
+		return err
+	})
+	if err != nil {
+		c.st.Reset()
+		return nil, nil, err
+	}
+	return c, res, nil
+}
