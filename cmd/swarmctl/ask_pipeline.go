@@ -27,6 +27,7 @@ type pipeTrace struct {
 	ReplayMS float64   `json:"replay_ms"`
 	CostMS   float64   `json:"cost_ms"`
 	Replay   int       `json:"replay_tokens"`
+	Standby  bool      `json:"standby"`
 }
 
 type pipeResult struct {
@@ -66,9 +67,16 @@ func tracePipelineEvent(e *env, raw json.RawMessage) {
 	switch ev.Kind {
 	case "route":
 		fmt.Fprintf(e.stderr, "route      %s\n", routeString(ev.Route))
+	case "standby":
+		fmt.Fprintf(e.stderr, "standby    %s (kept warm)\n", routeString(ev.Route))
 	case "reroute":
 		fmt.Fprintf(e.stderr, "reroute    at token %d: %s (layers [%d,%d)) failed: %s\n", ev.AtToken, shortID(ev.Failed),
 			ev.Layers[0], ev.Layers[1], ev.Reason)
+		if ev.Standby {
+			fmt.Fprintf(e.stderr, "           detected after %s; the warm standby %s took over in %s\n", msDur(ev.DetectMS),
+				routeString(ev.Route), msDur(ev.ReplayMS))
+			return
+		}
 		fmt.Fprintf(e.stderr, "           detected after %s; new route %s; replayed %d tokens in %s\n", msDur(ev.DetectMS),
 			routeString(ev.Route), ev.Replay, msDur(ev.ReplayMS))
 	}
