@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -63,3 +64,82 @@ func BenchmarkReplay(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFailover measures a failover on the 0.6b shape, detection
+// included: two routes of two stages ([0,14) and [14,28), one thread
+// each), a primary stage killed or hung after 32 of 64 tokens, recovered
+// by a replay or by the warm standby. It reports the re-route's cost
+// (detection + replay or take-over) per run, and its median and worst.
+// go test -run XXX -bench Failover -benchtime 5x ./pipeline
+func BenchmarkFailover(b *testing.B) {
+	const n, at = 64, 32
+	for _, typ := range []string{"q8_0"} {
+		full, cid := modelOf(b, "qwen3", "0.6b", typ)
+		for _, fault := range []string{"kill", "hang"} {
+			for _, standby := range []bool{false, true} {
+				name := fmt.Sprintf("%s/%s/replay", typ, fault)
+				if standby {
+					name = fmt.Sprintf("%s/%s/standby", typ, fault)
+				}
+				b.Run(name, func(b *testing.B) {
+					var costs []float64
+					for b.Loop() {
+						origin := newStagePeer(b)
+						var peers []*stagePeer
+						for range 2 {
+							s1, s2 := newStagePeer(b), newStagePeer(b)
+							s1.serveFile(b, full, cid, 0, 14)
+							s2.serveFile(b, full, cid, 14, 28)
+							peers = append(peers, s1, s2)
+						}
+						faults := map[string]func(){}
+						for _, p := range peers {
+							px := p.behindProxy(b)
+							faults[p.h.ID().String()] = px.Freeze
+							if fault == "kill" {
+								faults[p.h.ID().String()] = func() { p.h.Close() }
+							}
+						}
+						o := originatorForFile(b, full, origin, peers...)
+						var primary []Hop
+						seen := 0
+						think := false
+						res, err := o.Generate(context.Background(), Request{Messages: question, Think: &think, MaxTokens: n,
+							Sampling: greedy, Standby: standby,
+							OnTrace: func(ev TraceEvent) {
+								if ev.Kind == "route" {
+									primary = ev.Route
+								}
+							},
+							OnToken: func(string) {
+								if seen++; seen == at {
+									faults[primary[1].Peer]()
+								}
+							}})
+						if err != nil {
+							b.Fatal(err)
+						}
+						if len(res.Reroutes) != 1 {
+							b.Fatalf("re-routes: %+v", res.Reroutes)
+						}
+						costs = append(costs, res.Reroutes[0].CostMS)
+						for _, p := range append(peers, origin) {
+							p.srv.Close()
+							p.h.Close()
+						}
+					}
+					b.ReportMetric(pct50(costs), "p50_ms")
+					b.ReportMetric(slicesMax(costs), "max_ms")
+				})
+			}
+		}
+	}
+}
+
+func pct50(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func slicesMax(xs []float64) float64 { return slices.Max(xs) }
