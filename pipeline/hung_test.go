@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -25,29 +24,17 @@ func TestHungStageReroutes(t *testing.T) {
 			mid.serveFile(t, full, cid, 2, 6)
 			b.serveFile(t, full, cid, 6, 8)
 			spare.serveFile(t, full, cid, 2, 6)
-			proxies := map[string]func(){}
-			for _, p := range []*stagePeer{mid, spare} {
-				proxies[p.h.ID().String()] = p.behindProxy(t).Freeze
-			}
+			fail := failable(t, "hang", mid, spare)
 			o := originatorForFile(t, full, origin, a, mid, b, spare)
 			o.Progress = swarm.Progress{Floor: 500 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond}
-			var routeMid string
-			seen := 0
+			route, onTrace, onToken := failHopAt(n/2, 1, fail)
 			think := false
 			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
-				OnTrace: func(ev TraceEvent) {
-					if ev.Kind == "route" {
-						routeMid = ev.Route[1].Peer
-					}
-				},
-				OnToken: func(string) {
-					if seen++; seen == n/2 && os.Getenv("NOFREEZE") == "" {
-						proxies[routeMid]()
-					}
-				}})
+				OnTrace: onTrace, OnToken: onToken})
 			if err != nil {
 				t.Fatal(err)
 			}
+			routeMid := (*route)[1].Peer
 			for _, rr := range res.Reroutes {
 				t.Logf("re-route at %d: %s %v %s", rr.AtToken, rr.Failed, rr.Layers, rr.Reason)
 			}
@@ -116,25 +103,12 @@ func TestFailoverIdenticalEveryWeightType(t *testing.T) {
 				mid.serveFile(t, full, cid, 1, layers-1)
 				b.serveFile(t, full, cid, layers-1, layers)
 				spare.serveFile(t, full, cid, 1, layers-1)
+				fail := failable(t, "kill", mid, spare)
 				o := originatorForFile(t, full, origin, a, mid, b, spare)
-				var routeMid string
-				seen := 0
+				_, onTrace, onToken := failHopAt(n/2, 1, fail)
 				think := false
 				res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
-					OnTrace: func(ev TraceEvent) {
-						if ev.Kind == "route" {
-							routeMid = ev.Route[1].Peer
-						}
-					},
-					OnToken: func(string) {
-						if seen++; seen == n/2 {
-							for _, p := range []*stagePeer{mid, spare} {
-								if p.h.ID().String() == routeMid {
-									p.h.Close()
-								}
-							}
-						}
-					}})
+					OnTrace: onTrace, OnToken: onToken})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -166,42 +140,28 @@ func TestWarmStandbyTakesOver(t *testing.T) {
 				b.serveFile(t, full, cid, 3, 8)
 				peers = append(peers, a, b)
 			}
-			faults := map[string]func(){}
-			for _, p := range peers {
-				px := p.behindProxy(t)
-				faults[p.h.ID().String()] = px.Freeze
-				if fault == "kill" {
-					faults[p.h.ID().String()] = func() { p.h.Close() }
-				}
-			}
+			fail := failable(t, fault, peers...) // before the view learns their addresses
 			o := originatorForFile(t, full, origin, peers...)
 			o.Progress = swarm.Progress{Floor: 500 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond}
-			var primary []Hop
-			var standbys int
-			seen := 0
+			route, onTrace, onToken := failHopAt(n/2, 1, fail)
+			standbys := 0
 			think := false
 			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Standby: true,
 				OnTrace: func(ev TraceEvent) {
-					switch ev.Kind {
-					case "route":
-						primary = ev.Route
-					case "standby":
+					onTrace(ev)
+					if ev.Kind == "standby" {
 						standbys++
 					}
 				},
-				OnToken: func(string) {
-					if seen++; seen == n/2 {
-						faults[primary[1].Peer]()
-					}
-				}})
+				OnToken: onToken})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if standbys == 0 {
 				t.Fatal("no warm standby was opened")
 			}
-			if len(res.Reroutes) != 1 || !res.Reroutes[0].Standby || res.Reroutes[0].Failed != primary[1].Peer {
-				t.Fatalf("re-routes %+v: want the standby to take over from %s", res.Reroutes, primary[1].Peer)
+			if failed := (*route)[1].Peer; len(res.Reroutes) != 1 || !res.Reroutes[0].Standby || res.Reroutes[0].Failed != failed {
+				t.Fatalf("re-routes %+v: want the standby to take over from %s", res.Reroutes, failed)
 			}
 			if !sameTokens(res.Tokens, want) {
 				t.Fatalf("tokens after the standby took over differ from one machine:\n got %v\nwant %v", res.Tokens, want)
@@ -210,4 +170,42 @@ func TestWarmStandbyTakesOver(t *testing.T) {
 			t.Logf("%s: detected in %.0f ms, standby took over in %.0f ms", fault, rr.DetectMS, rr.ReplayMS)
 		})
 	}
+}
+
+// failable makes each peer failable by its ID: "hang" freezes a proxy in
+// front of it (its connections stay open and carry nothing, as under
+// SIGSTOP), "kill" closes its host (as kill -9 does). Call it before the
+// originator's view is built: the view must learn the proxies' addresses.
+func failable(t testing.TB, kind string, peers ...*stagePeer) map[string]func() {
+	t.Helper()
+	fail := map[string]func(){}
+	for _, p := range peers {
+		switch kind {
+		case "hang":
+			fail[p.h.ID().String()] = p.behindProxy(t).Freeze
+		case "kill":
+			fail[p.h.ID().String()] = func() { p.h.Close() }
+		default:
+			t.Fatalf("fault %q", kind)
+		}
+	}
+	return fail
+}
+
+// failHopAt returns generation hooks that fail hop i of the first route
+// after `at` streamed tokens, and that route once the trace has shown it.
+func failHopAt(at, i int, fail map[string]func()) (route *[]Hop, onTrace func(TraceEvent), onToken func(string)) {
+	route = new([]Hop)
+	seen := 0
+	onTrace = func(ev TraceEvent) {
+		if ev.Kind == "route" && *route == nil {
+			*route = ev.Route
+		}
+	}
+	onToken = func(string) {
+		if seen++; seen == at {
+			fail[(*route)[i].Peer]()
+		}
+	}
+	return route, onTrace, onToken
 }

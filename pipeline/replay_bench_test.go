@@ -92,30 +92,12 @@ func BenchmarkFailover(b *testing.B) {
 							s2.serveFile(b, full, cid, 14, 28)
 							peers = append(peers, s1, s2)
 						}
-						faults := map[string]func(){}
-						for _, p := range peers {
-							px := p.behindProxy(b)
-							faults[p.h.ID().String()] = px.Freeze
-							if fault == "kill" {
-								faults[p.h.ID().String()] = func() { p.h.Close() }
-							}
-						}
+						fail := failable(b, fault, peers...)
 						o := originatorForFile(b, full, origin, peers...)
-						var primary []Hop
-						seen := 0
+						_, onTrace, onToken := failHopAt(at, 1, fail)
 						think := false
 						res, err := o.Generate(context.Background(), Request{Messages: question, Think: &think, MaxTokens: n,
-							Sampling: greedy, Standby: standby,
-							OnTrace: func(ev TraceEvent) {
-								if ev.Kind == "route" {
-									primary = ev.Route
-								}
-							},
-							OnToken: func(string) {
-								if seen++; seen == at {
-									faults[primary[1].Peer]()
-								}
-							}})
+							Sampling: greedy, Standby: standby, OnTrace: onTrace, OnToken: onToken})
 						if err != nil {
 							b.Fatal(err)
 						}
