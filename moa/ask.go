@@ -114,20 +114,18 @@ func (o *Originator) askModel(ctx context.Context, role, model string, req *Requ
 				onToken(c.peer.ID.String(), t)
 			}
 		})
-		if a.Error == "" || ctx.Err() != nil || (streamed && final) ||
-			errors.Is(a.Err, ErrTooLong) || errors.Is(a.Err, ErrBadRequest) {
-			break // the request's fault: the next peer would refuse it too
-		}
-		if strings.TrimSpace(a.Content) != "" && (partial == nil || len(a.Content) > len(partial.Content)) {
+		if a.Error != "" && strings.TrimSpace(a.Content) != "" && (partial == nil || len(a.Content) > len(partial.Content)) {
 			p := a
 			partial = &p
 		}
+		// Done; or the user's time is up; or text already reached the user;
+		// or the request's own fault, which the next peer would refuse too.
+		if a.Error == "" || ctx.Err() != nil || (streamed && final) ||
+			errors.Is(a.Err, ErrTooLong) || errors.Is(a.Err, ErrBadRequest) {
+			break
+		}
 		o.log().Info("agent failed", "role", role, "peer", c.peer.ID, "err", a.Error)
 		skipped = append(skipped, shortPeer(c.peer.ID.String())+": "+a.Error)
-	}
-	if a.Error != "" && strings.TrimSpace(a.Content) != "" && !final {
-		p := a
-		partial = &p
 	}
 	if a.Error != "" && partial != nil && !final {
 		p := *partial
@@ -138,9 +136,9 @@ func (o *Originator) askModel(ctx context.Context, role, model string, req *Requ
 	return a
 }
 
-// askPeer asks one peer, within the budget its speed allows (and the
-// caller's deadline), under a progress watch that resets the call when the
-// peer stops answering pings.
+// askPeer asks one peer, within the caller's deadline, under a progress
+// watch that resets the call when the peer goes silent and stops answering
+// pings.
 func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onToken func(string)) AgentResponse {
 	a := AgentResponse{Role: c.role.Role, Peer: c.peer.ID.String(), Model: c.role.ModelName, ModelCID: c.role.ModelCID,
 		Weight: c.weight, Thermal: c.peer.Cap.Thermal}
@@ -211,8 +209,8 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 		a.Model = done.Model
 	}
 	if !c.peer.Self {
-		// What the originator saw, network included, is what the next
-		// budget is made of.
+		// What the originator saw, network included, sets how soon this
+		// peer's next silence is suspicious.
 		var seen time.Duration
 		if done.TTFTMS > 0 {
 			seen = time.Duration(done.TTFTMS*float64(time.Millisecond)) + o.rtt(c.peer.ID)

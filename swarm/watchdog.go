@@ -84,7 +84,7 @@ func (p Progress) Watch(h host.Host, expected time.Duration, peers []peer.ID, on
 	w := &Watch{p: p.Defaults(), h: h, onHung: onHung, expected: expected, last: time.Now(),
 		kick: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	for _, id := range peers {
-		if id != h.ID() {
+		if h != nil && id != h.ID() { // without a host there is nothing to probe with
 			w.peers = append(w.peers, id)
 		}
 	}
