@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
@@ -473,5 +475,71 @@ func TestContextFullEndsLikeOneMachine(t *testing.T) {
 	}
 	if res.Done != "length" || len(res.Reroutes) != 0 || res.PromptTokens+len(res.Tokens) != 97 {
 		t.Fatalf("done %q after %d+%d tokens, %d re-routes", res.Done, res.PromptTokens, len(res.Tokens), len(res.Reroutes))
+	}
+}
+
+// TestIdleSessionCloses: a session that completes no step loses its slot
+// after the idle timeout, even while its peer keeps sending frames the
+// stage refuses; completed steps keep a session open.
+func TestIdleSessionCloses(t *testing.T) {
+	const arch = "qwen3"
+	_, cid := model(t, arch)
+	origin := newStagePeer(t)
+	st := newStagePeer(t)
+	st.srv.IdleTimeout = 400 * time.Millisecond
+	st.serve(t, arch, 2, 4)
+	origin.h.Peerstore().AddAddrs(st.h.ID(), st.h.Addrs(), time.Hour)
+	open := Open{Session: 7, Model: cid, Layers: 4, Hidden: 64, DType: DTypeF16, Index: 1,
+		Route: []RouteHop{{Peer: origin.h.ID().String(), Start: 0, End: 2}, {Peer: st.h.ID().String(), Start: 2, End: 4}}}
+	dial := func() (network.Stream, *bufio.Reader) {
+		s, err := origin.h.NewStream(t.Context(), st.h.ID(), ProtocolID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Reset() })
+		r := newReader(s)
+		if err := writeJSON(s, frameOpen, &open); err != nil {
+			t.Fatal(err)
+		}
+		if typ, _, err := readFrame(r, limitJSON); err != nil || typ != frameOpened {
+			t.Fatalf("open: type %d, %v", typ, err)
+		}
+		return s, r
+	}
+	hid := make([]byte, 2*64)
+	// A live session: a completed step every 150 ms keeps it past the timeout.
+	good, goodR := dial()
+	for pos := range 6 {
+		if err := writeFrame(good, frameStep, encodeStep(&Step{Session: 7, Pos: pos, Tokens: []int32{1}, DType: dtF16, Hidden: hid})); err != nil {
+			t.Fatal(err)
+		}
+		if typ, _, err := readFrame(goodR, limitResult); err != nil || typ != frameResult {
+			t.Fatalf("step %d of a live session: type %d, %v", pos, typ, err)
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+	good.Reset()
+	// A squatter: only refused frames. Its session closes all the same.
+	bad, badR := dial()
+	start := time.Now()
+	for time.Since(start) < 2*time.Second {
+		if err := writeFrame(bad, frameStep, encodeStep(&Step{Session: 7, Pos: 99, Tokens: []int32{1}, DType: dtF16, Hidden: hid})); err != nil {
+			break // the stage closed the stream
+		}
+		if _, _, err := readFrame(badR, limitJSON); err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if active, _ := st.srv.Load(); active == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a session sending only refused frames still holds its slot after %s", time.Since(start))
+		}
+	}
+	if took := time.Since(start); took > 1500*time.Millisecond {
+		t.Fatalf("idle session closed after %s (timeout 400 ms)", took)
 	}
 }

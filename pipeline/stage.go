@@ -23,8 +23,8 @@ import (
 	"github.com/llmswarm/llmswarm/internal/engine"
 )
 
-// idleTimeout closes a session whose originator sent nothing for this long.
-const idleTimeout = 10 * time.Minute
+// defaultIdle closes a session that completed no step for this long.
+const defaultIdle = 2 * time.Minute
 
 // openQueueWait is how long an open waits for a free session slot (the
 // originator waits 60 s for the whole chain to open).
@@ -34,6 +34,10 @@ const openQueueWait = 45 * time.Second
 type StageServer struct {
 	host host.Host
 	log  *slog.Logger
+	// IdleTimeout closes a session that completed no step for this long
+	// (default 2 min): frames that are refused do not keep it open. Set
+	// before serving.
+	IdleTimeout time.Duration
 
 	mu     sync.RWMutex
 	shards []*Shard
@@ -230,8 +234,15 @@ func (s *StageServer) serve(st stream, remote string) {
 	if err := writeJSON(st, frameOpened, &Opened{Session: ss.open.Session, Vocab: sh.Model.Info().VocabSize}); err != nil {
 		return
 	}
+	idle := s.IdleTimeout
+	if idle <= 0 {
+		idle = defaultIdle
+	}
+	// Only a completed step keeps the session: a peer sending refused
+	// frames, or nothing, loses its slot when the deadline passes.
+	deadline := time.Now().Add(idle)
 	for {
-		st.SetReadDeadline(time.Now().Add(idleTimeout))
+		st.SetReadDeadline(deadline)
 		typ, body, err := readFrame(ss.upR, limitStep(ss.open.Hidden))
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -257,6 +268,7 @@ func (s *StageServer) serve(st stream, remote string) {
 		if err := writeFrame(st, frameResult, encodeResult(res)); err != nil {
 			return
 		}
+		deadline = time.Now().Add(idle)
 	}
 }
 
