@@ -234,11 +234,7 @@ func (g *generation) recover(ctx context.Context, cause error, detect time.Durat
 		// The replay repeats the original batch shapes: the prompt in one
 		// batch, then each generated token alone.
 		replay := append(slices.Clone(g.prompt), g.res.Tokens...)
-		batches := []int{len(g.prompt)}
-		for range g.res.Tokens {
-			batches = append(batches, 1)
-		}
-		res, took, err := g.step(ctx, c, hops, replay, batches)
+		res, took, err := g.step(ctx, c, hops, replay, replayShapes(len(g.prompt), len(g.res.Tokens)))
 		if err != nil {
 			c.st.Reset()
 			if ctx.Err() != nil {

@@ -38,10 +38,7 @@ func BenchmarkReplay(b *testing.B) {
 				gen[i] = int32(i*53%4000 + 7)
 			}
 			replay := append(append([]int32{}, prompt...), gen...)
-			shapes := []int{len(prompt)}
-			for range gen {
-				shapes = append(shapes, 1)
-			}
+			shapes := replayShapes(len(prompt), len(gen))
 			for _, mode := range []struct {
 				name    string
 				batches []int
