@@ -45,6 +45,12 @@ func (n *Node) startPipeline(ctx context.Context) error {
 		return err
 	}
 	p.stages = pipeline.NewStageServer(n.host, n.log)
+	// A stage opens sessions only on live members of the swarm it has heard
+	// from itself (their signed records taught the host their addresses).
+	p.stages.Known = func(id peer.ID) bool {
+		s := n.Swarm()
+		return s != nil && s.View().Alive(id)
+	}
 	n.pipe = p
 	for _, s := range n.cfg.Shards {
 		spec, _ := ParseShardSpec(s) // validated with the config

@@ -243,13 +243,7 @@ func (o *Originator) newOpen(ref ModelRef, hops []Hop, req Request) Open {
 	open := Open{Session: rand.Uint64() | 1, Model: ref.CID, Layers: ref.Layers, Hidden: ref.Hidden,
 		DType: req.DType, Sampling: req.Sampling, Logits: req.Logits}
 	for _, h := range hops {
-		rh := RouteHop{Peer: h.Peer, Start: h.Start, End: h.End}
-		if id, err := peer.Decode(h.Peer); err == nil && o.View != nil {
-			if p, ok := o.View.Get(id); ok {
-				rh.Addrs = p.Cap.Addrs
-			}
-		}
-		open.Route = append(open.Route, rh)
+		open.Route = append(open.Route, RouteHop{Peer: h.Peer, Start: h.Start, End: h.End})
 	}
 	return open
 }

@@ -150,8 +150,15 @@ func originatorFor(t *testing.T, arch string, self *stagePeer, stages ...*stageP
 func originatorForFile(t testing.TB, full string, self *stagePeer, stages ...*stagePeer) *Originator {
 	t.Helper()
 	v := swarm.NewView(self.h.ID(), swarm.Liveness{})
-	for i, p := range append([]*stagePeer{self}, stages...) {
-		self.h.Peerstore().AddAddrs(p.h.ID(), p.addrs(), time.Hour)
+	all := append([]*stagePeer{self}, stages...)
+	for _, p := range all { // every peer knows the others' addresses, as the swarm's records teach them
+		for _, q := range all {
+			if p != q {
+				p.h.Peerstore().AddAddrs(q.h.ID(), q.addrs(), time.Hour)
+			}
+		}
+	}
+	for i, p := range all {
 		var addrs []string
 		for _, a := range p.addrs() {
 			addrs = append(addrs, a.String())

@@ -16,8 +16,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/peerstore"
-	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
@@ -38,6 +36,12 @@ type StageServer struct {
 	// (default 2 min): frames that are refused do not keep it open. Set
 	// before serving.
 	IdleTimeout time.Duration
+	// Known reports whether this stage may open a session on a peer as the
+	// next hop of a route: one it knows from its own peer table. A route
+	// names peers, never addresses: a requester cannot make a stage dial
+	// where it likes. nil: a peer the host already has addresses for.
+	// Set before serving.
+	Known func(peer.ID) bool
 
 	mu     sync.RWMutex
 	shards []*Shard
@@ -281,17 +285,21 @@ func (s *StageServer) refuse(st stream, remote, code, msg string, hop RouteHop) 
 // of the chain is ready. A failure names the hop that failed.
 func (s *StageServer) openDownstream(ss *stageSession) *WireError {
 	ss.next = ss.open.Route[ss.open.Index+1]
+	// What went wrong stays in this peer's log: the requester learns that
+	// the next hop failed, never how (a dial error would tell it which
+	// ports are open where).
 	fail := func(err error) *WireError {
-		return &WireError{Code: CodeDownstream, Message: err.Error(), Peer: ss.next.Peer, Start: ss.next.Start, End: ss.next.End}
+		s.log.Debug("stage: next hop failed", "peer", ss.next.Peer, "err", err)
+		return &WireError{Code: CodeDownstream, Message: "the next hop could not be reached", Peer: ss.next.Peer,
+			Start: ss.next.Start, End: ss.next.End}
 	}
 	id, err := peer.Decode(ss.next.Peer)
 	if err != nil {
 		return &WireError{Code: CodeBadFrame, Message: "route hop peer: " + err.Error()}
 	}
-	for _, a := range ss.next.Addrs {
-		if m, err := ma.NewMultiaddr(a); err == nil {
-			s.host.Peerstore().AddAddr(id, m, peerstore.TempAddrTTL)
-		}
+	if !s.known(id) {
+		return &WireError{Code: CodeDownstream, Message: "the next hop is not a peer this stage knows", Peer: ss.next.Peer,
+			Start: ss.next.Start, End: ss.next.End}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -329,6 +337,13 @@ func (s *StageServer) openDownstream(ss *stageSession) *WireError {
 	}
 	down.Reset()
 	return fail(fmt.Errorf("unexpected frame type %d", typ))
+}
+
+func (s *StageServer) known(id peer.ID) bool {
+	if s.Known != nil {
+		return s.Known(id)
+	}
+	return len(s.host.Peerstore().Addrs(id)) > 0
 }
 
 // run runs this stage's layers over the step's positions, in the given
