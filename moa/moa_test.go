@@ -378,3 +378,55 @@ func TestRolesShareOneModel(t *testing.T) {
 		t.Fatal("unknown role accepted")
 	}
 }
+
+// TestOnePeerCannotTakeARole: one originator's requests beyond its share
+// of a role's slots and queue are refused as busy at once, while another
+// peer's request still queues and is answered.
+func TestOnePeerCannotTakeARole(t *testing.T) {
+	b := newRolePeer(t, tinyModel, engine.Options{Threads: 1, Slots: 1, Queue: 7, Context: 2048}, Reasoner) // share: max(2, 8/4) = 2
+	greedy, other := newTestPeer(t, 4), newTestPeer(t, 4)
+	for _, p := range []*testPeer{greedy, other} {
+		p.h.Peerstore().AddAddrs(b.h.ID(), b.h.Addrs(), time.Hour)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	long := &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "go on"}}, MaxTokens: 4000}
+	started := make(chan struct{}, 2)
+	for range 2 { // the greedy peer's share: one answering, one queued
+		go Call(ctx, greedy.h, b.h.ID(), long, func(string) {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+		})
+	}
+	rm := b.srv.roles[Reasoner]
+	for deadline := time.Now().Add(20 * time.Second); rm.Model.Queue().Waiting != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the greedy peer's second request never queued")
+		}
+	}
+	short := &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "hi"}}, MaxTokens: 2}
+	if _, err := Call(t.Context(), greedy.h, b.h.ID(), short, nil); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "per peer") {
+		t.Fatalf("a third request from the same peer: %v, want busy (per-peer share)", err)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		_, err := Call(t.Context(), other.h, b.h.ID(), short, nil)
+		answered <- err
+	}()
+	for deadline := time.Now().Add(20 * time.Second); rm.Model.Queue().Waiting != 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("another peer's request did not queue")
+		}
+	}
+	cancel() // the greedy peer leaves: its slot frees, the other peer is served
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatalf("another peer's request: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("another peer's request was never answered")
+	}
+}

@@ -25,9 +25,10 @@ type Server struct {
 	// unknown) for the metrics of each reply. May be nil.
 	Status func() (thermal string, battery int)
 
-	mu     sync.RWMutex
-	roles  map[string]*RoleModel
-	closed bool
+	mu       sync.RWMutex
+	roles    map[string]*RoleModel
+	closed   bool
+	inflight perPeer // remote peers' requests in flight
 }
 
 // NewServer registers the stream handler on h (if not nil).
@@ -192,6 +193,16 @@ func (s *Server) handle(st network.Stream) {
 		return
 	}
 	st.SetReadDeadline(time.Time{})
+	remote := st.Conn().RemotePeer()
+	if limit := s.peerLimit(req.Role); limit > 0 {
+		held, ok := s.inflight.acquire(remote, req.Role, limit)
+		if !ok {
+			writeFrame(st, &Reply{Type: ReplyError, Error: &WireError{Code: CodeBusy,
+				Message: fmt.Sprintf("your peer already has %d %s requests in flight here (at most %d per peer)", held, req.Role, limit)}})
+			return
+		}
+		defer s.inflight.release(remote, req.Role)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// The originator sends nothing more: any read result other than a clean
@@ -236,6 +247,19 @@ func (s *Server) handle(st network.Stream) {
 	}
 	writeFrame(w, &Reply{Type: ReplyDone, Done: done})
 	w.Flush()
+}
+
+// peerLimit is how many requests one remote peer may have in flight for
+// role (0: the role is not served; the request fails on its own).
+func (s *Server) peerLimit(role string) int {
+	s.mu.RLock()
+	rm := s.roles[role]
+	s.mu.RUnlock()
+	if rm == nil {
+		return 0
+	}
+	o := rm.Model.Options()
+	return perPeerLimit(o.Slots, o.Queue)
 }
 
 // Close stops serving and unloads the models. It is idempotent.
