@@ -41,7 +41,7 @@ const (
 type Capability struct {
 	PeerID   string   `json:"peer_id"`
 	Seq      uint64   `json:"seq"`
-	TimeMS   int64    `json:"time_ms"` // signer's clock (unix ms): a record too old for the liveness window never makes a peer alive
+	TimeMS   int64    `json:"time_ms"` // sender's clock; informational only
 	Version  string   `json:"version,omitempty"`
 	Addrs    []string `json:"addrs,omitempty"`
 	Platform Platform `json:"platform"`

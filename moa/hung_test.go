@@ -53,7 +53,7 @@ func TestHungAgentMovesToNextHolder(t *testing.T) {
 		case live:
 			roles[0].TokPerSec = 4 // a slow Pi, ranked second
 		}
-		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), TimeMS: time.Now().UnixMilli(), Roles: roles}, time.Now())
+		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Roles: roles}, time.Now())
 	}
 	px.Freeze()
 	o := &Originator{Host: origin.h, View: v, Progress: swarm.Progress{Floor: 500 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond}}

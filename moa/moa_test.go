@@ -98,7 +98,7 @@ func viewOf(self *testPeer, peers ...*testPeer) *swarm.View {
 	for i, p := range append([]*testPeer{self}, peers...) {
 		self.h.Peerstore().AddAddrs(p.h.ID(), p.h.Addrs(), time.Hour)
 		active, capacity := p.srv.Load()
-		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), TimeMS: time.Now().UnixMilli(), Roles: p.srv.Roles(),
+		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Roles: p.srv.Roles(),
 			Load: gossip.Load{Active: active, Capacity: capacity}}, time.Now())
 	}
 	return v

@@ -66,7 +66,7 @@ func TestForgedAndReplayedRecords(t *testing.T) {
 	}
 
 	forged := &gossip.Capability{
-		PeerID: victim.ID().String(), Seq: uint64(time.Now().Add(time.Hour).UnixNano()), TimeMS: time.Now().UnixMilli(),
+		PeerID: victim.ID().String(), Seq: uint64(time.Now().Add(time.Hour).UnixNano()),
 		Roles: []gossip.Role{{Role: "reasoner", ModelCID: "bafkreiforged"}},
 	}
 	env, err := record.Seal(forged, key)
@@ -75,7 +75,7 @@ func TestForgedAndReplayedRecords(t *testing.T) {
 	}
 	forgedBytes, _ := env.Marshal()
 	// The attacker's own record, honestly signed, but claiming a role.
-	own := &gossip.Capability{PeerID: h.ID().String(), Seq: 1, TimeMS: time.Now().UnixMilli(), Roles: []gossip.Role{{Role: "writer", ModelCID: "bafkreiown"}}}
+	own := &gossip.Capability{PeerID: h.ID().String(), Seq: 1, Roles: []gossip.Role{{Role: "writer", ModelCID: "bafkreiown"}}}
 	ownBytes, err := gossip.SealCapability(own, key)
 	if err != nil {
 		t.Fatal(err)

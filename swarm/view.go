@@ -70,29 +70,11 @@ func NewView(self peer.ID, live Liveness) *View {
 // Liveness returns the parameters the view judges peers by.
 func (v *View) Liveness() Liveness { return v.live }
 
-// maxClockSkew is how far a record's signer clock may be from this peer's
-// (the allowance BMC tables get).
-const maxClockSkew = gossip.BMCMaxSkew
-
-// Stale reports whether a record, by its signer's time, is too old (or too
-// far ahead) to say anything about liveness at now: older than the
-// liveness window plus the clock-skew allowance, or more than the
-// allowance in the future. A replayed old record never makes a dead peer
-// alive again.
-func (v *View) Stale(c *gossip.Capability, now time.Time) bool {
-	signed := time.UnixMilli(c.TimeMS)
-	return now.Sub(signed) > v.live.DeadAfter()+maxClockSkew || signed.Sub(now) > maxClockSkew
-}
-
-// Observe records a verified capability heartbeat received at now. A stale
-// record (see Stale) is ignored.
+// Observe records a verified capability heartbeat received at now.
 func (v *View) Observe(c *gossip.Capability, now time.Time) {
 	id, err := peer.Decode(c.PeerID)
 	if err != nil {
 		return // validated records always decode; be defensive anyway
-	}
-	if v.Stale(c, now) {
-		return
 	}
 	v.mu.Lock()
 	p, ok := v.peers[id]
