@@ -48,11 +48,11 @@ func SliceFile(in, out string, a, b int) (ModelInfo, error) {
 		if !mi.isFull() {
 			return "", &fileError{in, fmt.Errorf("%w: a slice that does not record its model's CID (%s)", ErrNoSource, SourceCIDKey)}
 		}
-		c, err := FileCID(in)
+		_, _, root, err := BuildManifest(in)
 		if err != nil {
 			return "", err
 		}
-		return c.String(), nil
+		return root.String(), nil
 	})
 }
 

@@ -41,8 +41,9 @@ type Store struct {
 
 // ModelEntry is a full model the store can slice and serve.
 type ModelEntry struct {
-	CID     string    `json:"cid"`
-	Path    string    `json:"path"` // absolute in the API; a bare name in the index when inside the store
+	CID     string    `json:"cid"`                // the model's root (its manifest's CID)
+	FileCID string    `json:"file_cid,omitempty"` // the file's own CID
+	Path    string    `json:"path"`               // absolute in the API; a bare name in the index when inside the store
 	Size    int64     `json:"size"`
 	ModTime time.Time `json:"mtime"`
 	Layers  int       `json:"layers"`
@@ -260,8 +261,10 @@ func (s *Store) lock(ctx context.Context, name string) (unlock func(), err error
 }
 
 // AddModel registers the full GGUF model at path without copying it: it
-// hashes the file (which takes a while for a big model), checks that it
-// holds every layer, and records it under its CID.
+// reads the file once (which takes a while for a big model) to build the
+// model's manifest, checks that it holds every layer, stores the manifest
+// and records the model under its root. A model already registered from
+// the same unchanged file is not read again.
 func (s *Store) AddModel(path string) (ModelEntry, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -271,22 +274,45 @@ func (s *Store) AddModel(path string) (ModelEntry, error) {
 	if err != nil {
 		return ModelEntry{}, fmt.Errorf("shards: %w", err)
 	}
+	s.mu.Lock()
+	for _, e := range s.models {
+		if e.Path == abs && e.Size == st.Size() && e.ModTime.Equal(st.ModTime()) && e.FileCID != "" {
+			s.mu.Unlock()
+			if _, _, ok := s.Manifest(e.CID); ok {
+				return e, nil
+			}
+			s.mu.Lock()
+			break
+		}
+	}
+	s.mu.Unlock()
 	mi, err := ReadModelInfo(abs)
 	if err != nil {
 		return ModelEntry{}, err
 	}
-	if mi.Layers <= 0 || mi.LayerRange != [2]int{0, mi.Layers} || !mi.HasEmbedding || !mi.HasHead {
+	if mi.Layers <= 0 || !mi.isFull() {
 		return ModelEntry{}, fmt.Errorf("shards: %s: %w: holds layers [%d,%d) of %d", abs, ErrNotFullModel, mi.LayerRange[0], mi.LayerRange[1], mi.Layers)
 	}
-	c, err := FileCID(abs)
+	_, b, root, err := BuildManifest(abs)
 	if err != nil {
 		return ModelEntry{}, err
 	}
-	e := ModelEntry{CID: c.String(), Path: abs, Size: st.Size(), ModTime: st.ModTime(), Layers: mi.Layers, Arch: mi.Arch, Name: mi.Name}
+	m, err := s.PutManifest(root.String(), b)
+	if err != nil {
+		return ModelEntry{}, err
+	}
+	e := ModelEntry{CID: root.String(), FileCID: m.File, Path: abs, Size: st.Size(), ModTime: st.ModTime(), Layers: mi.Layers, Arch: mi.Arch, Name: mi.Name}
+	s.mu.Lock()
+	for k, old := range s.models {
+		if old.Path == abs {
+			delete(s.models, k) // the file changed, or was registered by its file CID before manifests
+		}
+	}
+	s.mu.Unlock()
 	if err := s.putModel(e); err != nil {
 		return ModelEntry{}, err
 	}
-	s.log.Info("shards: model added", "model", e.CID, "path", abs, "layers", mi.Layers)
+	s.log.Info("shards: model added", "model", e.CID, "file_cid", e.FileCID, "path", abs, "layers", mi.Layers)
 	return e, nil
 }
 
@@ -302,10 +328,19 @@ func (s *Store) putModel(e ModelEntry) error {
 func (s *Store) Model(modelCID string) (ModelEntry, bool) {
 	s.mu.Lock()
 	e, ok := s.models[modelCID]
+	if !ok {
+		for _, m := range s.models {
+			if m.FileCID == modelCID && modelCID != "" {
+				e, ok = m, true
+				break
+			}
+		}
+	}
 	s.mu.Unlock()
 	if !ok {
 		return ModelEntry{}, false
 	}
+	modelCID = e.CID
 	if st, err := os.Stat(e.Path); err != nil || st.Size() != e.Size || !st.ModTime().Equal(e.ModTime) {
 		s.forget(func() { delete(s.models, modelCID) })
 		s.log.Warn("shards: model file changed or missing, forgetting it", "model", modelCID, "path", e.Path)

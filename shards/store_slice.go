@@ -20,7 +20,7 @@ func (s *Store) EnsureSlice(modelCID string, a, b int) (SliceEntry, error) {
 // ensureSlice is EnsureSlice; onDemand marks a new slice as cut for a peer
 // (evictable), and a slice the node asks for itself is never evictable.
 func (s *Store) ensureSlice(ctx context.Context, modelCID string, a, b int, onDemand bool) (SliceEntry, error) {
-	c, err := ParseCID(modelCID)
+	c, err := ParseModelCID(modelCID)
 	if err != nil {
 		return SliceEntry{}, err
 	}
@@ -143,7 +143,7 @@ func (s *Store) EnsureHeader(modelCID string) (HeaderEntry, error) {
 }
 
 func (s *Store) ensureHeader(ctx context.Context, modelCID string) (HeaderEntry, error) {
-	c, err := ParseCID(modelCID)
+	c, err := ParseModelCID(modelCID)
 	if err != nil {
 		return HeaderEntry{}, err
 	}
@@ -200,7 +200,7 @@ func (s *Store) ensureHeader(ctx context.Context, modelCID string) (HeaderEntry,
 // file naming another model is refused with ErrBadShard). A peer given a
 // slice made elsewhere serves it under the same CID as peers that cut it.
 func (s *Store) ImportSlice(path, modelCID string) (SliceEntry, error) {
-	c, err := ParseCID(modelCID)
+	c, err := ParseModelCID(modelCID)
 	if err != nil {
 		return SliceEntry{}, err
 	}
@@ -212,6 +212,11 @@ func (s *Store) ImportSlice(path, modelCID string) (SliceEntry, error) {
 	a, b := mi.LayerRange[0], mi.LayerRange[1]
 	if a >= b || b > mi.Layers {
 		return SliceEntry{}, fmt.Errorf("shards: %s: %w: holds layers [%d,%d) of %d", path, ErrLayerRange, a, b, mi.Layers)
+	}
+	if m, _, ok := s.Manifest(modelCID); ok {
+		if err := m.VerifySlice(path, modelCID, a, b); err != nil {
+			return SliceEntry{}, err
+		}
 	}
 	name := sliceName(modelCID, a, b)
 	unlock, err := s.lock(context.Background(), name)

@@ -58,11 +58,11 @@ func writeTransferModel(t testing.TB, path string, layers int, seed uint64) stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := FileCID(path)
+	_, _, root, err := BuildManifest(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c.String()
+	return root.String()
 }
 
 func openStore(t testing.TB, dir string) *Store {

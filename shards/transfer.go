@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -267,6 +268,13 @@ func (srv *TransferServer) resolve(req transferRequest) (string, transferRespons
 			return "", transferResponse{}, err
 		}
 		return e.Path, transferResponse{CID: e.CID, Size: e.Size}, nil
+	case OpManifest:
+		_, b, ok := srv.st.Manifest(req.Model)
+		if !ok {
+			return "", transferResponse{}, ErrUnknownModel
+		}
+		c, _ := ParseModelCID(req.Model) // validated
+		return filepath.Join(srv.st.dir, manifestName(req.Model)), transferResponse{CID: rawOf(c), Size: int64(len(b))}, nil
 	default: // OpModel
 		m, ok := srv.st.Model(req.Model)
 		if !ok {
@@ -275,7 +283,11 @@ func (srv *TransferServer) resolve(req transferRequest) (string, transferRespons
 			}
 			return "", transferResponse{}, ErrUnknownModel
 		}
-		return m.Path, transferResponse{CID: m.CID, Size: m.Size, Layers: m.Layers}, nil
+		fc := m.CID
+		if m.FileCID != "" {
+			fc = m.FileCID
+		}
+		return m.Path, transferResponse{CID: fc, Size: m.Size, Layers: m.Layers}, nil
 	}
 }
 

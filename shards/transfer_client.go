@@ -109,13 +109,20 @@ func Fetch(ctx context.Context, h host.Host, p peer.ID, st *Store, modelCID stri
 	if err != nil {
 		return SliceEntry{}, err
 	}
-	c, err := ParseCID(modelCID)
+	c, err := ParseModelCID(modelCID)
 	if err != nil {
 		return SliceEntry{}, err
 	}
 	modelCID = c.String()
 	if a < 0 || b <= a || b > maxLayers {
 		return SliceEntry{}, fmt.Errorf("shards: %w: [%d,%d)", ErrLayerRange, a, b)
+	}
+	man, err := manifestFor(ctx, h, p, st, modelCID, cfg)
+	if err != nil {
+		return SliceEntry{}, err
+	}
+	if man != nil && b > man.Layers {
+		return SliceEntry{}, fmt.Errorf("shards: %w: [%d,%d) of a %d-layer model", ErrLayerRange, a, b, man.Layers)
 	}
 	name := sliceName(modelCID, a, b)
 	unlock, err := st.lock(ctx, name)
@@ -132,9 +139,15 @@ func Fetch(ctx context.Context, h host.Host, p peer.ID, st *Store, modelCID stri
 	if err != nil {
 		return SliceEntry{}, fmt.Errorf("shards: fetching layers [%d,%d) of %s from %s: %w", a, b, modelCID, p, err)
 	}
-	layers, err := checkSlice(dst+".partial", modelCID, a, b)
+	var layers int
+	if man != nil {
+		layers, err = man.Layers, man.VerifySlice(dst+".partial", modelCID, a, b)
+	} else {
+		layers, err = checkSlice(dst+".partial", modelCID, a, b)
+	}
 	if err != nil {
 		discardPartial(dst)
+		cfg.log.Warn("shards: refused a slice", "peer", p, "model", modelCID, "layers", fmt.Sprintf("%d-%d", a, b), "err", err)
 		return SliceEntry{}, fmt.Errorf("shards: slice from %s rejected: %w", p, err)
 	}
 	e := SliceEntry{Model: modelCID, From: a, To: b, Layers: layers, CID: resp.CID, Size: resp.Size, Path: dst, Added: time.Now().UTC()}
@@ -155,11 +168,15 @@ func FetchHeader(ctx context.Context, h host.Host, p peer.ID, st *Store, modelCI
 	if err != nil {
 		return "", err
 	}
-	c, err := ParseCID(modelCID)
+	c, err := ParseModelCID(modelCID)
 	if err != nil {
 		return "", err
 	}
 	modelCID = c.String()
+	man, err := manifestFor(ctx, h, p, st, modelCID, cfg)
+	if err != nil {
+		return "", err
+	}
 	name := headerName(modelCID)
 	unlock, err := st.lock(ctx, name)
 	if err != nil {
@@ -174,15 +191,14 @@ func FetchHeader(ctx context.Context, h host.Host, p peer.ID, st *Store, modelCI
 	if err != nil {
 		return "", fmt.Errorf("shards: fetching the header of %s from %s: %w", modelCID, p, err)
 	}
-	g, err := ReadGGUFFile(dst + ".partial")
-	if err == nil && len(g.Tensors) > 0 {
-		err = fmt.Errorf("%w: header-only file has %d tensors", ErrBadShard, len(g.Tensors))
-	}
-	if err == nil && g.String(SourceCIDKey) != modelCID {
-		err = fmt.Errorf("%w: header names model %q, want %s", ErrBadShard, g.String(SourceCIDKey), modelCID)
+	if man != nil {
+		err = man.VerifyHeader(dst+".partial", modelCID)
+	} else {
+		err = checkHeader(dst+".partial", modelCID)
 	}
 	if err != nil {
 		discardPartial(dst)
+		cfg.log.Warn("shards: refused a header", "peer", p, "model", modelCID, "err", err)
 		return "", fmt.Errorf("shards: header from %s rejected: %w", p, err)
 	}
 	if err := commitPartial(dst); err != nil {
@@ -198,11 +214,27 @@ func FetchHeader(ctx context.Context, h host.Host, p peer.ID, st *Store, modelCI
 // FetchModel downloads the whole model file modelCID from p into st as
 // <cid>.gguf. Its bytes must hash to modelCID itself.
 func FetchModel(ctx context.Context, h host.Host, p peer.ID, st *Store, modelCID string, opts ...FetchOption) (ModelEntry, error) {
-	cfg, err := newFetchConfig(append(slices.Clip(opts), WithExpectedCID(modelCID)), 1<<40)
+	c, err := ParseModelCID(modelCID)
 	if err != nil {
 		return ModelEntry{}, err
 	}
-	modelCID = cfg.expect
+	modelCID = c.String()
+	base, err := newFetchConfig(opts, 1<<40)
+	if err != nil {
+		return ModelEntry{}, err
+	}
+	file := modelCID
+	man, err := manifestFor(ctx, h, p, st, modelCID, base)
+	if err != nil {
+		return ModelEntry{}, err
+	}
+	if man != nil {
+		file = man.File // the manifest commits to the whole file's hash
+	}
+	cfg, err := newFetchConfig(append(slices.Clip(opts), WithExpectedCID(file)), 1<<40)
+	if err != nil {
+		return ModelEntry{}, err
+	}
 	name := modelName(modelCID)
 	unlock, err := st.lock(ctx, name)
 	if err != nil {
@@ -232,7 +264,22 @@ func FetchModel(ctx context.Context, h host.Host, p peer.ID, st *Store, modelCID
 		return ModelEntry{}, fmt.Errorf("shards: %w", err)
 	}
 	m := ModelEntry{CID: modelCID, Path: dst, Size: fi.Size(), ModTime: fi.ModTime(), Layers: mi.Layers, Arch: mi.Arch, Name: mi.Name}
+	if man != nil {
+		m.FileCID = man.File
+	}
 	return m, st.putModel(m)
+}
+
+// checkHeader checks a header-only file of a model named by its file CID.
+func checkHeader(path, modelCID string) error {
+	g, err := ReadGGUFFile(path)
+	if err == nil && len(g.Tensors) > 0 {
+		err = fmt.Errorf("%w: header-only file has %d tensors", ErrBadShard, len(g.Tensors))
+	}
+	if err == nil && g.String(SourceCIDKey) != modelCID {
+		err = fmt.Errorf("%w: header names model %q, want %s", ErrBadShard, g.String(SourceCIDKey), modelCID)
+	}
+	return err
 }
 
 // checkSlice checks that the GGUF at path is layers [a,b) of modelCID and

@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"go.uber.org/goleak"
 )
@@ -146,6 +148,9 @@ func TestFetchResume(t *testing.T) {
 	srv, cli, mc := twoPeers(t)
 	ctx := testCtx(t)
 	const cut = 40000
+	if _, err := FetchManifest(ctx, cli.h, srv.h.ID(), cli.st, mc); err != nil {
+		t.Fatal(err) // first: the break applies to the next body served
+	}
 	srv.srv.BreakAfterForTest.Store(cut)
 	_, err := Fetch(ctx, cli.h, srv.h.ID(), cli.st, mc, 0, 3)
 	if !errors.Is(err, ErrInterrupted) {
@@ -262,7 +267,7 @@ func TestFetchLyingServer(t *testing.T) {
 	srv.st.slices[sliceName(mc, 1, 3)] = lie
 	srv.st.mu.Unlock()
 	_, err = Fetch(ctx, cli.h, srv.h.ID(), cli.st, mc, 1, 3)
-	if !errors.Is(err, ErrBadShard) {
+	if !errors.Is(err, ErrMismatch) {
 		t.Fatalf("slice of another model accepted: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(cli.st.Dir(), sliceName(mc, 1, 3)+".partial")); !os.IsNotExist(err) {
@@ -279,7 +284,7 @@ func TestFetchErrors(t *testing.T) {
 	if !errors.Is(err, ErrUnknownModel) || !errors.As(err, &te) || te.Code != CodeUnknownModel || te.Peer != srv.h.ID() {
 		t.Errorf("unknown model: %v", err)
 	}
-	if _, err := Fetch(ctx, cli.h, srv.h.ID(), cli.st, mc, 2, 9); !errors.Is(err, ErrLayerRange) || !errors.As(err, &te) {
+	if _, err := Fetch(ctx, cli.h, srv.h.ID(), cli.st, mc, 2, 9); !errors.Is(err, ErrLayerRange) {
 		t.Errorf("bad range: %v", err)
 	}
 
@@ -362,7 +367,7 @@ func TestFetchHeaderAndModel(t *testing.T) {
 	if m.CID != mc || m.Layers != 4 {
 		t.Fatalf("model entry %+v", m)
 	}
-	if fc, _ := FileCID(m.Path); fc.String() != mc {
+	if fc, _ := FileCID(m.Path); fc.String() != m.FileCID {
 		t.Fatal("fetched model does not hash to its CID")
 	}
 }
@@ -441,4 +446,86 @@ func FuzzDecodeTransferResponse(f *testing.F) {
 			t.Fatalf("accepted %+v", resp)
 		}
 	})
+}
+
+// A peer serving a poisoned slice, header or manifest for a model named by
+// its root: the bytes match the CIDs it announces, the manifest catches
+// the lie, and nothing is stored.
+func TestFetchPoisoned(t *testing.T) {
+	srv, cli, mc := twoPeers(t)
+	ctx := testCtx(t)
+	good, err := srv.st.EnsureSlice(mc, 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Poison one weight of the served slice and re-register it, so the
+	// file the server announces hashes right.
+	poison(t, good.Path, good.Path, func(g *GGUF, d [][]byte) { d[1][3] ^= 0x40 })
+	fc, _ := FileCID(good.Path)
+	fi, _ := os.Stat(good.Path)
+	good.CID, good.Size = fc.String(), fi.Size()
+	srv.st.putSlice(good)
+	_, err = Fetch(ctx, cli.h, srv.h.ID(), cli.st, mc, 1, 3)
+	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "data hashes to") {
+		t.Fatalf("poisoned slice: %v", err)
+	}
+	if _, ok := cli.st.Slice(mc, 1, 3); ok {
+		t.Fatal("poisoned slice stored")
+	}
+	if _, err := os.Stat(filepath.Join(cli.st.Dir(), sliceName(mc, 1, 3)+".partial")); !os.IsNotExist(err) {
+		t.Error("rejected partial left behind")
+	}
+
+	// An altered tokenizer in the header.
+	h, err := srv.st.EnsureHeader(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poison(t, h.Path, h.Path, func(g *GGUF, d [][]byte) {
+		for i, kv := range g.KVs {
+			if kv.Key == "tokenizer.chat_template" {
+				g.KVs[i].Value = "{{ 'attacker text' }}"
+			}
+		}
+	})
+	hc, _ := FileCID(h.Path)
+	hi, _ := os.Stat(h.Path)
+	srv.st.mu.Lock()
+	srv.st.headers[mc] = HeaderEntry{Model: mc, CID: hc.String(), Size: hi.Size(), Path: h.Path}
+	srv.st.mu.Unlock()
+	if _, err := FetchHeader(ctx, cli.h, srv.h.ID(), cli.st, mc); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "metadata") {
+		t.Fatalf("poisoned header: %v", err)
+	}
+	if _, ok := cli.st.Header(mc); ok {
+		t.Fatal("poisoned header stored")
+	}
+
+	// A peer that answers a manifest request with another model's
+	// manifest, announcing the root's digest or the bytes' own.
+	other := writeTransferModel(t, filepath.Join(t.TempDir(), "o.gguf"), 4, 77)
+	oc, _ := ParseModelCID(other)
+	_, ob, _ := srv.st.Manifest(mc)
+	for _, announce := range []string{rawOf(oc), rawOf(ManifestCID(ob))} {
+		liar := newPeerNode(t)
+		liar.h.SetStreamHandler(TransferProtocol, func(s network.Stream) {
+			defer s.Close()
+			if _, err := decodeTransferRequest(s); err != nil {
+				return
+			}
+			writeFrame(s, transferResponse{CID: announce, Size: int64(len(ob))})
+			s.Write(ob)
+		})
+		connect(t, cli, liar)
+		if _, err := FetchManifest(ctx, cli.h, liar.h.ID(), cli.st, other); !errors.Is(err, ErrCIDMismatch) {
+			t.Fatalf("a manifest that does not hash to its root (announced %s): %v", announce, err)
+		}
+		if _, _, ok := cli.st.Manifest(other); ok {
+			t.Fatal("a wrong manifest stored")
+		}
+	}
+
+	// Importing a poisoned file is refused the same way.
+	if _, err := cli.st.ImportSlice(good.Path, mc); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("import of a poisoned slice: %v", err)
+	}
 }

@@ -23,6 +23,7 @@ import (
 //	  {"op":"slice","model":CID,"from":A,"to":B,"offset":N}  layers [A,B) of model CID
 //	  {"op":"header","model":CID,"offset":N}                 all metadata, zero tensors
 //	  {"op":"model","model":CID,"offset":N}                  the whole model file
+//	  {"op":"manifest","model":ROOT,"offset":N}              the model's manifest
 //	server -> client  response frame:
 //	  {"cid":FILECID,"size":S,"offset":N,"layers":L}         success, then S-N raw bytes
 //	  {"code":CODE,"error":TEXT}                             failure, then the stream ends
@@ -31,6 +32,10 @@ import (
 // busy, internal. The raw bytes are the file from byte N to its end; the
 // client resumes an interrupted transfer by asking again with offset = the
 // bytes it already has, and checks the finished file's CID against "cid".
+// A model is named by its root (the CID of its manifest) or, for a whole
+// file, by the file's CID. The client checks a manifest against the root it
+// asked for, and every slice, header or model file it fetches of a model
+// named by its root against that manifest, before it keeps the file.
 // Unknown JSON fields are ignored so 1.x versions can add fields.
 const TransferProtocol = protocol.ID("/swarm/shards/1.0.0")
 
@@ -39,6 +44,9 @@ const (
 	OpSlice  = "slice"
 	OpHeader = "header"
 	OpModel  = "model"
+	// OpManifest fetches a model's manifest; "cid" in the answer is the raw
+	// CID of its bytes (the root's digest under the raw codec).
+	OpManifest = "manifest"
 )
 
 // Response error codes, each mapped to a sentinel error on the client.
@@ -138,11 +146,14 @@ type transferResponse struct {
 // validate checks a request and canonicalises its model CID. Errors wrap
 // ErrBadRequest, or ErrLayerRange for a range that cannot be right.
 func (r *transferRequest) validate() error {
-	c, err := ParseCID(r.Model)
+	c, err := ParseModelCID(r.Model)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
 	r.Model = c.String()
+	if r.Op == OpManifest && !IsRoot(c) {
+		return fmt.Errorf("%w: %s is a file CID: only a model root has a manifest", ErrBadRequest, r.Model)
+	}
 	if r.Offset < 0 {
 		return fmt.Errorf("%w: negative offset %d", ErrBadRequest, r.Offset)
 	}
@@ -151,7 +162,7 @@ func (r *transferRequest) validate() error {
 		if r.From < 0 || r.To <= r.From || r.To > maxLayers {
 			return fmt.Errorf("%w: layers [%d,%d)", ErrLayerRange, r.From, r.To)
 		}
-	case OpHeader, OpModel:
+	case OpHeader, OpModel, OpManifest:
 		if r.From != 0 || r.To != 0 {
 			return fmt.Errorf("%w: %s takes no layer range", ErrBadRequest, r.Op)
 		}
