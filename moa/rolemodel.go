@@ -22,7 +22,7 @@ type RoleModel struct {
 	active atomic.Int32
 }
 
-// LoadRole loads the GGUF at path to serve role, names it by its CID and
+// LoadRole loads the GGUF at path to serve role, names it by its root and
 // measures its decode speed with a short generation.
 func LoadRole(ctx context.Context, role, path string, opts engine.Options) (*RoleModel, error) {
 	if !IsRole(role) {
@@ -36,7 +36,9 @@ func LoadRole(ctx context.Context, role, path string, opts engine.Options) (*Rol
 		return nil, fmt.Errorf("moa: %s holds layers [%d,%d) of %d: a role needs the whole model",
 			path, info.LayerRange[0], info.LayerRange[1], info.Layers)
 	}
-	id, err := shards.FileCID(path)
+	// A role is named by its model's root, so a challenger can check it
+	// against weights verified the same way as a pipeline's.
+	_, _, id, err := shards.BuildManifest(path)
 	if err != nil {
 		return nil, err
 	}

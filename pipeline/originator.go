@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -36,6 +38,12 @@ type Originator struct {
 	// Tokenizer returns the tokenizer of a model (from a local file, or a
 	// header fetched from a holder).
 	Tokenizer func(ctx context.Context, m ModelRef, holders []swarm.ShardHolder) (*engine.Tokenizer, error)
+	// Manifest returns the manifest of a model named by its root, from this
+	// peer's store or fetched from one of holders (verified against the
+	// root). The model's shape comes from it, never from what holders
+	// announce. nil: the shape is what most holders announce (for
+	// embedders without a store; a sybil can outvote that).
+	Manifest func(ctx context.Context, root string, holders []swarm.ShardHolder) (*shards.Manifest, error)
 	// RTT estimates the round trip to a peer (0: unknown).
 	RTT         func(peer.ID) time.Duration
 	Log         *slog.Logger
@@ -134,8 +142,15 @@ func (o *Originator) log() *slog.Logger {
 	return o.Log
 }
 
-// Resolve finds the model named (by CID or name) among live shard holders.
+// Resolve finds the model named (by root, file CID or name) among live
+// shard holders, and its shape (from its manifest, see Manifest).
 func (o *Originator) Resolve(model string) (ModelRef, []swarm.ShardHolder, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return o.resolve(ctx, model)
+}
+
+func (o *Originator) resolve(ctx context.Context, model string) (ModelRef, []swarm.ShardHolder, error) {
 	byCID := map[string][]swarm.ShardHolder{}
 	names := map[string]string{}
 	for _, p := range o.View.Peers() {
@@ -149,38 +164,38 @@ func (o *Originator) Resolve(model string) (ModelRef, []swarm.ShardHolder, error
 			}
 		}
 	}
-	var cid string
-	switch {
-	case model == "" && len(byCID) == 1:
-		for c := range byCID {
-			cid = c
+	var cands []string
+	for c := range byCID {
+		if model == "" || c == model || names[c] == model {
+			cands = append(cands, c)
 		}
-	case model == "":
-		if len(byCID) == 0 {
+	}
+	if len(cands) == 0 {
+		if model == "" {
 			return ModelRef{}, nil, fmt.Errorf("%w: no live peer announces any shard", ErrNoModel)
 		}
-		var all []string
-		for c := range byCID {
-			all = append(all, names[c]+" ("+c+")")
-		}
-		slices.Sort(all)
-		return ModelRef{}, nil, fmt.Errorf("pipeline: several models are held, name one: %s", strings.Join(all, ", "))
-	default:
-		for c := range byCID {
-			if c == model || names[c] == model {
-				if cid != "" && cid != c {
-					return ModelRef{}, nil, fmt.Errorf("pipeline: %q names several models; use a CID", model)
-				}
-				cid = c
-			}
-		}
-	}
-	hs := byCID[cid]
-	if cid == "" || len(hs) == 0 {
 		return ModelRef{}, nil, fmt.Errorf("%w: %q", ErrNoModel, model)
 	}
-	// The model's shape is what most holders say: one stale or lying
-	// announcement must not decide it (plan then leaves that holder out).
+	cid, err := o.pick(cands, byCID, names, model)
+	if err != nil {
+		return ModelRef{}, nil, err
+	}
+	hs := byCID[cid]
+	ref := ModelRef{CID: cid, Name: names[cid]}
+	if c, err := shards.ParseModelCID(cid); err == nil && shards.IsRoot(c) && o.Manifest != nil {
+		m, err := o.Manifest(ctx, cid, hs)
+		if err != nil {
+			return ModelRef{}, nil, fmt.Errorf("pipeline: the manifest of %s: %w", cid, err)
+		}
+		ref.Layers, ref.Hidden = m.Layers, m.Hidden
+		if ref.Name == "" {
+			ref.Name = m.Name
+		}
+		return ref, hs, nil
+	}
+	// No manifest to go by: the shape is what most holders say, so one
+	// stale or lying announcement does not decide it (plan then leaves
+	// that holder out).
 	votes := map[[2]int]int{}
 	var shape [2]int
 	for _, h := range hs {
@@ -190,8 +205,50 @@ func (o *Originator) Resolve(model string) (ModelRef, []swarm.ShardHolder, error
 			shape = k
 		}
 	}
-	ref := ModelRef{CID: cid, Name: names[cid], Layers: shape[0], Hidden: shape[1]}
+	ref.Layers, ref.Hidden = shape[0], shape[1]
 	return ref, hs, nil
+}
+
+// pick chooses among models that match a request: a CID named exactly
+// wins; else one this peer serves layers of itself; else the one held by
+// the most distinct live peers, when one leads. A record announcing
+// another model under a popular name cannot take the name over from the
+// model its holders serve, nor make the name ambiguous when it is alone.
+func (o *Originator) pick(cands []string, byCID map[string][]swarm.ShardHolder, names map[string]string, model string) (string, error) {
+	if len(cands) == 1 {
+		return cands[0], nil
+	}
+	for _, c := range cands {
+		if c == model {
+			return c, nil
+		}
+	}
+	slices.Sort(cands)
+	score := func(c string) [2]int {
+		local, peers := 0, map[peer.ID]bool{}
+		for _, h := range byCID[c] {
+			if h.Peer.ID == o.Host.ID() {
+				local = 1
+			}
+			peers[h.Peer.ID] = true
+		}
+		return [2]int{local, len(peers)}
+	}
+	slices.SortStableFunc(cands, func(a, b string) int {
+		sa, sb := score(a), score(b)
+		return cmp.Or(cmp.Compare(sb[0], sa[0]), cmp.Compare(sb[1], sa[1]))
+	})
+	if score(cands[0]) != score(cands[1]) {
+		return cands[0], nil
+	}
+	var all []string
+	for _, c := range cands {
+		all = append(all, names[c]+" ("+c+")")
+	}
+	if model == "" {
+		return "", fmt.Errorf("pipeline: several models are held, name one: %s", strings.Join(all, ", "))
+	}
+	return "", fmt.Errorf("pipeline: %q names several models held by as many peers; use a CID: %s", model, strings.Join(all, ", "))
 }
 
 // excluded combines the caller's exclusion, the view's liveness and the
@@ -257,7 +314,7 @@ func (o *Originator) Generate(ctx context.Context, req Request) (*GenerateResult
 	if req.DType != DTypeF16 && req.DType != DTypeF32 {
 		return nil, fmt.Errorf("pipeline: dtype %q (f16 or f32)", req.DType)
 	}
-	ref, holders, err := o.Resolve(req.Model)
+	ref, holders, err := o.resolve(ctx, req.Model)
 	if err != nil {
 		return nil, err
 	}

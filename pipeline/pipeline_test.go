@@ -65,7 +65,7 @@ func modelOf(t testing.TB, arch, size, typ string) (path, cid string) {
 		if err := engine.Synth(context.Background(), p, engine.SynthSpec{Arch: arch, Size: size, Type: typ, Seed: 3}); err != nil {
 			t.Fatal(err)
 		}
-		c, err := shards.FileCID(p)
+		_, _, c, err := shards.BuildManifest(p)
 		if err != nil {
 			t.Fatal(err)
 		}

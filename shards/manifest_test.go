@@ -45,7 +45,7 @@ func TestManifestVerifiesEverySlice(t *testing.T) {
 		for a := 0; a < tm.layers; a++ {
 			for z := a + 1; z <= tm.layers; z++ {
 				out := filepath.Join(dir, "s.gguf")
-				if _, err := slice(full, out, a, z, func(*GGUF, ModelInfo) (string, error) { return root, nil }); err != nil {
+				if _, err := slice(full, out, a, z, func(*GGUF, ModelInfo) (string, []byte, error) { return root, nil, nil }); err != nil {
 					t.Fatal(err)
 				}
 				if err := m.VerifySlice(out, root, a, z); err != nil {
@@ -96,7 +96,7 @@ func TestManifestRefusesPoison(t *testing.T) {
 	full, m, _, root := buildManifest(t, tm)
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.gguf")
-	if _, err := slice(full, good, 0, 2, func(*GGUF, ModelInfo) (string, error) { return root, nil }); err != nil {
+	if _, err := slice(full, good, 0, 2, func(*GGUF, ModelInfo) (string, []byte, error) { return root, nil, nil }); err != nil {
 		t.Fatal(err)
 	}
 	idx := func(g *GGUF, name string) int {
@@ -209,4 +209,61 @@ func FuzzDecodeManifest(f *testing.F) {
 		}
 		m.expected(0, m.Layers)
 	})
+}
+
+// Every slice carries its model's manifest, so a peer that was given only
+// slices can still serve the manifest their layers are checked against;
+// the manifest is believed only when it hashes to the slice's root.
+func TestSliceCarriesManifest(t *testing.T) {
+	full, _, b, root := buildManifest(t, testModel{"qwen3", 4, 64, true, false})
+	dir := t.TempDir()
+	out := filepath.Join(dir, "s.gguf")
+	if _, err := SliceFile(full, out, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	g, err := ReadGGUFFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.String(ManifestKey) != string(b) || g.String(SourceCIDKey) != root {
+		t.Fatal("the slice does not carry its model's root and manifest")
+	}
+	st := openStore(t, filepath.Join(dir, "store"))
+	if got, err := st.AdoptManifest(out); err != nil || got != root {
+		t.Fatalf("adopt: %q %v", got, err)
+	}
+	m, _, ok := st.Manifest(root)
+	if !ok {
+		t.Fatal("adopted manifest not stored")
+	}
+	if err := m.VerifySlice(out, root, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	// The store's own cut of the same range is the same file.
+	st2 := openStore(t, filepath.Join(dir, "store2"))
+	me, err := st2.AddModel(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	se, err := st2.EnsureSlice(me.CID, 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := FileCID(out); a.String() != se.CID {
+		t.Fatalf("SliceFile and the store cut different files: %s vs %s", a, se.CID)
+	}
+	// A manifest of another model under this root is refused.
+	_, _, ob, _ := buildManifest(t, testModel{"qwen3", 4, 64, false, false})
+	bad := filepath.Join(dir, "bad.gguf")
+	poison(t, out, bad, func(g *GGUF, d [][]byte) {
+		for i, kv := range g.KVs {
+			if kv.Key == ManifestKey {
+				g.KVs[i].Value = string(ob)
+			}
+		}
+	})
+	st3 := openStore(t, filepath.Join(dir, "store3"))
+	if _, err := st3.AdoptManifest(bad); !errors.Is(err, ErrBadManifest) {
+		t.Fatalf("a manifest that is not the root's adopted: %v", err)
+	}
 }

@@ -30,7 +30,7 @@ var ErrOverwriteInput = errors.New("shards: the output file is the input file")
 // leaves no partial file and never touches in; an out that is in is refused
 // with ErrOverwriteInput. It returns the ModelInfo of the written file.
 func Slice(in, out string, a, b int) (ModelInfo, error) {
-	return slice(in, out, a, b, func(*GGUF, ModelInfo) (string, error) { return "", nil })
+	return slice(in, out, a, b, func(*GGUF, ModelInfo) (string, []byte, error) { return "", nil, nil })
 }
 
 // SliceFile is Slice for a file given by a user, outside any store: the
@@ -41,18 +41,18 @@ func Slice(in, out string, a, b int) (ModelInfo, error) {
 // ErrNoSource. The result is byte-identical to the store's slice of the
 // same range (see Store.EnsureSlice).
 func SliceFile(in, out string, a, b int) (ModelInfo, error) {
-	return slice(in, out, a, b, func(g *GGUF, mi ModelInfo) (string, error) {
+	return slice(in, out, a, b, func(g *GGUF, mi ModelInfo) (string, []byte, error) {
 		if src := g.String(SourceCIDKey); src != "" {
-			return src, nil
+			return src, nil, nil // the manifest, if it has one, is kept with the rest
 		}
 		if !mi.isFull() {
-			return "", &fileError{in, fmt.Errorf("%w: a slice that does not record its model's CID (%s)", ErrNoSource, SourceCIDKey)}
+			return "", nil, &fileError{in, fmt.Errorf("%w: a slice that does not record its model's CID (%s)", ErrNoSource, SourceCIDKey)}
 		}
-		_, _, root, err := BuildManifest(in)
+		_, b, root, err := BuildManifest(in)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
-		return root.String(), nil
+		return root.String(), b, nil
 	})
 }
 
@@ -68,7 +68,7 @@ func (mi ModelInfo) isFull() bool {
 
 // slice writes the slice; source names the model CID to record under
 // SourceCIDKey ("" records nothing).
-func slice(in, out string, a, b int, source func(*GGUF, ModelInfo) (string, error)) (ModelInfo, error) {
+func slice(in, out string, a, b int, source func(*GGUF, ModelInfo) (string, []byte, error)) (ModelInfo, error) {
 	f, err := os.Open(in)
 	if err != nil {
 		return ModelInfo{}, fmt.Errorf("shards: %w", err)
@@ -106,11 +106,11 @@ func slice(in, out string, a, b int, source func(*GGUF, ModelInfo) (string, erro
 	type span struct {
 		off, size int64 // absolute offset in in; size < 0: zeros of -size
 	}
-	src, err := source(g, mi)
+	src, man, err := source(g, mi)
 	if err != nil {
 		return ModelInfo{}, err
 	}
-	kvs, err := withSourceKV(g, src)
+	kvs, err := withSourceKV(g, src, man)
 	if err != nil {
 		return ModelInfo{}, &fileError{in, err}
 	}

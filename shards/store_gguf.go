@@ -37,7 +37,7 @@ func writeHeader(in string, w io.Writer, source string) error {
 	if err != nil {
 		return err
 	}
-	kvs, err := withSourceKV(g, source)
+	kvs, err := withSourceKV(g, source, nil)
 	if err != nil {
 		return fmt.Errorf("shards: %s: %w", in, err)
 	}
@@ -45,20 +45,31 @@ func writeHeader(in string, w io.Writer, source string) error {
 	return WriteGGUF(w, h, func(int, io.Writer) error { return errors.New("no tensors") })
 }
 
-// withSourceKV returns g's metadata with SourceCIDKey = source appended.
-// Appending (never inserting) keeps a slice of a slice byte-identical to a
-// slice of the full model.
-func withSourceKV(g *GGUF, source string) ([]KV, error) {
+// ManifestKey is the GGUF metadata key under which a slice carries its
+// model's manifest (JSON), so that any holder of a slice can serve the
+// manifest its layers are checked against. The manifest is checked
+// against SourceCIDKey's root before it is used.
+const ManifestKey = "swarm.manifest"
+
+// withSourceKV returns g's metadata with SourceCIDKey = source and, when
+// given, ManifestKey = manifest appended. Appending (never inserting)
+// keeps a slice of a slice byte-identical to a slice of the full model.
+func withSourceKV(g *GGUF, source string, manifest []byte) ([]KV, error) {
 	if source == "" {
 		return g.KVs, nil
 	}
+	kvs := g.KVs
 	if v, ok := g.Get(SourceCIDKey); ok {
 		if v != source {
 			return nil, fmt.Errorf("%w: it comes from model %v, not %s", ErrBadShard, v, source)
 		}
-		return g.KVs, nil
+	} else {
+		kvs = append(slices.Clip(kvs), KV{Key: SourceCIDKey, Type: TypeString, Value: source})
 	}
-	return append(slices.Clip(g.KVs), KV{Key: SourceCIDKey, Type: TypeString, Value: source}), nil
+	if _, ok := g.Get(ManifestKey); !ok && manifest != nil {
+		kvs = append(slices.Clip(kvs), KV{Key: ManifestKey, Type: TypeString, Value: string(manifest)})
+	}
+	return kvs, nil
 }
 
 // withProvenance writes dst (atomically) as the GGUF at in with
@@ -78,7 +89,11 @@ func (s *Store) withProvenance(in, dst, modelCID string) (string, int64, error) 
 	if err != nil {
 		return "", 0, fmt.Errorf("shards: %s: %w", in, err)
 	}
-	kvs, err := withSourceKV(g, modelCID)
+	var man []byte
+	if _, b, ok := s.Manifest(modelCID); ok {
+		man = b
+	}
+	kvs, err := withSourceKV(g, modelCID, man)
 	if err != nil {
 		return "", 0, fmt.Errorf("shards: %s: %w", in, err)
 	}
@@ -121,4 +136,24 @@ func (h *hashWriter) Write(p []byte) (int, error) {
 func (h *hashWriter) cid() string {
 	c, _ := DigestCID(h.h.Sum(nil)) // a sha256 digest always encodes
 	return c.String()
+}
+
+// AdoptManifest stores the manifest a slice file carries (ManifestKey),
+// after checking it against the root the file names (SourceCIDKey), and
+// returns that root. A file carrying none, or a file CID as its source,
+// adopts nothing ("" and no error).
+func (s *Store) AdoptManifest(path string) (string, error) {
+	g, err := ReadGGUFFile(path)
+	if err != nil {
+		return "", err
+	}
+	src, man := g.String(SourceCIDKey), g.String(ManifestKey)
+	c, err := ParseModelCID(src)
+	if err != nil || !IsRoot(c) || man == "" {
+		return "", nil
+	}
+	if _, err := s.PutManifest(c.String(), []byte(man)); err != nil {
+		return "", fmt.Errorf("shards: %s: %w", path, err)
+	}
+	return c.String(), nil
 }

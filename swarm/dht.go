@@ -30,7 +30,7 @@ func RoleKey(role string) cid.Cid { return nameKey("swarm/v1/role/" + role) }
 // ModelKey is provided by every peer holding layers of the model. Model
 // CIDs are used as they are; a name that is not a CID is hashed.
 func ModelKey(model string) cid.Cid {
-	if c, err := shards.ParseCID(model); err == nil {
+	if c, err := shards.ParseModelCID(model); err == nil {
 		return c
 	}
 	return nameKey("swarm/v1/model/" + model)
