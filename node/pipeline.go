@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -106,6 +107,11 @@ func (n *Node) loadShardFile(ctx context.Context, spec ShardSpec) error {
 		if g, err := shards.ReadGGUFFile(spec.Path); err == nil {
 			modelCID = g.String(shards.SourceCIDKey)
 		}
+		// The slice carries its model's manifest: keep it (checked against
+		// the root), so this peer can serve it to originators.
+		if _, err := n.pipe.store.AdoptManifest(spec.Path); err != nil {
+			return fmt.Errorf("shard %s: %w", spec.Path, err)
+		}
 		if modelCID == "" {
 			return fmt.Errorf("shard %s: a slice that does not record its model's CID; give the full model instead", spec.Path)
 		}
@@ -137,6 +143,11 @@ func (n *Node) fetchShard(ctx context.Context, spec ShardSpec) {
 		if err == nil || ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, errPermanent) {
+			n.log.Error("shard not fetched", "model", spec.CID, "layers", fmt.Sprintf("[%d,%d)", spec.Start, spec.End), "err", err)
+			n.health.set("shard "+spec.CID, err.Error())
+			return
+		}
 		n.log.Warn("shard not fetched yet; retrying", "model", spec.CID, "layers", fmt.Sprintf("[%d,%d)", spec.Start, spec.End),
 			"err", err, "retry_in", backoff)
 		select {
@@ -149,6 +160,11 @@ func (n *Node) fetchShard(ctx context.Context, spec ShardSpec) {
 }
 
 func (n *Node) tryFetchShard(ctx context.Context, spec ShardSpec) error {
+	if root, ok := n.pipe.store.RootOf(spec.CID); ok {
+		spec.CID = root
+	} else if c, err := shards.ParseModelCID(spec.CID); err == nil && !shards.IsRoot(c) {
+		return fmt.Errorf("%w: %s is a file CID and this peer does not have that file: layers fetched from peers are checked against the model's root, which only the whole file proves; name the model by its root (swarmd model info FILE prints it as cid)", errPermanent, spec.CID)
+	}
 	if se, ok := n.pipe.store.Slice(spec.CID, spec.Start, spec.End); ok {
 		return n.serveShard(ctx, se.Path, spec.CID, spec.Start, spec.End)
 	}
@@ -254,9 +270,38 @@ func (n *Node) tokenizer(ctx context.Context, m pipeline.ModelRef, holders []swa
 	return t, nil
 }
 
+// errPermanent marks a shard fetch that retrying cannot fix.
+var errPermanent = errors.New("cannot be fetched")
+
+// manifest returns a model's manifest: from the store, else fetched from a
+// holder (any holder will do: the bytes must hash to the root).
+func (n *Node) manifest(ctx context.Context, root string, holders []swarm.ShardHolder) (*shards.Manifest, error) {
+	if m, _, ok := n.pipe.store.Manifest(root); ok {
+		return m, nil
+	}
+	lastErr := errors.New("no live holder")
+	tried := map[peer.ID]bool{n.host.ID(): true}
+	for _, h := range holders {
+		if tried[h.Peer.ID] {
+			continue
+		}
+		tried[h.Peer.ID] = true
+		m, err := shards.FetchManifest(ctx, n.host, h.Peer.ID, n.pipe.store, root, shards.WithFetchLogger(n.log))
+		if err == nil {
+			return m, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("no holder served it: %w", lastErr)
+}
+
 func (n *Node) newPipelineOriginator() *pipeline.Originator {
 	return &pipeline.Originator{
 		Host: n.host, View: n.swarm.View(), Local: n.pipe.stages, Exclude: n.excluded, Tokenizer: n.tokenizer, Log: n.log,
+		Manifest: n.manifest,
 		RTT:      func(id peer.ID) time.Duration { return n.host.Peerstore().LatencyEWMA(id) },
 		Progress: n.cfg.Progress.swarm(),
 	}

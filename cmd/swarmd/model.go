@@ -144,10 +144,21 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	mi, source := g.ModelInfo(), g.String(shards.SourceCIDKey)
-	c, err := shards.FileCID(path)
+	fc, err := shards.FileCID(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return 1
+	}
+	// A full model is named in the swarm by its root (the CID of its
+	// manifest); a slice by its own file CID, and it records its model's root.
+	c := fc.String()
+	if mi.LayerRange == [2]int{0, mi.Layers} && mi.HasEmbedding && mi.HasHead {
+		_, _, root, err := shards.BuildManifest(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+			return 1
+		}
+		c = root.String()
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -155,9 +166,10 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 		if err := enc.Encode(struct {
 			Path      string `json:"path"`
 			CID       string `json:"cid"`
+			FileCID   string `json:"file_cid"`
 			SourceCID string `json:"source_cid,omitempty"`
 			shards.ModelInfo
-		}{path, c.String(), source, mi}); err != nil {
+		}{path, c, fc.String(), source, mi}); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 			return 1
 		}
@@ -165,7 +177,10 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 	}
 	w := func(k string, v any) { fmt.Fprintf(stdout, "%-15s %v\n", k+":", v) }
 	w("file", path)
-	w("cid", c)
+	if c != fc.String() {
+		w("model cid", c)
+	}
+	w("file cid", fc)
 	if source != "" {
 		w("source model", source)
 	}

@@ -56,7 +56,7 @@ func TestModelCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); err != nil || v.LayerRange != [2]int{1, 3} || v.Layers != 4 || v.CID == "" {
 		t.Fatalf("info json %q: %v %+v", out, err, v)
 	}
-	if full, _ := shards.FileCID(full); v.SourceCID != full.String() {
+	if _, _, full, _ := shards.BuildManifest(full); v.SourceCID != full.String() {
 		t.Fatalf("slice's source_cid %q, want the model's CID %s", v.SourceCID, full)
 	}
 
