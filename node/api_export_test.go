@@ -1,6 +1,16 @@
 package node
 
-import "time"
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/pipeline"
+	"github.com/llmswarm/llmswarm/swarm"
+)
 
 // SetAPITimeoutsForTest shortens the API server's timeouts for servers
 // started after it; the returned func restores them.
@@ -8,4 +18,18 @@ func SetAPITimeoutsForTest(header, body, idle time.Duration) (restore func()) {
 	h, b, i := apiHeaderTimeout, apiBodyTimeout, apiIdleTimeout
 	apiHeaderTimeout, apiBodyTimeout, apiIdleTimeout = header, body, idle
 	return func() { apiHeaderTimeout, apiBodyTimeout, apiIdleTimeout = h, b, i }
+}
+
+// TokenizerForTest is the originator's tokenizer lookup for model root,
+// asking the given holders in order (as they would come from the view).
+func (n *Node) TokenizerForTest(ctx context.Context, root string, holders ...peer.ID) (*engine.Tokenizer, error) {
+	var hs []swarm.ShardHolder
+	for _, id := range holders {
+		p, ok := n.swarm.View().Get(id)
+		if !ok {
+			return nil, fmt.Errorf("%s not in the view", id)
+		}
+		hs = append(hs, swarm.ShardHolder{Peer: p})
+	}
+	return n.tokenizer(ctx, pipeline.ModelRef{CID: root}, hs)
 }

@@ -213,6 +213,9 @@ func (s *Store) ImportSlice(path, modelCID string) (SliceEntry, error) {
 	if a >= b || b > mi.Layers {
 		return SliceEntry{}, fmt.Errorf("shards: %s: %w: holds layers [%d,%d) of %d", path, ErrLayerRange, a, b, mi.Layers)
 	}
+	if _, err := s.AdoptManifest(path); err != nil {
+		return SliceEntry{}, err
+	}
 	if m, _, ok := s.Manifest(modelCID); ok {
 		if err := m.VerifySlice(path, modelCID, a, b); err != nil {
 			return SliceEntry{}, err
