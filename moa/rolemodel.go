@@ -25,6 +25,18 @@ type RoleModel struct {
 // LoadRole loads the GGUF at path to serve role, names it by its root and
 // measures its decode speed with a short generation.
 func LoadRole(ctx context.Context, role, path string, opts engine.Options) (*RoleModel, error) {
+	// A role is named by its model's root, so a challenger can check it
+	// against weights verified the same way as a pipeline's.
+	_, _, root, err := shards.BuildManifest(path)
+	if err != nil {
+		return nil, err
+	}
+	return LoadRoleNamed(ctx, role, path, root.String(), opts)
+}
+
+// LoadRoleNamed is LoadRole for a file whose root the caller has (a store
+// keeps it), so the file is not read twice.
+func LoadRoleNamed(ctx context.Context, role, path, root string, opts engine.Options) (*RoleModel, error) {
 	if !IsRole(role) {
 		return nil, fmt.Errorf("moa: unknown role %q (roles: %v)", role, Roles)
 	}
@@ -36,17 +48,11 @@ func LoadRole(ctx context.Context, role, path string, opts engine.Options) (*Rol
 		return nil, fmt.Errorf("moa: %s holds layers [%d,%d) of %d: a role needs the whole model",
 			path, info.LayerRange[0], info.LayerRange[1], info.Layers)
 	}
-	// A role is named by its model's root, so a challenger can check it
-	// against weights verified the same way as a pipeline's.
-	_, _, id, err := shards.BuildManifest(path)
-	if err != nil {
-		return nil, err
-	}
 	m, err := engine.Load(ctx, path, opts)
 	if err != nil {
 		return nil, err
 	}
-	rm := &RoleModel{Role: role, Model: m, CID: id.String(), Name: info.Name, Quant: info.Quant}
+	rm := &RoleModel{Role: role, Model: m, CID: root, Name: info.Name, Quant: info.Quant}
 	if rm.TokPerSec, err = measureSpeed(ctx, m); err != nil {
 		m.Close()
 		return nil, fmt.Errorf("moa: measuring %s: %w", path, err)

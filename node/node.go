@@ -130,13 +130,15 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
-	if err = n.startMoA(ctx); err != nil {
+	// The pipeline's store first: role models are registered in it too,
+	// so peers can fetch their manifests and layers to check them.
+	if err = n.startPipeline(ctx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
 		}
 		return err
 	}
-	if err = n.startPipeline(ctx); err != nil {
+	if err = n.startMoA(ctx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
+	"github.com/llmswarm/llmswarm/shards"
 )
 
 // engineOptions are the engine settings of every model this peer loads.
@@ -43,7 +44,13 @@ func (n *Node) startMoA(ctx context.Context) error {
 		if first := loaded[path]; first != nil {
 			rm, err = first.As(role)
 		} else {
-			rm, err = moa.LoadRole(ctx, role, path, n.engineOptions())
+			// Registered in the store: named by its root (built once, kept
+			// while the file is unchanged), and served to peers who check it.
+			var me shards.ModelEntry
+			if me, err = n.pipe.store.AddModel(path); err != nil {
+				return fmt.Errorf("role %s: %w", role, err)
+			}
+			rm, err = moa.LoadRoleNamed(ctx, role, path, me.CID, n.engineOptions())
 			loaded[path] = rm
 		}
 		if err != nil {
