@@ -208,7 +208,9 @@ type WireError struct {
 	Message string `json:"message"`
 }
 
-func (e *WireError) Error() string { return "verify: peer refused the challenge: " + e.Code + ": " + e.Message }
+func (e *WireError) Error() string {
+	return "verify: peer refused the challenge: " + e.Code + ": " + e.Message
+}
 
 // Refusal codes.
 const (
@@ -221,7 +223,9 @@ const (
 )
 
 // WriteRequest writes a request frame.
-func WriteRequest(w io.Writer, r *Request) error { return writeFrame(w, frameRequest, EncodeRequest(r)) }
+func WriteRequest(w io.Writer, r *Request) error {
+	return writeFrame(w, frameRequest, EncodeRequest(r))
+}
 
 // WriteBoundary writes layer's output as a boundary frame.
 func WriteBoundary(w io.Writer, layer int, v []float32) error {
