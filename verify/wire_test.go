@@ -34,10 +34,14 @@ func TestBadRequestsRefused(t *testing.T) {
 		"too many positions": func() []byte {
 			return EncodeRequest(&Request{Model: "m", Start: 0, End: 1, Tokens: make([]int32, MaxTokens+1)})
 		},
-		"no positions":       func() []byte { return EncodeRequest(&Request{Model: "m", Start: 0, End: 1}) },
-		"empty range":        func() []byte { return EncodeRequest(&Request{Model: "m", Start: 2, End: 2, Hidden: []float32{1}, HiddenSize: 1}) },
-		"no model":           func() []byte { return EncodeRequest(&Request{Start: 0, End: 1, Tokens: []int32{1}}) },
-		"NaN input":          func() []byte { return EncodeRequest(&Request{Model: "m", Start: 1, End: 2, Hidden: []float32{float32(math.NaN())}, HiddenSize: 1}) },
+		"no positions": func() []byte { return EncodeRequest(&Request{Model: "m", Start: 0, End: 1}) },
+		"empty range": func() []byte {
+			return EncodeRequest(&Request{Model: "m", Start: 2, End: 2, Hidden: []float32{1}, HiddenSize: 1})
+		},
+		"no model": func() []byte { return EncodeRequest(&Request{Start: 0, End: 1, Tokens: []int32{1}}) },
+		"NaN input": func() []byte {
+			return EncodeRequest(&Request{Model: "m", Start: 1, End: 2, Hidden: []float32{float32(math.NaN())}, HiddenSize: 1})
+		},
 		"truncated":          func() []byte { b := EncodeRequest(good); return b[:len(b)-1] },
 		"trailing":           func() []byte { return append(EncodeRequest(good), 0) },
 		"tokens after layer": func() []byte { b := EncodeRequest(good); b[0] = kindTokens; return b },
