@@ -50,6 +50,19 @@ type Originator struct {
 	MaxReroutes int // default 8
 	// Progress is how a hung stage is noticed (see swarm.Progress).
 	Progress swarm.Progress
+	// Trust is this peer's ledger (nil: none). Peers it bans are never
+	// routed through, and the per-layer times it measured price routes
+	// (see trust.go).
+	Trust *swarm.Trust
+	// Vet makes sure a peer may get its first real hop: it is called, for
+	// every peer of a planned route whose claim Trust does not show
+	// verified, with the claim of the shard the hop runs on. nil lets the
+	// peer through (verified now, or not checkable here); an error leaves
+	// it out and the route is planned again without it. Several peers are
+	// vetted at once. nil: no vetting.
+	Vet func(ctx context.Context, id peer.ID, c swarm.Claim) error
+	// VetTimeout bounds the vetting of one route's peers (default 2 min).
+	VetTimeout time.Duration
 }
 
 // Request is one generation.
@@ -271,29 +284,19 @@ func (o *Originator) excluded(failed map[string]time.Time) func(string) bool {
 		if o.View != nil && !o.View.Alive(id) {
 			return true
 		}
+		if o.banned(id) {
+			return true
+		}
 		return o.Exclude != nil && o.Exclude(id)
 	}
 }
 
-// plan assembles the cheapest live route.
+// plan assembles the cheapest live route, its new peers vetted (see
+// planCtx), within VetTimeout.
 func (o *Originator) plan(ref ModelRef, holders []swarm.ShardHolder, failed map[string]time.Time) ([]Hop, error) {
-	var hs []Holder
-	for _, h := range holders {
-		if h.Shard.Layers != ref.Layers || h.Shard.Hidden != ref.Hidden {
-			continue
-		}
-		rtt := 0.0
-		if o.RTT != nil && h.Peer.ID != o.Host.ID() {
-			rtt = float64(o.RTT(h.Peer.ID).Microseconds()) / 1000
-		}
-		hs = append(hs, Holder{Peer: h.Peer.ID.String(), Start: h.Shard.Start, End: h.Shard.End,
-			MsPerLayer: h.Shard.MsPerLayer, RTTms: rtt})
-	}
-	r, err := AssembleRoute(ref.Layers, hs, o.excluded(failed))
-	if err != nil {
-		return nil, err
-	}
-	return r.Hops, nil
+	ctx, cancel := context.WithTimeout(context.Background(), o.vetTimeout())
+	defer cancel()
+	return o.planCtx(ctx, ref, holders, failed)
 }
 
 func (o *Originator) newOpen(ref ModelRef, hops []Hop, req Request) Open {
@@ -319,7 +322,7 @@ func (o *Originator) Generate(ctx context.Context, req Request) (*GenerateResult
 		return nil, err
 	}
 	failed := map[string]time.Time{}
-	hops, err := o.plan(ref, holders, failed)
+	hops, err := o.planCtx(ctx, ref, holders, failed)
 	if err != nil {
 		return nil, err // a gap names the missing layers before anything starts
 	}

@@ -1,0 +1,166 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// Routing uses earned claims: a peer's announced MsPerLayer may make it
+// look slower, never faster, until this peer measured it (a challenge, or
+// real hops); a peer banned in the ledger is never routed through; a peer
+// about to get its first real hop is vetted first.
+
+func (o *Originator) banned(id peer.ID) bool {
+	if o.Trust == nil {
+		return false
+	}
+	b, _ := o.Trust.Banned(id)
+	return b
+}
+
+func (o *Originator) vetTimeout() time.Duration {
+	if o.VetTimeout > 0 {
+		return o.VetTimeout
+	}
+	return 2 * time.Minute
+}
+
+// msPerLayer is what a layer of model on peer id is priced at: what this
+// peer measured of it, else what it announces but never less than
+// DefaultMsPerLayer. This peer's own shards measured themselves.
+func (o *Originator) msPerLayer(id peer.ID, model string, announced float64) float64 {
+	if o.Host != nil && id == o.Host.ID() {
+		return announced
+	}
+	if o.Trust != nil {
+		if v, ok := o.Trust.Speed(id, swarm.MsPerLayerKey(model)); ok {
+			return v
+		}
+	}
+	if !validMs(announced) {
+		return announced // AssembleRoute ignores the holder
+	}
+	return max(announced, DefaultMsPerLayer)
+}
+
+// routeHolders are the holders of ref's shape, priced.
+func (o *Originator) routeHolders(ref ModelRef, holders []swarm.ShardHolder) []Holder {
+	var hs []Holder
+	for _, h := range holders {
+		if h.Shard.Layers != ref.Layers || h.Shard.Hidden != ref.Hidden {
+			continue
+		}
+		rtt := 0.0
+		if o.RTT != nil && h.Peer.ID != o.Host.ID() {
+			rtt = float64(o.RTT(h.Peer.ID).Microseconds()) / 1000
+		}
+		hs = append(hs, Holder{Peer: h.Peer.ID.String(), Start: h.Shard.Start, End: h.Shard.End,
+			MsPerLayer: o.msPerLayer(h.Peer.ID, ref.CID, h.Shard.MsPerLayer), RTTms: rtt})
+	}
+	return hs
+}
+
+// planCtx assembles the cheapest live route, then vets the peers on it
+// that have no verified claim yet (all at once); a peer that does not pass
+// is left out and the route planned again, until a route's peers all pass
+// or no route is left.
+func (o *Originator) planCtx(ctx context.Context, ref ModelRef, holders []swarm.ShardHolder, failed map[string]time.Time) ([]Hop, error) {
+	hs := o.routeHolders(ref, holders)
+	ex := o.excluded(failed)
+	refused := map[string]error{}
+	exclude := func(p string) bool { return refused[p] != nil || ex(p) }
+	for {
+		r, err := AssembleRoute(ref.Layers, hs, exclude)
+		if err != nil {
+			if len(refused) > 0 {
+				return nil, fmt.Errorf("%w (left out after their checks: %s)", err, reasons(refused))
+			}
+			return nil, err
+		}
+		bad := o.vet(ctx, ref, r.Hops, holders)
+		if len(bad) == 0 {
+			return r.Hops, nil
+		}
+		for p, err := range bad {
+			refused[p] = err
+			o.log().Warn("pipeline: peer left out of the route: its check did not pass", "peer", p, "model", ref.CID, "err", err)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("pipeline: vetting the route's peers: %w", err)
+		}
+	}
+}
+
+// vet runs Vet, at once, for every peer of hops without a verified claim
+// to the shard its hop runs on. It returns the peers that did not pass.
+func (o *Originator) vet(ctx context.Context, ref ModelRef, hops []Hop, holders []swarm.ShardHolder) map[string]error {
+	if o.Vet == nil {
+		return nil
+	}
+	type job struct {
+		id    peer.ID
+		claim swarm.Claim
+	}
+	var jobs []job
+	for _, h := range hops {
+		id, err := peer.Decode(h.Peer)
+		if err != nil || id == o.Host.ID() {
+			continue
+		}
+		c, ok := shardClaim(ref, id, h, holders)
+		if !ok || (o.Trust != nil && o.Trust.Verified(id, c)) || slices.Contains(jobs, job{id, c}) {
+			continue
+		}
+		jobs = append(jobs, job{id, c})
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	bad := map[string]error{}
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := o.Vet(ctx, j.id, j.claim); err != nil {
+				mu.Lock()
+				bad[j.id.String()] = err
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return bad
+}
+
+// shardClaim is the claim of the narrowest shard peer id announces that
+// holds hop h: a check of it is good for every hop within that shard.
+func shardClaim(ref ModelRef, id peer.ID, h Hop, holders []swarm.ShardHolder) (swarm.Claim, bool) {
+	var best swarm.Claim
+	ok := false
+	for _, sh := range holders {
+		s := sh.Shard
+		if sh.Peer.ID != id || s.ModelCID != ref.CID || s.Start > h.Start || h.End > s.End {
+			continue
+		}
+		if !ok || s.End-s.Start < best.End-best.Start {
+			best, ok = swarm.Claim{Model: ref.CID, Start: s.Start, End: s.End}, true
+		}
+	}
+	return best, ok
+}
+
+func reasons(m map[string]error) string {
+	var out []string
+	for p, err := range m {
+		out = append(out, short(p)+": "+err.Error())
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
