@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/swarm"
 )
 
 // An agent is never cut off for being slow: it runs until it is done, the
@@ -107,6 +109,13 @@ func (o *Originator) askModel(ctx context.Context, role, model string, req *Requ
 		if ctx.Err() != nil {
 			break
 		}
+		if err := o.vetted(ctx, &c); err != nil {
+			o.log().Info("agent not asked: its check did not pass", "role", role, "peer", c.peer.ID, "err", err)
+			a = AgentResponse{Role: role, Peer: c.peer.ID.String(), Model: c.role.ModelName, ModelCID: c.role.ModelCID,
+				Error: "not asked: " + err.Error(), Err: err}
+			skipped = append(skipped, shortPeer(c.peer.ID.String())+": "+a.Error)
+			continue
+		}
 		streamed := false
 		a = o.askPeer(ctx, c, req, func(t string) {
 			streamed = true
@@ -141,7 +150,7 @@ func (o *Originator) askModel(ctx context.Context, role, model string, req *Requ
 // pings.
 func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onToken func(string)) AgentResponse {
 	a := AgentResponse{Role: c.role.Role, Peer: c.peer.ID.String(), Model: c.role.ModelName, ModelCID: c.role.ModelCID,
-		Weight: c.weight, Thermal: c.peer.Cap.Thermal}
+		Weight: c.weight, Thermal: c.peer.Cap.Thermal, Unverified: !c.verified}
 	// With a user deadline, the server's own deadline ends first, so that
 	// what it made comes back as a clean partial answer rather than a reset
 	// stream.
@@ -163,7 +172,9 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 	// is measured, the probes alone decide.
 	w := o.Progress.Watch(o.Host, ttft, []peer.ID{c.peer.ID}, func(peer.ID, error) { cancel() })
 	var text strings.Builder
+	var rate decodeRate
 	collect := func(t string) {
+		rate.token()
 		w.Progress(perToken)
 		text.WriteString(t)
 		if onToken != nil {
@@ -215,7 +226,12 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 		if done.TTFTMS > 0 {
 			seen = time.Duration(done.TTFTMS*float64(time.Millisecond)) + o.rtt(c.peer.ID)
 		}
-		o.stats.observe(c.peer.ID, seen, done.TokPerSec)
+		// Its speed is what this peer saw, never what it says.
+		tokps := rate.perSec()
+		o.stats.observe(c.peer.ID, seen, tokps)
+		if o.Trust != nil && tokps > 0 {
+			o.Trust.Measure(c.peer.ID, swarm.TokPerSecKey(c.role.Role), tokps)
+		}
 	}
 	return a
 }

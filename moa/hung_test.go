@@ -33,10 +33,10 @@ func behindProxy(t *testing.T, origin, p *testPeer) *nettest.Proxy {
 	return nil
 }
 
-// TestHungAgentMovesToNextHolder: the reasoner that claims to be fastest
-// hangs (its link freezes, as under SIGSTOP). The originator finds it by
-// its progress deadline and a ping, and the other holder answers, well
-// before any fixed timeout.
+// TestHungAgentMovesToNextHolder: the reasoner measured fastest hangs
+// (its link freezes, as under SIGSTOP). The originator finds it by its
+// progress deadline and a ping, and the other holder answers, well before
+// any fixed timeout.
 func TestHungAgentMovesToNextHolder(t *testing.T) {
 	origin := newTestPeer(t, 4)
 	hung, live := newTestPeer(t, 4, Reasoner), newTestPeer(t, 4, Reasoner)
@@ -46,17 +46,12 @@ func TestHungAgentMovesToNextHolder(t *testing.T) {
 		if p != hung {
 			origin.h.Peerstore().AddAddrs(p.h.ID(), p.h.Addrs(), time.Hour)
 		}
-		roles := p.srv.Roles()
-		switch p {
-		case hung:
-			roles[0].TokPerSec = 1000 // ranks first
-		case live:
-			roles[0].TokPerSec = 4 // a slow Pi, ranked second
-		}
-		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Roles: roles}, time.Now())
+		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Roles: p.srv.Roles()}, time.Now())
 	}
 	px.Freeze()
 	o := &Originator{Host: origin.h, View: v, Progress: swarm.Progress{Floor: 500 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond}}
+	o.stats.observe(hung.h.ID(), 0, 1000) // measured fastest earlier: ranks first
+	o.stats.observe(live.h.ID(), 0, 4)    // a slow Pi, ranked second
 	var agents []AgentResponse
 	o.Log = nil
 	start := time.Now()

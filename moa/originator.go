@@ -28,6 +28,14 @@ type Originator struct {
 	Exclude func(peer.ID) bool
 	// Progress is how a hung agent is noticed (see swarm.Progress).
 	Progress swarm.Progress
+	// Trust is this peer's ledger (nil: none): banned peers are never
+	// asked, and the speeds it measured weigh candidates (see trust.go).
+	Trust *swarm.Trust
+	// Vet checks a role peer's claim (swarm.RoleClaim of its model)
+	// before its first real question (see trust.go): nil lets it be asked
+	// (verified now, or not checkable here); an error skips it. nil: no
+	// vetting.
+	Vet func(ctx context.Context, id peer.ID, c swarm.Claim) error
 
 	stats peerStats // what this originator measured of each peer
 }
@@ -68,6 +76,9 @@ type AgentResponse struct {
 	Weight    float64 `json:"weight"`
 	Thermal   string  `json:"thermal,omitempty"`
 	Battery   int     `json:"battery,omitempty"`
+	// Unverified: the answer came from a peer whose claim to its role
+	// model this peer has not verified (no copy here to check it with).
+	Unverified bool `json:"unverified,omitempty"`
 	// Partial: the answer was cut off (by its deadline, or by a peer that
 	// hung mid-answer) and is used as far as it goes.
 	Partial       bool   `json:"partial,omitempty"`
@@ -364,15 +375,13 @@ func (o *Originator) request(role string, q Query, prompt string) *Request {
 	return &Request{Role: role, Messages: msgs, Sampling: q.Sampling, MaxTokens: q.MaxTokens, Think: &think}
 }
 
-// candidates are the live holders of role that routing may use.
+// candidates are the live holders of role that routing may use, best
+// first: never a peer excluded or banned.
 func (o *Originator) candidates(role string) []candidate {
-	all := candidates(o.View, role)
-	if o.Exclude == nil {
-		return all
-	}
+	all := candidates(o.View, role, o.weigh)
 	out := all[:0]
 	for _, c := range all {
-		if !o.Exclude(c.peer.ID) {
+		if (o.Exclude == nil || !o.Exclude(c.peer.ID)) && !o.banned(c.peer.ID) {
 			out = append(out, c)
 		}
 	}

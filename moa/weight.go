@@ -2,6 +2,7 @@ package moa
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/llmswarm/llmswarm/gossip"
@@ -33,14 +34,26 @@ type candidate struct {
 	peer   swarm.Peer
 	role   gossip.Role
 	weight float64
+	// verified: this peer checked the candidate's claim to its role model
+	// itself (always true of this peer's own roles).
+	verified bool
 }
 
-// candidates lists the live holders of role, best first.
-func candidates(v *swarm.View, role string) []candidate {
+// unverifiedFactor scales the weight of a role peer whose claim this peer
+// has not verified: it is asked only when no verified holder does better.
+const unverifiedFactor = 0.1
+
+// candidates lists the live holders of role, weighed by weigh, best
+// first. Ties are broken at random: not by the announced speed (a claim),
+// nor by peer ID (which a peer chooses).
+func candidates(v *swarm.View, role string, weigh func(*candidate)) []candidate {
 	var out []candidate
 	for _, h := range v.ByRole(role) {
-		out = append(out, candidate{peer: h.Peer, role: h.Role, weight: Weight(h.Role.TokPerSec, h.Peer.Cap.Thermal, h.Peer.Cap.Load)})
+		c := candidate{peer: h.Peer, role: h.Role}
+		weigh(&c)
+		out = append(out, c)
 	}
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	slices.SortStableFunc(out, func(a, b candidate) int {
 		switch {
 		case a.weight > b.weight:

@@ -172,15 +172,15 @@ func traceAgent(e *env, kind string, a *client.AgentResponse) {
 		fmt.Fprintf(e.stderr, "%-10s %-11s %-12s failed after %s: %s\n", kind, a.Role, shortID(a.Peer), msDur(a.MS), a.Error)
 		return
 	}
-	fmt.Fprintf(e.stderr, "%-10s %-11s %-12s %s: %d tokens, %.1f tok/s, first token %s, total %s, weight %.2f\n",
-		kind, a.Role, shortID(a.Peer), a.Model, a.Tokens, a.TokPerSec, msDur(a.TTFTMS), msDur(a.MS), a.Weight)
+	fmt.Fprintf(e.stderr, "%-10s %-11s %-12s %s: %d tokens, %.1f tok/s, first token %s, total %s, weight %.2f%s\n",
+		kind, a.Role, shortID(a.Peer), a.Model, a.Tokens, a.TokPerSec, msDur(a.TTFTMS), msDur(a.MS), a.Weight, unverified(a))
 }
 
 // footer says who answered, so a degraded answer is visible as such.
 func footer(res *client.QueryResult) string {
 	var who []string
 	for _, a := range res.AgentResponses {
-		who = append(who, fmt.Sprintf("%s@%s", a.Role, shortID(a.Peer)))
+		who = append(who, fmt.Sprintf("%s@%s%s", a.Role, shortID(a.Peer), unverified(&a)))
 	}
 	s := fmt.Sprintf("— %s", res.Mode)
 	if res.QueryType != "" {
@@ -194,6 +194,15 @@ func footer(res *client.QueryResult) string {
 		s += fmt.Sprintf("; %s@%s left out (%s)", f.Role, shortID(f.Peer), f.Error)
 	}
 	return s
+}
+
+// unverified marks an answer from a peer whose role the originator could
+// not check.
+func unverified(a *client.AgentResponse) string {
+	if a.Unverified {
+		return " (unverified)"
+	}
+	return ""
 }
 
 func msDur(ms float64) string {

@@ -42,6 +42,9 @@ type AgentResponse struct {
 	Weight    float64 `json:"weight"`
 	Thermal   string  `json:"thermal,omitempty"`
 	Battery   int     `json:"battery,omitempty"`
+	// Unverified: from a peer whose claim to its role model the
+	// originator has not verified (it had no copy to check it with).
+	Unverified bool `json:"unverified,omitempty"`
 	// Partial: cut off (by its deadline, or a holder that hung mid-answer)
 	// and used as far as it goes.
 	Partial       bool     `json:"partial,omitempty"`

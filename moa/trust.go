@@ -1,0 +1,104 @@
+package moa
+
+import (
+	"context"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// Candidates are weighed by what this originator knows of them, not by
+// what they announce:
+//
+//   - speed: the decode tok/s this peer measured of the candidate's own
+//     answers (Trust, then this originator's stats); before any, the
+//     announced tok/s but never more than unknownSpeed (an announcement
+//     may make a peer look slower, never faster);
+//   - a peer whose claim to its role model this peer has not verified is
+//     weighed × unverifiedFactor, so a verified holder is asked first;
+//   - a banned peer is not a candidate at all.
+//
+// Vetting is done before use: a peer not yet verified is challenged (Vet)
+// just before its first real question, so a liar fails its challenge and
+// never sees a prompt. A peer this peer cannot check (it has no copy of
+// the model to check with) is asked, and its answer says Unverified.
+
+func (o *Originator) banned(id peer.ID) bool {
+	if o.Trust == nil {
+		return false
+	}
+	b, _ := o.Trust.Banned(id)
+	return b
+}
+
+// measured is the decode speed this peer measured of id answering as
+// role (0: none yet).
+func (o *Originator) measured(id peer.ID, role string) float64 {
+	if o.Trust != nil {
+		if v, ok := o.Trust.Speed(id, swarm.TokPerSecKey(role)); ok {
+			return v
+		}
+	}
+	if ob, ok := o.stats.get(id); ok {
+		return ob.tokps
+	}
+	return 0
+}
+
+// weigh sets c's weight and whether it is verified.
+func (o *Originator) weigh(c *candidate) {
+	speed := c.role.TokPerSec // this peer's own measurement of its own role
+	if c.peer.Self {
+		c.verified = true
+	} else {
+		c.verified = o.Trust != nil && o.Trust.Verified(c.peer.ID, swarm.RoleClaim(c.role.ModelCID))
+		if speed = o.measured(c.peer.ID, c.role.Role); speed <= 0 {
+			speed = min(c.role.TokPerSec, unknownSpeed)
+		}
+	}
+	c.weight = Weight(speed, c.peer.Cap.Thermal, c.peer.Cap.Load)
+	if !c.verified {
+		c.weight *= unverifiedFactor
+	}
+}
+
+// vetted runs Vet on a candidate not yet verified, and notes whether it
+// is verified now.
+func (o *Originator) vetted(ctx context.Context, c *candidate) error {
+	if c.verified || o.Vet == nil {
+		return nil
+	}
+	claim := swarm.RoleClaim(c.role.ModelCID)
+	if err := o.Vet(ctx, c.peer.ID, claim); err != nil {
+		return err
+	}
+	c.verified = o.Trust != nil && o.Trust.Verified(c.peer.ID, claim)
+	return nil
+}
+
+// decodeRate measures a peer's decode speed from the tokens as they
+// arrive here: (tokens − 1) over the time from the first to the last.
+type decodeRate struct {
+	n           int
+	first, last time.Time
+}
+
+func (r *decodeRate) token() {
+	now := time.Now()
+	if r.n == 0 {
+		r.first = now
+	}
+	r.last = now
+	r.n++
+}
+
+// perSec is the measured tok/s (0: too few tokens to tell).
+func (r *decodeRate) perSec() float64 {
+	d := r.last.Sub(r.first)
+	if r.n < 2 || d <= 0 {
+		return 0
+	}
+	return float64(r.n-1) / d.Seconds()
+}
