@@ -76,6 +76,8 @@ type Config struct {
 	Progress ProgressConfig `json:"progress,omitempty"`
 	// Pipeline tunes the pipeline originator.
 	Pipeline PipelineConfig `json:"pipeline,omitempty"`
+	// Trust sets how other peers' claims are checked.
+	Trust TrustConfig `json:"trust,omitempty"`
 	// BMCSerial makes this peer a BMC bridge: the serial device of the
 	// board (e.g. /dev/ttyACM0). See README.md, "BMC".
 	BMCSerial string `json:"bmc_serial,omitempty"`
@@ -285,6 +287,9 @@ func (c Config) validate() error {
 		}
 	}
 	if err := c.Progress.validate(); err != nil {
+		return err
+	}
+	if err := c.Trust.validate(); err != nil {
 		return err
 	}
 	for _, p := range c.BMCPeers {

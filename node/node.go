@@ -53,6 +53,7 @@ type Node struct {
 	originator *moa.Originator
 	pipe       *pipelineState
 	pipeOrig   *pipeline.Originator
+	trust      *trustState
 
 	// bmcDead, once a BMC table is in force, reports the peers it declares
 	// dead; routing never uses them.
@@ -144,6 +145,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 		return err
 	}
+	if err = n.startTrust(); err != nil {
+		if apiLn != nil {
+			apiLn.Close()
+		}
+		return err
+	}
 	if n.router, err = gossip.NewRouter(runCtx, h, n.key, n.log); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
@@ -175,6 +182,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.originator = n.newOriginator()
 	n.pipeOrig = n.newPipelineOriginator()
 	n.startShardFetches(runCtx)
+	n.wireTrust(runCtx)
 	if n.disc, err = startDiscovery(runCtx, h, n.cfg, n.log, &n.health); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
@@ -241,6 +249,10 @@ func (n *Node) teardownLocked() error {
 		errs = append(errs, n.api.close())
 		removeAPIAddr(n.cfg.DataDir, n.api.addr())
 		n.api = nil
+	}
+	if n.trust != nil {
+		// First: its checks use the store, the view and the host.
+		errs = append(errs, n.trust.close())
 	}
 	if n.pipe != nil {
 		// First: its background fetches use the swarm view and the host.

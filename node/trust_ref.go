@@ -1,0 +1,227 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/shards"
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// reference is this peer's own copy of the layers it checks other peers'
+// claims with (verify.Reference): its own stage shards and role models
+// first; else a one-layer slice cut from a model or a wider slice its
+// store holds; else one fetched from a holder through the shard transfer
+// (into the store, where the transfer verifies it). Slices are loaded on
+// demand and a few are kept loaded.
+type reference struct {
+	n      *Node
+	ledger *swarm.Trust
+	sem    chan struct{} // one load or fetch at a time
+
+	mu     sync.Mutex
+	loaded map[string]*refModel // by slice path
+	closed bool
+}
+
+type refModel struct {
+	m       *engine.Model
+	used    time.Time
+	fetched bool // fetched for checks only: removed from the store once unloaded
+	model   string
+	layer   int
+}
+
+// Bounds of the reference: models kept loaded, the least recently used
+// unloaded first (but none a check may still be using), and how long one
+// fetch may take.
+const (
+	refKeep       = 4
+	refIdle       = 3 * time.Minute
+	refFetchLimit = 5 * time.Minute
+)
+
+// Layer implements verify.Reference.
+func (r *reference) Layer(ctx context.Context, model string, l int) (*engine.Model, error) {
+	n := r.n
+	if p := n.pipe; p != nil {
+		for _, sh := range p.stages.Local() {
+			if sh.ModelCID == model && sh.Start <= l && l < sh.End {
+				return sh.Model, nil
+			}
+		}
+	}
+	if n.moaServer != nil {
+		if m := n.moaServer.ModelOf(model); m != nil {
+			return m, nil
+		}
+	}
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-r.sem }()
+	st := n.pipe.store
+	se, ok := st.Slice(model, l, l+1)
+	fetched := false
+	if !ok {
+		var err error
+		if se, err = st.EnsureSlice(model, l, l+1); err != nil {
+			if se, err = r.fetch(ctx, model, l); err != nil {
+				return nil, err
+			}
+			fetched = true
+		}
+	}
+	return r.load(ctx, se, model, l, fetched)
+}
+
+// load returns the loaded slice, loading it if need be.
+func (r *reference) load(ctx context.Context, se shards.SliceEntry, model string, l int, fetched bool) (*engine.Model, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, engine.ErrClosed
+	}
+	if rm := r.loaded[se.Path]; rm != nil {
+		rm.used = time.Now()
+		r.mu.Unlock()
+		return rm.m, nil
+	}
+	r.mu.Unlock()
+	opts := r.n.engineOptions()
+	opts.Slots, opts.Queue, opts.Context = 2, 8, 256
+	m, err := engine.Load(ctx, se.Path, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		m.Close()
+		return nil, engine.ErrClosed
+	}
+	r.loaded[se.Path] = &refModel{m: m, used: time.Now(), fetched: fetched, model: model, layer: l}
+	r.evictLocked()
+	return m, nil
+}
+
+// evictLocked unloads the least recently used models beyond refKeep that
+// no check has used for refIdle (a check is bounded well within it).
+func (r *reference) evictLocked() {
+	for len(r.loaded) > refKeep {
+		var victim string
+		var oldest time.Time
+		for p, rm := range r.loaded {
+			if time.Since(rm.used) > refIdle && (victim == "" || rm.used.Before(oldest)) {
+				victim, oldest = p, rm.used
+			}
+		}
+		if victim == "" {
+			return
+		}
+		rm := r.loaded[victim]
+		delete(r.loaded, victim)
+		rm.m.Close()
+		if rm.fetched {
+			r.n.pipe.store.RemoveSlice(rm.model, rm.layer, rm.layer+1)
+		}
+	}
+}
+
+// fetch gets the one-layer slice [l,l+1) of model from a peer holding it:
+// peers this peer has verified first, never a banned one. The shard
+// transfer checks what arrives before it is stored.
+func (r *reference) fetch(ctx context.Context, model string, l int) (shards.SliceEntry, error) {
+	n := r.n
+	sources := r.sources(ctx, model, l)
+	if len(sources) == 0 {
+		return shards.SliceEntry{}, fmt.Errorf("no peer to fetch layer %d of %s from", l, model)
+	}
+	var errs []error
+	for _, id := range sources {
+		fctx, cancel := context.WithTimeout(ctx, refFetchLimit)
+		se, err := shards.Fetch(fctx, n.host, id, n.pipe.store, model, l, l+1, shards.WithFetchLogger(n.log))
+		cancel()
+		if err == nil {
+			n.log.Info("trust: reference layer fetched", "model", model, "layer", l, "from", id, "bytes", se.Size)
+			return se, nil
+		}
+		if ctx.Err() != nil {
+			return shards.SliceEntry{}, ctx.Err()
+		}
+		errs = append(errs, err)
+	}
+	return shards.SliceEntry{}, fmt.Errorf("layer %d of %s: %w", l, model, errors.Join(errs...))
+}
+
+// sources lists the peers that may serve layer l of model: holders of a
+// shard covering it, then holders of the model as a role, then other
+// holders and the DHT's providers; proven peers first within each.
+func (r *reference) sources(ctx context.Context, model string, l int) []peer.ID {
+	n := r.n
+	self := n.host.ID()
+	var cover, role []peer.ID
+	view := n.swarm.View()
+	for _, p := range view.Peers() {
+		if !p.Alive || p.ID == self {
+			continue
+		}
+		for _, sh := range p.Cap.Shards {
+			if sh.ModelCID == model && sh.Start <= l && l < sh.End && !slices.Contains(cover, p.ID) {
+				cover = append(cover, p.ID)
+			}
+		}
+		for _, ro := range p.Cap.Roles {
+			if ro.ModelCID == model && !slices.Contains(role, p.ID) {
+				role = append(role, p.ID)
+			}
+		}
+	}
+	var rest []peer.ID
+	if found, err := n.swarm.FindProviders(ctx, swarm.ModelKey(model), 16); err == nil {
+		for _, ai := range found {
+			n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
+			rest = append(rest, ai.ID)
+		}
+	}
+	var out []peer.ID
+	for _, group := range [][]peer.ID{cover, role, rest} {
+		slices.SortStableFunc(group, func(a, b peer.ID) int {
+			pa, pb := r.ledger.Proven(a), r.ledger.Proven(b)
+			switch {
+			case pa && !pb:
+				return -1
+			case pb && !pa:
+				return 1
+			}
+			return 0
+		})
+		for _, id := range group {
+			if banned, _ := r.ledger.Banned(id); !banned && id != self && !slices.Contains(out, id) {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+// close unloads every reference model. Slices fetched for checks stay in
+// the store for the next run.
+func (r *reference) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	for p, rm := range r.loaded {
+		rm.m.Close()
+		delete(r.loaded, p)
+	}
+}
