@@ -34,19 +34,20 @@ func (o *Originator) vetTimeout() time.Duration {
 }
 
 // msPerLayer is what a layer of model on peer id is priced at: what this
-// peer measured of it, else what it announces but never less than
-// DefaultMsPerLayer. This peer's own shards measured themselves.
+// peer measured of it, else DefaultMsPerLayer; what the peer announces
+// counts only where it is slower. This peer's own shards measured
+// themselves.
 func (o *Originator) msPerLayer(id peer.ID, model string, announced float64) float64 {
 	if o.Host != nil && id == o.Host.ID() {
 		return announced
 	}
-	if o.Trust != nil {
-		if v, ok := o.Trust.Speed(id, swarm.MsPerLayerKey(model)); ok {
-			return v
-		}
-	}
 	if !validMs(announced) {
 		return announced // AssembleRoute ignores the holder
+	}
+	if o.Trust != nil {
+		if v, ok := o.Trust.Speed(id, swarm.MsPerLayerKey(model)); ok {
+			return max(v, announced)
+		}
 	}
 	return max(announced, DefaultMsPerLayer)
 }
