@@ -27,6 +27,7 @@ var tier = map[string]int{
 	"swarm":            2,
 	"moa":              3,
 	"pipeline":         3,
+	"verify":           3,
 	"node":             4,
 	"cmd/swarmd":       5,
 	"cmd/swarmctl":     5,
