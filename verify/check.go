@@ -458,7 +458,7 @@ func (c *Checker) challenge(ctx context.Context, rep *Report, req *Request, info
 		if l == info.Layers-1 {
 			want = info.VocabSize
 		}
-		typ, body, err := readFrame(r, 8+4*want)
+		typ, body, err := readFrame(r, max(8+4*want, maxJSON))
 		if err != nil {
 			st.Reset()
 			if errors.Is(err, ErrBadFrame) {

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -81,6 +82,7 @@ type liar struct {
 	m      *engine.Model
 	tamper func(req *Request, l int, out []float32) []float32
 	refuse string // answer every challenge with this error code
+	why    string // and this message ("no" if empty)
 
 	mu     sync.Mutex
 	seen   int
@@ -113,7 +115,7 @@ func (lr *liar) handle(st network.Stream) {
 	replayed := lr.record
 	lr.mu.Unlock()
 	if lr.refuse != "" {
-		WriteError(st, lr.refuse, "no")
+		WriteError(st, lr.refuse, cmp.Or(lr.why, "no"))
 		return
 	}
 	if lr.replay && replayed != nil {

@@ -187,7 +187,7 @@ func (s *Server) handle(st network.Stream) {
 	sess, err := m.AcquireSession(actx)
 	acancel()
 	if err != nil {
-		refuse(CodeBusy, "no session free: "+err.Error())
+		refuse(CodeBusy, "no session free")
 		return
 	}
 	defer sess.Close()
@@ -205,8 +205,10 @@ func (s *Server) handle(st network.Stream) {
 		if errors.Is(err, engine.ErrCapacity) || errors.Is(err, context.DeadlineExceeded) {
 			code = CodeBusy
 		}
-		s.log.Debug("verify: challenge failed", "peer", remote, "model", req.Model, "layers", fmt.Sprintf("[%d,%d)", req.Start, req.End), "err", err)
-		refuse(code, err.Error())
+		// The engine's error stays in this peer's log: it names local files.
+		s.log.Warn("verify: answering a challenge failed", "peer", remote, "model", req.Model,
+			"layers", fmt.Sprintf("[%d,%d)", req.Start, req.End), "err", err)
+		refuse(code, "the challenge could not be computed")
 		return
 	}
 	s.log.Debug("verify: challenge answered", "peer", remote, "model", req.Model,

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -105,6 +106,7 @@ func TestRefusalIsNotFailure(t *testing.T) {
 	for _, code := range []string{CodeBusy, CodeRateLimited, CodeInternal} {
 		lr := newLiar(t, full)
 		lr.refuse = code
+		lr.why = strings.Repeat("a long reason ", 250) // longer than a tiny model's layer output
 		h := newHost(t)
 		link(h, lr.h)
 		c := newChecker(h, newFileRef(t, cid).add(0, 4, full))
