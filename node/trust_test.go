@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/node"
 	"github.com/llmswarm/llmswarm/node/client"
@@ -32,22 +35,23 @@ import (
 // liarPeer is an attacker with a valid key: its own, honestly signed
 // capability record claims every layer of a model at 0.001 ms per layer
 // and its reasoner role at 1e6 tok/s. It answers challenges on the real
-// wire format with random numbers of the right sizes, and counts the real
-// work it is sent (stage sessions, MoA questions).
+// wire format, lying as its kind says, and counts the real work it is
+// sent (stage sessions, MoA questions).
 type liarPeer struct {
 	h                      host.Host
+	kind                   string // random, scaled, nan, not_held
+	m                      *engine.Model
 	stage, moa, challenges atomic.Int32
-	layers, hidden, vocab  int
 }
 
-func startLiar(t *testing.T, boot *nodetest.Peer, model string, layers, hidden, vocab int) *liarPeer {
+func startLiar(t *testing.T, boot *nodetest.Peer, kind, model string, m *engine.Model) *liarPeer {
 	t.Helper()
 	key, _, _ := crypto.GenerateEd25519Key(nil)
 	h, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lp := &liarPeer{h: h, layers: layers, hidden: hidden, vocab: vocab}
+	lp := &liarPeer{h: h, kind: kind, m: m}
 	h.SetStreamHandler(pipeline.ProtocolID, func(st network.Stream) { lp.stage.Add(1); st.Reset() })
 	h.SetStreamHandler(moa.ProtocolID, func(st network.Stream) { lp.moa.Add(1); st.Reset() })
 	h.SetStreamHandler(verify.ProtocolID, lp.answer)
@@ -68,13 +72,14 @@ func startLiar(t *testing.T, boot *nodetest.Peer, model string, layers, hidden, 
 	for _, a := range h.Addrs() {
 		addrs = append(addrs, a.String())
 	}
+	in := m.Info()
 	done := make(chan struct{})
 	go func() { // heartbeats, as a live peer sends them
 		defer close(done)
 		for ctx.Err() == nil {
 			c := &gossip.Capability{PeerID: h.ID().String(), Seq: uint64(time.Now().UnixNano()), TimeMS: time.Now().UnixMilli(),
 				Addrs: addrs, Load: gossip.Load{Capacity: 64},
-				Shards: []gossip.Shard{{ModelCID: model, Start: 0, End: layers, Layers: layers, Hidden: hidden, MsPerLayer: 0.001}},
+				Shards: []gossip.Shard{{ModelCID: model, Start: 0, End: in.Layers, Layers: in.Layers, Hidden: in.Hidden, MsPerLayer: 0.001}},
 				Roles:  []gossip.Role{{Role: moa.Reasoner, ModelCID: model, TokPerSec: 1e6}}}
 			if b, err := gossip.SealCapability(c, key); err == nil {
 				topic.Publish(ctx, b)
@@ -94,7 +99,9 @@ func startLiar(t *testing.T, boot *nodetest.Peer, model string, layers, hidden, 
 	return lp
 }
 
-// answer lies: random numbers of the sizes a real trace has.
+// answer lies: the real trace scaled by 1.01, random numbers of the
+// right sizes, or the real trace with a NaN; or it refuses layers it
+// claims.
 func (lp *liarPeer) answer(st network.Stream) {
 	defer st.Close()
 	lp.challenges.Add(1)
@@ -103,33 +110,67 @@ func (lp *liarPeer) answer(st network.Stream) {
 		verify.WriteError(st, verify.CodeBadRequest, err.Error())
 		return
 	}
+	if lp.kind == "not_held" {
+		verify.WriteError(st, verify.CodeNotHeld, "not here after all")
+		return
+	}
+	s, err := lp.m.AcquireSession(context.Background())
+	if err != nil {
+		verify.WriteError(st, verify.CodeBusy, err.Error())
+		return
+	}
+	defer s.Close()
+	in := req.Hidden
 	for l := req.Start; l < req.End; l++ {
-		n := req.Positions() * lp.hidden
-		if l == lp.layers-1 {
-			n = lp.vocab
+		s.Truncate(0)
+		var out []float32
+		if l == 0 {
+			out, err = s.RunRange(context.Background(), 0, 1, req.Tokens, nil)
+		} else {
+			out, err = s.RunRange(context.Background(), l, l+1, nil, in)
 		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(rand.NormFloat64())
+		if err != nil {
+			return
 		}
-		if verify.WriteBoundary(st, l, v) != nil {
+		in = slices.Clone(out)
+		switch lp.kind {
+		case "scaled":
+			for i := range out {
+				out[i] *= 1.01
+			}
+		case "random":
+			for i := range out {
+				out[i] = float32(rand.NormFloat64())
+			}
+		case "nan":
+			if l == req.End-1 {
+				out[len(out)-1] = float32(math.NaN())
+			}
+		}
+		if verify.WriteBoundary(st, l, out) != nil {
 			return
 		}
 	}
 }
 
-// TestLiarGetsNoTraffic: a peer with a valid key whose record claims every
-// layer and the reasoner role at absurd speeds is challenged before its
-// first hop, fails (its numbers are random), is banned, and gets no stage
-// session and no MoA question; honest peers, checked against slices this
-// peer fetched, carry the pipeline and the answer. The ban survives the
-// originator's restart.
+// TestLiarGetsNoTraffic: peers with valid keys whose records claim every
+// layer and the reasoner role at absurd speeds, and whose challenge
+// answers are scaled, random, hold a NaN, or refuse the layers claimed,
+// are each challenged before their first real work, fail, are banned, and
+// get no stage session and no MoA question; honest peers, checked against
+// slices this peer fetched, carry the answer and the pipeline. The bans
+// survive the originator's restart.
 func TestLiarGetsNoTraffic(t *testing.T) {
 	model := tinyModel(t)
 	cid, err := shards.FileCID(model)
 	if err != nil {
 		t.Fatal(err)
 	}
+	m, err := engine.Load(context.Background(), model, engine.Options{Threads: 1, Slots: 4, Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
 	origin := nodetest.Start(t, nodetest.Config(t.TempDir()))
 	boot := origin.Addr(t)
 	start := func(edit func(*node.Config)) *nodetest.Peer {
@@ -142,15 +183,31 @@ func TestLiarGetsNoTraffic(t *testing.T) {
 	a := start(func(c *node.Config) { c.Shards = []string{model + ":0-2"} })
 	b := start(func(c *node.Config) { c.Shards = []string{model + ":2-4"} })
 	r := start(func(c *node.Config) { c.Roles = map[string]string{moa.Reasoner: model} })
-	liar := startLiar(t, origin, cid.String(), 4, 64, 512)
-	nodetest.Eventually(t, 15*time.Second, "origin sees every peer and the liar's claims", func() bool {
-		return nodetest.SeesAlive(origin, a.ID(), b.ID(), r.ID(), liar.h.ID()) &&
-			len(origin.Swarm().View().ByRole(moa.Reasoner)) == 2
+	var liars []*liarPeer
+	ids := []peer.ID{a.ID(), b.ID(), r.ID()}
+	for _, kind := range []string{"scaled", "random", "nan", "not_held"} {
+		lp := startLiar(t, origin, kind, cid.String(), m)
+		liars = append(liars, lp)
+		ids = append(ids, lp.h.ID())
+	}
+	nodetest.Eventually(t, 15*time.Second, "origin sees every peer and the liars' claims", func() bool {
+		return nodetest.SeesAlive(origin, ids...) && len(origin.Swarm().View().ByRole(moa.Reasoner)) == 5
 	})
 
 	c := client.New(origin.APIAddr(), "")
-	// Pipeline: the liar's one hop at 0.001 ms/layer is the cheapest
-	// route on paper; it is challenged first and left out.
+	// MoA: the liars' 1e6 tok/s reasoners are never asked; those ranked
+	// before the honest one are challenged first and fail.
+	for range 2 {
+		res, err := c.Query(t.Context(), client.QueryRequest{Query: "What is the capital of France?", Mode: "speed", MaxTokens: 4}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.AgentResponses) != 1 || res.AgentResponses[0].Peer != r.ID().String() || res.AgentResponses[0].Unverified {
+			t.Fatalf("answered by %+v, want the honest reasoner, verified", res.AgentResponses)
+		}
+	}
+	// Pipeline: a liar's one hop at 0.001 ms/layer is the cheapest route
+	// on paper; each liar left is challenged first and left out.
 	for range 2 {
 		res, err := c.Query(t.Context(), client.QueryRequest{Query: "Tell me about the swarm.", Mode: "pipeline", MaxTokens: 4}, nil)
 		if err != nil {
@@ -160,46 +217,37 @@ func TestLiarGetsNoTraffic(t *testing.T) {
 		if err := json.Unmarshal(res.Pipeline, &rt.Pipeline); err != nil {
 			t.Fatal(err)
 		}
-		for _, h := range rt.Pipeline.Hops {
-			if h.Peer == liar.h.ID().String() {
-				t.Fatalf("the liar is on the route: %+v", rt.Pipeline.Hops)
-			}
+		if len(rt.Pipeline.Hops) != 2 || rt.Pipeline.Hops[0].Peer != a.ID().String() || rt.Pipeline.Hops[1].Peer != b.ID().String() {
+			t.Fatalf("route %+v, want the honest stages", rt.Pipeline.Hops)
 		}
 	}
-	banned, why := origin.Trust().Banned(liar.h.ID())
-	if !banned || !strings.Contains(why, "off by") {
-		t.Fatalf("liar banned %v (%q) after its challenge", banned, why)
+	faults := map[string]string{"scaled": "off by", "random": "off by", "nan": "NaN", "not_held": "refused them"}
+	for _, lp := range liars {
+		banned, why := origin.Trust().Banned(lp.h.ID())
+		if !banned || !strings.Contains(why, faults[lp.kind]) {
+			t.Errorf("%s liar: banned %v (%q)", lp.kind, banned, why)
+		}
+		if lp.stage.Load() != 0 || lp.moa.Load() != 0 || lp.challenges.Load() == 0 {
+			t.Errorf("%s liar got %d stage sessions, %d MoA questions, %d challenges; want 0, 0 and at least 1",
+				lp.kind, lp.stage.Load(), lp.moa.Load(), lp.challenges.Load())
+		}
 	}
-	for _, p := range []*nodetest.Peer{a, b} {
+	for _, p := range []*nodetest.Peer{a, b, r} {
 		if !origin.Trust().Proven(p.ID()) {
-			t.Fatalf("honest stage %s not verified", p.ID())
+			t.Errorf("honest peer %s not verified", p.ID())
 		}
 	}
 
-	// MoA: the liar's 1e6 tok/s reasoner is never asked.
-	for range 2 {
-		res, err := c.Query(t.Context(), client.QueryRequest{Query: "What is the capital of France?", Mode: "speed", MaxTokens: 4}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res.AgentResponses) != 1 || res.AgentResponses[0].Peer != r.ID().String() {
-			t.Fatalf("answered by %+v, want the honest reasoner", res.AgentResponses)
-		}
-	}
-	if liar.stage.Load() != 0 || liar.moa.Load() != 0 || liar.challenges.Load() == 0 {
-		t.Fatalf("the liar got %d stage sessions, %d MoA questions, %d challenges; want 0, 0 and at least 1",
-			liar.stage.Load(), liar.moa.Load(), liar.challenges.Load())
-	}
-
-	// The ban is in the data dir and survives a restart.
+	// The bans are in the data dir and survive a restart.
 	dir := origin.Dir
 	origin.Close()
-	if b, err := os.ReadFile(filepath.Join(dir, node.TrustFile)); err != nil || !strings.Contains(string(b), liar.h.ID().String()) {
+	if b, err := os.ReadFile(filepath.Join(dir, node.TrustFile)); err != nil || !strings.Contains(string(b), liars[0].h.ID().String()) {
 		t.Fatalf("trust.json: %v %s", err, b)
 	}
-	cfg := nodetest.Config(dir)
-	back := nodetest.Start(t, cfg)
-	if banned, _ := back.Trust().Banned(liar.h.ID()); !banned {
-		t.Fatal("the ban did not survive a restart")
+	back := nodetest.Start(t, nodetest.Config(dir))
+	for _, lp := range liars {
+		if banned, _ := back.Trust().Banned(lp.h.ID()); !banned {
+			t.Fatalf("the ban of the %s liar did not survive a restart", lp.kind)
+		}
 	}
 }
