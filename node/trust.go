@@ -91,13 +91,6 @@ func (n *Node) wireTrust(ctx context.Context) {
 			n.vetRoles(bg)
 		}()
 	}
-	if n.moaServer != nil {
-		ts.wg.Add(1)
-		go func() {
-			defer ts.wg.Done()
-			n.offerRoleModels(bg)
-		}()
-	}
 }
 
 // Trust is this peer's trust ledger (nil before Start).
@@ -233,20 +226,3 @@ const (
 	roleVetPeriod = 15 * time.Second
 	roleVetEvery  = 10 * time.Minute
 )
-
-// offerRoleModels registers this peer's role model files in its store, so
-// that peers checking its claims can fetch one-layer slices of them.
-func (n *Node) offerRoleModels(ctx context.Context) {
-	for _, r := range n.moaServer.Roles() {
-		path := n.cfg.Roles[r.Role]
-		if path == "" || ctx.Err() != nil {
-			continue
-		}
-		if _, ok := n.pipe.store.Model(r.ModelCID); ok {
-			continue
-		}
-		if _, err := n.pipe.store.AddModel(path); err != nil {
-			n.log.Warn("role model not offered for others' checks", "role", r.Role, "path", path, "err", err)
-		}
-	}
-}

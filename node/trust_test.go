@@ -162,7 +162,7 @@ func (lp *liarPeer) answer(st network.Stream) {
 // survive the originator's restart.
 func TestLiarGetsNoTraffic(t *testing.T) {
 	model := tinyModel(t)
-	cid, err := shards.FileCID(model)
+	_, _, cid, err := shards.BuildManifest(model) // a model is named by its root
 	if err != nil {
 		t.Fatal(err)
 	}
