@@ -22,6 +22,7 @@ import (
 	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/llmswarm/llmswarm/internal/version"
+	"github.com/llmswarm/llmswarm/moa"
 )
 
 // Version is the swarmd version announced in identify and capability records.
@@ -53,6 +54,7 @@ func newHost(cfg Config, key crypto.PrivKey, psk pnet.PSK, gater connmgr.Connect
 	}
 	limits := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&limits)
+	moa.AddLimits(&limits)
 	scaled := limits.Scale(int64(cfg.MemoryLimitMB)<<20, 1024)
 	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(scaled))
 	if err != nil {
