@@ -368,3 +368,53 @@ func TestColocationGraylists(t *testing.T) {
 		})
 	}
 }
+
+// TestSilentMeshPeerScoredDown: an adversary that takes the victim's
+// gossip stream (so pubsub scores it) and grafts itself into the victim's
+// mesh, but forwards nothing, scores below zero once its mesh time is
+// past the activation period (P3: every peer publishes its own heartbeats
+// on the capability topic), and so loses its mesh slot; an honest mesh
+// peer stays above zero.
+func TestSilentMeshPeerScoredDown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	scores := map[peer.ID]float64{}
+	victim := newPeer(t, ctx, "", gossip.NewGate(nil, 0), gossip.WithHeartbeat(200*time.Millisecond),
+		gossip.WithScoreInspectForTest(func(m map[peer.ID]float64) {
+			mu.Lock()
+			defer mu.Unlock()
+			scores = m
+		}))
+	honest := newPeer(t, ctx, "", nil, gossip.WithHeartbeat(200*time.Millisecond))
+	connect(t, ctx, honest.h, victim.h)
+	var seq atomic.Uint64
+	beat(ctx, t, honest, &seq)
+	var vseq atomic.Uint64
+	beat(ctx, t, victim, &vseq)
+
+	adv := newPeer(t, ctx, "", nil)
+	raw := gossiptest.NewRaw(adv.h, true)
+	defer raw.Close()
+	connect(t, ctx, adv.h, victim.h)
+	if err := raw.Open(ctx, victim.h.ID(), gossip.CapsTopic); err != nil {
+		t.Fatal(err)
+	}
+	score := func(id peer.ID) (float64, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		s, ok := scores[id]
+		return s, ok
+	}
+	eventually(t, 10*time.Second, "the silent peer tracked", func() bool { _, ok := score(adv.h.ID()); return ok })
+	if err := raw.Graft(victim.h.ID(), gossip.CapsTopic); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 40*time.Second, "the silent mesh peer below zero", func() bool {
+		s, _ := score(adv.h.ID())
+		return s < 0
+	})
+	if s, ok := score(honest.h.ID()); !ok || s < 0 {
+		t.Fatalf("the honest mesh peer scores %v (tracked %v)", s, ok)
+	}
+}

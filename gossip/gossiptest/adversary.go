@@ -75,6 +75,15 @@ func (r *Raw) Send(p peer.ID, msgs ...*pb.Message) error {
 	return r.write(p, &pb.RPC{Publish: msgs})
 }
 
+// Graft asks p to take the adversary into its mesh for topics.
+func (r *Raw) Graft(p peer.ID, topics ...string) error {
+	ctl := &pb.ControlMessage{}
+	for _, t := range topics {
+		ctl.Graft = append(ctl.Graft, &pb.ControlGraft{TopicID: proto.String(t)})
+	}
+	return r.write(p, &pb.RPC{Control: ctl})
+}
+
 // ErrNoStream is a Send to a peer without an open stream.
 var ErrNoStream = errors.New("gossiptest: no gossip stream to that peer")
 
