@@ -21,7 +21,17 @@ import (
 	"github.com/llmswarm/llmswarm/node/nodetest"
 )
 
-const fastBeat = node.Duration(200 * time.Millisecond)
+// fastBeat beats every 200 ms; with fastMisses a silent peer is dead
+// after 2 s, a window a loaded 2-core machine does not miss.
+const (
+	fastBeat   = node.Duration(200 * time.Millisecond)
+	fastMisses = 10
+)
+
+func fast(c *node.Config) {
+	c.Heartbeat = fastBeat
+	c.DeadAfterMisses = fastMisses
+}
 
 func newTestHost(t *testing.T, listen string) (host.Host, crypto.PrivKey) {
 	t.Helper()
@@ -52,7 +62,7 @@ func connectTo(t *testing.T, from host.Host, to host.Host) {
 // peer never answers its probe; live peers, one connected to it and one
 // heard only through others, are seen alive promptly.
 func TestDeadPeerStaysDead(t *testing.T) {
-	peers := nodetest.Cluster(t, 3, func(_ int, c *node.Config) { c.Heartbeat = fastBeat })
+	peers := nodetest.Cluster(t, 3, func(_ int, c *node.Config) { fast(c) })
 	hub, relayed, dead := peers[0], peers[1], peers[2]
 	nodetest.Eventually(t, 10*time.Second, "cluster formed", func() bool { return nodetest.SeesAlive(hub, ids(peers)...) })
 
@@ -93,7 +103,7 @@ func TestDeadPeerStaysDead(t *testing.T) {
 
 	// A newcomer joins through the hub; the adversary replays to it.
 	cfg := nodetest.Config(t.TempDir())
-	cfg.Heartbeat = fastBeat
+	fast(&cfg)
 	cfg.Bootstrap = []string{hub.Addr(t)}
 	joined := time.Now()
 	newcomer := nodetest.Start(t, cfg)
@@ -187,7 +197,7 @@ func startSybils(t *testing.T, ctx context.Context, listen []string) []*sybil {
 func TestSybilsDoNotKeepNewcomerOut(t *testing.T) {
 	victim := nodetest.Start(t, func() node.Config {
 		c := nodetest.Config(t.TempDir())
-		c.Heartbeat = fastBeat
+		fast(&c)
 		c.PeerTable = node.PeerTableConfig{MaxPeers: 12, UnprovenShare: 0.5, MaxUnprovenPerSubnet: 3}
 		return c
 	}())
@@ -213,7 +223,7 @@ func TestSybilsDoNotKeepNewcomerOut(t *testing.T) {
 	nodetest.Eventually(t, 10*time.Second, "the sybils fill the unproven rows", func() bool { return unproven() == 6 })
 
 	cfg := nodetest.Config(t.TempDir())
-	cfg.Heartbeat = fastBeat
+	fast(&cfg)
 	cfg.Listen = []string{"/ip4/127.0.9.1/tcp/0"}
 	honest := nodetest.Start(t, cfg)
 	connectTo(t, victim.Host(), honest.Host())
@@ -238,7 +248,7 @@ func TestSybilsDoNotKeepNewcomerOut(t *testing.T) {
 // its heartbeats (even through other peers) and shows it dead, while the
 // rest of the swarm stays alive.
 func TestBannedPeerUnheard(t *testing.T) {
-	peers := nodetest.Cluster(t, 3, func(_ int, c *node.Config) { c.Heartbeat = fastBeat })
+	peers := nodetest.Cluster(t, 3, func(_ int, c *node.Config) { fast(c) })
 	victim, other, liar := peers[0], peers[1], peers[2]
 	nodetest.Eventually(t, 10*time.Second, "cluster formed", func() bool { return nodetest.SeesAlive(victim, ids(peers)...) })
 	victim.Trust().Fail(liar.ID(), "failed a layer challenge")

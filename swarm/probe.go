@@ -2,14 +2,19 @@ package swarm
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	lpswarm "github.com/libp2p/go-libp2p/p2p/net/swarm"
 	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/llmswarm/llmswarm/gossip"
@@ -20,7 +25,7 @@ const (
 	maxCandidates = 512
 	probeWorkers  = 8
 	probeTimeout  = 5 * time.Second // dial and ping
-	probeBackoff  = time.Second     // after the first failure; doubles
+	probeBackoff  = time.Second     // after the first failure (±50%); doubles
 	maxBackoff    = 30 * time.Second
 )
 
@@ -177,35 +182,45 @@ func (p *prober) due(now time.Time, n int) ([]peer.ID, time.Duration) {
 }
 
 // probe dials and pings id; if it answers, its newest record makes it
-// alive in the view.
+// alive in the view. A peer that does not answer, or that the table does
+// not admit, is tried again later, backing off.
 func (p *prober) probe(ctx context.Context, id peer.ID) {
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	err := Ping(pctx, p.h, id)
+	if err != nil && (errors.Is(err, lpswarm.ErrDialBackoff) || strings.Contains(err.Error(), "dial backoff")) {
+		// libp2p remembers a failed dial for seconds (two peers that found
+		// each other on the LAN and dialled at once fail that way), which
+		// says nothing about the peer now: dial it directly, past that.
+		err = Ping(network.WithForceDirectDial(pctx, "liveness probe"), p.h, id)
+	}
 	cancel()
+	if err == nil {
+		p.mu.Lock()
+		rec, heard := p.cands[id].rec, p.cands[id].heard // busy: never dropped meanwhile
+		p.mu.Unlock()
+		p.view.ObserveFrom(&rec, heard, remoteAddr(p.h, id))
+		if p.view.Alive(id) {
+			p.mu.Lock()
+			delete(p.cands, id)
+			p.mu.Unlock()
+			return
+		}
+	} else if ctx.Err() == nil {
+		p.log.Debug("peer heard of through others does not answer", "peer", id, "err", err)
+	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	cd := p.cands[id]
-	if cd == nil { // cannot happen: busy candidates are never dropped
-		p.mu.Unlock()
-		return
+	cd.busy = false
+	cd.tries++
+	back := probeBackoff
+	for i := 1; i < cd.tries && back < maxBackoff; i++ {
+		back *= 2
 	}
-	if err != nil {
-		cd.busy = false
-		cd.tries++
-		back := probeBackoff
-		for i := 1; i < cd.tries && back < maxBackoff; i++ {
-			back *= 2
-		}
-		cd.next = time.Now().Add(min(back, maxBackoff))
-		p.mu.Unlock()
-		if ctx.Err() == nil {
-			p.log.Debug("peer heard of through others does not answer", "peer", id, "tries", cd.tries, "err", err)
-		}
-		return
-	}
-	delete(p.cands, id)
-	rec, heard := cd.rec, cd.heard
-	p.mu.Unlock()
-	p.view.ObserveFrom(&rec, heard, remoteAddr(p.h, id))
+	// Jittered: two peers probing each other at once would otherwise dial
+	// at once again (a TCP simultaneous open, which the handshake fails).
+	back = min(back, maxBackoff)
+	cd.next = time.Now().Add(back/2 + rand.N(back))
 }
 
 // remoteAddr is the IP address of this peer's connection to id (zero
