@@ -41,6 +41,8 @@ type Node struct {
 	host    host.Host
 	dht     *dht.IpfsDHT
 	router  *gossip.Router
+	trust   *swarm.Trust // this peer's own ledger; kept across Close
+	gate    *gossip.Gate
 	swarm   *swarm.Service
 	disc    *discovery
 	api     *apiServer
@@ -117,7 +119,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return fmt.Errorf("api: listening on %s: %w", n.cfg.API, err)
 		}
 	}
-	h, notes, err := newHost(n.cfg, n.key, psk)
+	n.newGate()
+	h, notes, err := newHost(n.cfg, n.key, psk, n.gate)
 	if err != nil {
 		if apiLn != nil {
 			apiLn.Close()
@@ -144,12 +147,17 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 		return err
 	}
-	if n.router, err = gossip.NewRouter(runCtx, h, n.key, n.log); err != nil {
+	gopts, err := n.gossipOptions()
+	if err == nil {
+		n.router, err = gossip.NewRouter(runCtx, h, n.key, n.log, gopts...)
+	}
+	if err != nil {
 		if apiLn != nil {
 			apiLn.Close()
 		}
 		return err
 	}
+	n.wireBans()
 	if n.cfg.DHTMode != "off" {
 		if n.dht, err = newDHT(runCtx, h, n.cfg); err != nil {
 			if apiLn != nil {
@@ -158,8 +166,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	live := swarm.Liveness{Heartbeat: time.Duration(n.cfg.Heartbeat), Misses: n.cfg.DeadAfterMisses}
-	n.swarm = swarm.New(h, n.router, n.dht, n.selfCapability, live, n.log)
+	live := swarm.Liveness{Heartbeat: time.Duration(n.cfg.Heartbeat), Misses: n.cfg.DeadAfterMisses, MaxPeers: n.cfg.PeerTable.MaxPeers}
+	n.swarm = swarm.New(h, n.router, n.dht, n.selfCapability, live, n.log, n.swarmOptions()...)
 	if err = n.swarm.Start(runCtx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()

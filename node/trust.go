@@ -1,0 +1,93 @@
+package node
+
+import (
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// The wiring of this peer's trust ledger into gossip and the peer table:
+// the ledger's bans graylist and disconnect a peer (gossip.Gate is also
+// the host's connection gater), its proven peers keep their rows in a
+// full table, and the gate cuts off peers that refuse our gossip stream.
+
+// Trust is this peer's ledger of what it verified itself (nil before Start).
+func (n *Node) Trust() *swarm.Trust {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.trust
+}
+
+// newGate builds the ledger and the gate, before the host: the gate is
+// the host's connection gater.
+func (n *Node) newGate() {
+	if n.trust == nil {
+		n.trust = swarm.NewTrust()
+	}
+	n.gate = gossip.NewGate(n.trust, time.Duration(n.cfg.Gossip.StreamGrace))
+}
+
+// gossipOptions are the router's options from the config.
+func (n *Node) gossipOptions() ([]gossip.Option, error) {
+	g := n.cfg.Gossip
+	wl, err := g.whitelist()
+	if err != nil {
+		return nil, err
+	}
+	return []gossip.Option{
+		gossip.WithHeartbeat(time.Duration(n.cfg.Heartbeat)),
+		gossip.WithColocation(gossip.Colocation{Threshold: g.IPColocationThreshold, Weight: g.IPColocationWeight, Whitelist: wl}),
+		gossip.WithGate(n.gate),
+	}, nil
+}
+
+// wireBans makes a ban cut the peer off at once (the gate and the score
+// keep it off while the ban lasts).
+func (n *Node) wireBans() {
+	router := n.router
+	n.trust.OnBan(func(p peer.ID) {
+		router.Ban(p)
+		n.log.Info("peer banned: disconnected and no longer heard", "peer", p)
+	})
+}
+
+// swarmOptions are the peer table's options from the config.
+func (n *Node) swarmOptions() []swarm.Option {
+	pt := n.cfg.PeerTable
+	keep := map[peer.ID]bool{}
+	for _, b := range n.cfg.Bootstrap {
+		if ai, err := ParseBootstrap(b); err == nil {
+			keep[ai.ID] = true
+		}
+	}
+	for _, s := range n.cfg.BMCPeers {
+		if id, err := peer.Decode(s); err == nil {
+			keep[id] = true
+		}
+	}
+	h := n.host
+	return []swarm.Option{
+		swarm.WithTrust(n.trust),
+		swarm.WithAdmission(swarm.Admission{UnprovenShare: pt.UnprovenShare, PerSubnet: pt.MaxUnprovenPerSubnet}),
+		swarm.WithProtect(func(id peer.ID) bool { return keep[id] || servingNow(h, id) }),
+	}
+}
+
+// servingNow reports whether id has an inference stream open with this
+// peer (an MoA request or a pipeline stage, either way): a peer doing work
+// for or with this one keeps its row.
+func servingNow(h host.Host, id peer.ID) bool {
+	for _, c := range h.Network().ConnsToPeer(id) {
+		for _, s := range c.GetStreams() {
+			if p := string(s.Protocol()); strings.HasPrefix(p, "/swarm/moa/") || strings.HasPrefix(p, "/swarm/stage/") {
+				return true
+			}
+		}
+	}
+	return false
+}
