@@ -4,6 +4,14 @@
 // the validators that drop oversize, malformed, unsigned, mis-signed and
 // replayed payloads before they reach anyone.
 //
+// Scoring and gating (score.go, gate.go) decide whom this peer hears:
+// invalid messages, mesh peers that deliver nothing, many peers on one IP
+// and the trust ledger's verdicts lower a peer's score; the Gate, which is
+// also the host's connection gater, cuts off banned peers and peers that
+// send gossip while refusing this peer's own gossip stream (go-libp2p-pubsub
+// never scores those).
+//
 // It must not keep the peer table (that is package swarm) nor open streams:
-// it only moves small signed records.
+// it only moves small signed records. It takes the ledger's word through
+// the Ledger interface and never records verdicts itself.
 package gossip

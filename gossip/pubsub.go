@@ -30,6 +30,7 @@ type Router struct {
 	host    host.Host
 	key     crypto.PrivKey
 	log     *slog.Logger
+	gate    *Gate // nil: none
 	seqs    *seqTracker
 	bmcSeqs *seqTracker // publish seqs of BMC tables, apart from capability seqs
 	caps    *pubsub.Topic
@@ -42,23 +43,50 @@ type Router struct {
 
 // NewRouter starts gossipsub on h with strict signing and peer scoring and
 // joins the capability topic. key must be h's private key.
-func NewRouter(ctx context.Context, h host.Host, key crypto.PrivKey, log *slog.Logger) (*Router, error) {
+func NewRouter(ctx context.Context, h host.Host, key crypto.PrivKey, log *slog.Logger, opts ...Option) (*Router, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	params, thresholds := scoreParams()
-	ps, err := pubsub.NewGossipSub(ctx, h,
+	cfg := config{heartbeat: 2 * time.Second}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.gate != nil && cfg.ledger == nil {
+		cfg.ledger = cfg.gate.ledger
+	}
+	params, thresholds := scoreParams(&cfg)
+	psOpts := []pubsub.Option{
 		pubsub.WithMessageSigning(true),
 		pubsub.WithStrictSignatureVerification(true),
 		pubsub.WithMaxMessageSize(maxMessageBytes),
 		pubsub.WithPeerScore(params, thresholds),
 		pubsub.WithPeerExchange(true),
 		pubsub.WithFloodPublish(true),
-	)
+	}
+	if g := cfg.gate; g != nil {
+		g.setCloser(func(p peer.ID) {
+			// Off pubsub's event loop, which calls the inspector.
+			go h.Network().ClosePeer(p)
+		})
+		psOpts = append(psOpts, pubsub.WithAppSpecificRpcInspector(g.inspect), pubsub.WithRawTracer(tracer{g}),
+			pubsub.WithBlacklist(blacklist{g}))
+	}
+	if cfg.inspect != nil {
+		psOpts = append(psOpts, pubsub.WithPeerScoreInspect(pubsub.ExtendedPeerScoreInspectFn(func(m map[peer.ID]*pubsub.PeerScoreSnapshot) {
+			out := make(map[peer.ID]float64, len(m))
+			for p, s := range m {
+				out[p] = s.Score
+			}
+			cfg.inspect(out)
+		}), time.Second))
+	}
+	ps, err := pubsub.NewGossipSub(ctx, h, psOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: starting gossipsub: %w", err)
 	}
-	r := &Router{ps: ps, host: h, key: key, log: log, seqs: newSeqTracker(4096), topics: map[string]*pubsub.Topic{}}
+	r := &Router{ps: ps, host: h, key: key, log: log, gate: cfg.gate, seqs: newSeqTracker(4096), topics: map[string]*pubsub.Topic{}}
 	if err := ps.RegisterTopicValidator(CapsTopic, r.validateCapability); err != nil {
 		return nil, fmt.Errorf("gossip: %w", err)
 	}
@@ -155,6 +183,21 @@ func (s *Subscription[T]) Next(ctx context.Context) (*T, error) {
 	}
 }
 
+// NextFrom is Next, and also names the peer the record came from: its
+// author when the author sent it over its own connection, else the peer
+// that forwarded it.
+func (s *Subscription[T]) NextFrom(ctx context.Context) (*T, peer.ID, error) {
+	for {
+		m, err := s.sub.Next(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		if rec, ok := m.ValidatorData.(*T); ok {
+			return rec, m.ReceivedFrom, nil
+		}
+	}
+}
+
 // Cancel ends the subscription.
 func (s *Subscription[T]) Cancel() { s.sub.Cancel() }
 
@@ -180,6 +223,20 @@ func checkCapability(m *pubsub.Message) (*Capability, peer.ID, error) {
 	}
 	return c, signer, nil
 }
+
+// Ban stops hearing p at once: its connections are closed (the gate, if
+// any, refuses new ones while the ledger bans it) and pubsub drops its
+// stream and mesh links. Wire it to the ledger's ban notifications
+// (swarm.Trust.OnBan); it does not block.
+func (r *Router) Ban(p peer.ID) {
+	go r.ps.BlacklistPeer(p)
+	if r.gate != nil {
+		r.gate.Ban(p)
+	}
+}
+
+// Gate is the router's gate (nil when it has none).
+func (r *Router) Gate() *Gate { return r.gate }
 
 // Close leaves all topics. The gossipsub router itself stops with the
 // context it was created with.
@@ -207,39 +264,3 @@ func (r *Router) Close() error {
 
 // ErrClosed is returned by a closed router.
 var ErrClosed = errors.New("gossip: router closed")
-
-// scoreParams: invalid messages cost a lot and decay slowly; time in mesh
-// and first deliveries earn a little. IP colocation is off: a home LAN
-// behind one NAT, or a test on loopback, is many honest peers on one IP.
-func scoreParams() (*pubsub.PeerScoreParams, *pubsub.PeerScoreThresholds) {
-	topic := func() *pubsub.TopicScoreParams {
-		return &pubsub.TopicScoreParams{
-			TopicWeight:                    1,
-			TimeInMeshWeight:               0.01,
-			TimeInMeshQuantum:              time.Second,
-			TimeInMeshCap:                  100,
-			FirstMessageDeliveriesWeight:   1,
-			FirstMessageDeliveriesDecay:    0.9,
-			FirstMessageDeliveriesCap:      20,
-			InvalidMessageDeliveriesWeight: -100,
-			InvalidMessageDeliveriesDecay:  0.99,
-		}
-	}
-	return &pubsub.PeerScoreParams{
-			Topics:                    map[string]*pubsub.TopicScoreParams{CapsTopic: topic(), BMCTopic: topic()},
-			AppSpecificScore:          func(peer.ID) float64 { return 0 },
-			AppSpecificWeight:         1,
-			BehaviourPenaltyWeight:    -1,
-			BehaviourPenaltyThreshold: 6,
-			BehaviourPenaltyDecay:     0.9,
-			DecayInterval:             time.Second,
-			DecayToZero:               0.01,
-			RetainScore:               10 * time.Minute,
-		}, &pubsub.PeerScoreThresholds{
-			GossipThreshold:             -100,
-			PublishThreshold:            -500,
-			GraylistThreshold:           -1000,
-			AcceptPXThreshold:           10,
-			OpportunisticGraftThreshold: 5,
-		}
-}

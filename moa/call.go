@@ -40,7 +40,7 @@ func Call(ctx context.Context, h host.Host, p peer.ID, req *Request, onToken fun
 	r := bufio.NewReader(st)
 	received := 0
 	for {
-		rep, err := DecodeReply(r)
+		rep, err := DecodeReplyWithin(r, st.Scope())
 		if err != nil {
 			st.Reset()
 			if errors.Is(err, io.EOF) {

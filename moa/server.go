@@ -186,10 +186,22 @@ func (s *Server) handle(st network.Stream) {
 	defer st.Close()
 	st.SetReadDeadline(time.Now().Add(10 * time.Second))
 	r := bufio.NewReader(io.LimitReader(st, maxFrame+16))
-	req, err := DecodeRequest(r)
+	req, err := DecodeRequestWithin(r, st.Scope())
 	if err != nil {
-		s.log.Debug("moa: bad request", "peer", st.Conn().RemotePeer(), "err", err)
-		writeFrame(st, &Reply{Type: ReplyError, Error: &WireError{Code: CodeBadRequest, Message: err.Error()}})
+		code := CodeBadRequest
+		if errors.Is(err, ErrNoMemory) {
+			// Refused unread: too many large requests in flight, from this
+			// peer or from all (the resource manager's limits).
+			code = CodeBusy
+		}
+		s.log.Debug("moa: request refused", "peer", st.Conn().RemotePeer(), "err", err)
+		writeFrame(st, &Reply{Type: ReplyError, Error: &WireError{Code: code, Message: err.Error()}})
+		if code == CodeBusy {
+			// Let the sender finish writing what it announced (at most a
+			// frame, within the read deadline) so that it reads the answer;
+			// discarding costs no memory.
+			io.Copy(io.Discard, r)
+		}
 		return
 	}
 	st.SetReadDeadline(time.Time{})

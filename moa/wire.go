@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
 )
 
 // ProtocolID is the MoA stream protocol: one request frame from the
@@ -170,8 +172,34 @@ func writeFrame(w io.Writer, v any) error {
 	return nil
 }
 
+// Budget is where the memory a frame takes is reserved before it is
+// read: a stream's resource scope (network.Stream.Scope()), so that every
+// frame buffer counts against the resource manager's limits for the
+// protocol, the peer and the process.
+type Budget interface {
+	ReserveMemory(size int, prio uint8) error
+	ReleaseMemory(size int)
+}
+
+// ErrNoMemory is a frame refused because the resource manager's budget
+// for it is used up (too many large frames in flight, from that peer or
+// from all of them).
+var ErrNoMemory = errors.New("moa: no memory budget left for the frame")
+
+// smallFrame is the size up to which a frame is reserved at high priority.
+const smallFrame = 64 << 10
+
+// frameCost is what a frame of n bytes is reserved for: its bytes and
+// what decoding them allocates.
+func frameCost(n uint64) int { return 2 * int(n) }
+
 // readFrame reads one frame into v, strictly (unknown fields are errors).
-func readFrame(r *bufio.Reader, v any) error {
+// With a budget, the frame's memory is reserved at prio before it is
+// read and released once it is decoded; a frame the budget cannot hold
+// is refused with ErrNoMemory and not read. The buffer grows as bytes
+// arrive, so a peer that announces a large frame and sends little costs
+// little.
+func readFrame(r *bufio.Reader, v any, budget Budget, prio uint8) error {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
@@ -182,8 +210,19 @@ func readFrame(r *bufio.Reader, v any) error {
 	if n == 0 || n > maxFrame {
 		return fmt.Errorf("%w: frame of %d bytes (max %d)", ErrProtocol, n, maxFrame)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
+	if budget != nil {
+		if n <= smallFrame {
+			// Ordinary requests and tokens keep the budget's top share, which
+			// large frames (an attacker's, or a huge prompt) cannot take.
+			prio = max(prio, network.ReservationPriorityHigh)
+		}
+		if err := budget.ReserveMemory(frameCost(n), prio); err != nil {
+			return fmt.Errorf("%w: a frame of %d bytes: %v", ErrNoMemory, n, err)
+		}
+		defer budget.ReleaseMemory(frameCost(n))
+	}
+	b, err := readN(r, int(n))
+	if err != nil {
 		return fmt.Errorf("%w: truncated frame: %v", ErrProtocol, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -197,10 +236,36 @@ func readFrame(r *bufio.Reader, v any) error {
 	return nil
 }
 
+// readN reads exactly n bytes, growing its buffer (from 64 KiB, doubling)
+// only as they arrive.
+func readN(r io.Reader, n int) ([]byte, error) {
+	b := make([]byte, 0, min(n, 64<<10))
+	for len(b) < n {
+		if len(b) == cap(b) {
+			nb := make([]byte, len(b), min(n, 2*cap(b)))
+			copy(nb, b)
+			b = nb
+		}
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err != nil && len(b) < n {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
 // DecodeRequest reads and validates a request frame.
-func DecodeRequest(r *bufio.Reader) (*Request, error) {
+func DecodeRequest(r *bufio.Reader) (*Request, error) { return DecodeRequestWithin(r, nil) }
+
+// DecodeRequestWithin is DecodeRequest with the frame's memory reserved
+// from budget (a server's incoming stream) first.
+func DecodeRequestWithin(r *bufio.Reader, budget Budget) (*Request, error) {
 	var req Request
-	if err := readFrame(r, &req); err != nil {
+	if err := readFrame(r, &req, budget, network.ReservationPriorityMedium); err != nil {
 		return nil, err
 	}
 	if err := req.Validate(); err != nil {
@@ -210,9 +275,14 @@ func DecodeRequest(r *bufio.Reader) (*Request, error) {
 }
 
 // DecodeReply reads and validates a reply frame.
-func DecodeReply(r *bufio.Reader) (*Reply, error) {
+func DecodeReply(r *bufio.Reader) (*Reply, error) { return DecodeReplyWithin(r, nil) }
+
+// DecodeReplyWithin is DecodeReply with the frame's memory reserved from
+// budget (the originator's stream) first; an answer to this peer's own
+// request gets a higher priority than a stranger's request.
+func DecodeReplyWithin(r *bufio.Reader, budget Budget) (*Reply, error) {
 	var rep Reply
-	if err := readFrame(r, &rep); err != nil {
+	if err := readFrame(r, &rep, budget, network.ReservationPriorityHigh); err != nil {
 		return nil, err
 	}
 	if err := rep.validate(); err != nil {

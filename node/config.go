@@ -90,6 +90,10 @@ type Config struct {
 	// BMCPeers are the peer IDs of the BMC bridges whose tables this peer
 	// accepts; the authority among them is the lowest live peer ID.
 	BMCPeers []string `json:"bmc_peers,omitempty"`
+	// Gossip tunes gossip peer scoring and gating (config_trust.go).
+	Gossip GossipConfig `json:"gossip,omitempty"`
+	// PeerTable bounds the peer table (config_trust.go).
+	PeerTable PeerTableConfig `json:"peer_table,omitempty"`
 }
 
 // EngineConfig tunes the inference engine.
@@ -290,6 +294,12 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := c.Trust.validate(); err != nil {
+		return err
+	}
+	if err := c.Gossip.validate(); err != nil {
+		return err
+	}
+	if err := c.PeerTable.validate(); err != nil {
 		return err
 	}
 	for _, p := range c.BMCPeers {

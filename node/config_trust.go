@@ -3,54 +3,82 @@ package node
 import (
 	"fmt"
 	"math"
+	"net"
 	"time"
-
-	"github.com/llmswarm/llmswarm/verify"
 )
 
-// TrustConfig sets how this peer checks other peers' claims before they
-// get real work (see README.md, "Trust"). The zero value is the default:
-// challenges on.
-type TrustConfig struct {
-	// Challenges turns the challenge of a peer's claim before its first
-	// pipeline hop or MoA question on or off. Default true. Off, routing
-	// still uses measured speeds and bans (a peer may be banned by other
-	// checks), and this peer still answers others' challenges.
-	Challenges *bool `json:"challenges,omitempty"`
-	// CheckLayers is how many single layers a challenge recomputes when
-	// this peer does not hold the whole range claimed. Default 2.
-	CheckLayers int `json:"check_layers,omitempty"`
-	// Tolerance is the largest relative L2 error a layer's output may
-	// show. Default 1e-3.
-	Tolerance float64 `json:"tolerance,omitempty"`
-	// Tokens is the number of input positions of a challenge. Default 8.
-	Tokens int `json:"tokens,omitempty"`
-	// Ban is a peer's first ban for a failed check; each further failure
-	// doubles it, up to MaxBan. Defaults 10m and 24h.
-	Ban    Duration `json:"ban,omitempty"`
-	MaxBan Duration `json:"max_ban,omitempty"`
+// GossipConfig tunes how gossip scores and gates peers. Every zero field
+// takes its default.
+type GossipConfig struct {
+	// IPColocationThreshold is how many peers one IP address (for IPv6,
+	// also one /64) may hold before they are penalised. Default 8.
+	IPColocationThreshold int `json:"ip_colocation_threshold,omitempty"`
+	// IPColocationWeight is the penalty's weight: each peer on a crowded
+	// IP scores weight × (peers − threshold)². Default -8 (12 peers on one
+	// IP get no gossip, 20 are graylisted). Must not be positive.
+	IPColocationWeight float64 `json:"ip_colocation_weight,omitempty"`
+	// IPColocationWhitelist are networks (CIDR) exempt from the
+	// colocation penalty, e.g. a lab LAN whose peers reach others through
+	// one NAT. Loopback is always exempt.
+	IPColocationWhitelist []string `json:"ip_colocation_whitelist,omitempty"`
+	// StreamGrace is how long a peer may send gossip while refusing this
+	// peer's own gossip stream before it is disconnected and refused for
+	// a quarantine (which doubles with each repeat). Default 10s.
+	StreamGrace Duration `json:"stream_grace,omitempty"`
 }
 
-// challenges reports whether claims are challenged.
-func (t TrustConfig) challenges() bool { return t.Challenges == nil || *t.Challenges }
+// PeerTableConfig bounds the peer table and sets whom a full table keeps.
+type PeerTableConfig struct {
+	// MaxPeers bounds the table. Default 4096.
+	MaxPeers int `json:"max_peers,omitempty"`
+	// UnprovenShare is the share of max_peers that peers without work this
+	// peer verified may hold (0 < share <= 1). Default 0.5.
+	UnprovenShare float64 `json:"unproven_share,omitempty"`
+	// MaxUnprovenPerSubnet bounds the rows of unproven peers answering
+	// from one /24 (IPv4) or /64 (IPv6). Default 64; -1: no bound.
+	MaxUnprovenPerSubnet int `json:"max_unproven_per_subnet,omitempty"`
+}
 
-func (t TrustConfig) validate() error {
-	if t.CheckLayers < 0 || t.CheckLayers > 64 {
-		return fmt.Errorf("config: trust.check_layers %d: want 1..64 (0: default 2)", t.CheckLayers)
+func (g GossipConfig) validate() error {
+	if g.IPColocationThreshold < 0 || g.IPColocationThreshold > 1<<16 {
+		return fmt.Errorf("config: gossip.ip_colocation_threshold %d: want 0 (default) .. 65536", g.IPColocationThreshold)
 	}
-	if t.Tolerance < 0 || t.Tolerance > 1 || math.IsNaN(t.Tolerance) {
-		return fmt.Errorf("config: trust.tolerance %g: want 0..1 (0: default 1e-3)", t.Tolerance)
+	if !(g.IPColocationWeight <= 0) || math.IsInf(g.IPColocationWeight, 0) {
+		return fmt.Errorf("config: gossip.ip_colocation_weight %v: want a weight <= 0 (0: the default)", g.IPColocationWeight)
 	}
-	if t.Tokens < 0 || t.Tokens > verify.MaxTokens {
-		return fmt.Errorf("config: trust.tokens %d: want 1..%d (0: default %d)", t.Tokens, verify.MaxTokens, verify.MaxTokens)
+	if _, err := g.whitelist(); err != nil {
+		return err
 	}
-	for name, d := range map[string]Duration{"ban": t.Ban, "max_ban": t.MaxBan} {
-		if d != 0 && (time.Duration(d) < time.Second || time.Duration(d) > 30*24*time.Hour) {
-			return fmt.Errorf("config: trust.%s %s: want 1s..720h", name, time.Duration(d))
+	if g.StreamGrace < 0 || (g.StreamGrace != 0 && g.StreamGrace < Duration(100*time.Millisecond)) || g.StreamGrace > Duration(10*time.Minute) {
+		return fmt.Errorf("config: gossip.stream_grace %s: want 100ms..10m", time.Duration(g.StreamGrace))
+	}
+	return nil
+}
+
+func (g GossipConfig) whitelist() ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	if len(g.IPColocationWhitelist) > 256 {
+		return nil, fmt.Errorf("config: gossip.ip_colocation_whitelist: %d networks, at most 256", len(g.IPColocationWhitelist))
+	}
+	for _, s := range g.IPColocationWhitelist {
+		_, n, err := net.ParseCIDR(s)
+		if err != nil {
+			return nil, fmt.Errorf("config: gossip.ip_colocation_whitelist: %q is not a CIDR network (e.g. 192.168.1.0/24)", s)
 		}
+		out = append(out, n)
 	}
-	if t.Ban != 0 && t.MaxBan != 0 && t.MaxBan < t.Ban {
-		return fmt.Errorf("config: trust.max_ban %s is shorter than trust.ban %s", time.Duration(t.MaxBan), time.Duration(t.Ban))
+	return out, nil
+}
+
+func (p PeerTableConfig) validate() error {
+	if p.MaxPeers < 0 || p.MaxPeers > 1<<20 {
+		return fmt.Errorf("config: peer_table.max_peers %d: want 0 (default) .. 1048576", p.MaxPeers)
+	}
+	if !(p.UnprovenShare >= 0 && p.UnprovenShare <= 1) {
+		return fmt.Errorf("config: peer_table.unproven_share %v: want 0 (default) < share <= 1", p.UnprovenShare)
+	}
+	if p.MaxUnprovenPerSubnet < -1 {
+		return fmt.Errorf("config: peer_table.max_unproven_per_subnet %d: want -1 (no bound), 0 (default) or more", p.MaxUnprovenPerSubnet)
 	}
 	return nil
 }

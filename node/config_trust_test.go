@@ -2,53 +2,46 @@ package node
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 )
 
-func TestTrustConfig(t *testing.T) {
-	if !(TrustConfig{}).challenges() {
-		t.Fatal("challenges are off by default")
-	}
-	off := false
-	c := Config{DataDir: "/d", Trust: TrustConfig{Challenges: &off, CheckLayers: 3, Tolerance: 1e-4, Tokens: 4,
-		Ban: Duration(time.Minute), MaxBan: Duration(time.Hour)}}
-	b, err := json.Marshal(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(b), `"trust":{"challenges":false,"check_layers":3,"tolerance":0.0001,"tokens":4,"ban":"1m0s","max_ban":"1h0m0s"}`) {
-		t.Fatalf("trust keys: %s", b)
-	}
-	p := filepath.Join(t.TempDir(), "c.json")
-	os.WriteFile(p, b, 0o600)
-	got, err := LoadConfig(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, c) || got.Trust.challenges() {
-		t.Fatalf("round trip: %+v", got.Trust)
-	}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
+func TestTrustConfigKeys(t *testing.T) {
 	dir := t.TempDir()
+	good := Config{DataDir: dir,
+		Gossip: GossipConfig{IPColocationThreshold: 4, IPColocationWeight: -2, IPColocationWhitelist: []string{"10.0.0.0/8", "2001:db8::/32"},
+			StreamGrace: Duration(2 * time.Second)},
+		PeerTable: PeerTableConfig{MaxPeers: 100, UnprovenShare: 0.25, MaxUnprovenPerSubnet: -1}}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Config
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back.Gossip, good.Gossip) || back.PeerTable != good.PeerTable {
+		t.Fatalf("round trip: %s -> %+v, %v", b, back, err)
+	}
 	for _, tc := range []struct {
-		tr   TrustConfig
+		name string
+		edit func(*Config)
 		want string
 	}{
-		{TrustConfig{CheckLayers: -1}, "trust.check_layers"},
-		{TrustConfig{Tolerance: 2}, "trust.tolerance"},
-		{TrustConfig{Tokens: 9}, "trust.tokens"},
-		{TrustConfig{Ban: Duration(time.Millisecond)}, "trust.ban"},
-		{TrustConfig{Ban: Duration(time.Hour), MaxBan: Duration(time.Minute)}, "trust.max_ban"},
+		{"positive weight", func(c *Config) { c.Gossip.IPColocationWeight = 1 }, "gossip.ip_colocation_weight"},
+		{"negative threshold", func(c *Config) { c.Gossip.IPColocationThreshold = -1 }, "gossip.ip_colocation_threshold"},
+		{"bad network", func(c *Config) { c.Gossip.IPColocationWhitelist = []string{"10.0.0.1"} }, "gossip.ip_colocation_whitelist"},
+		{"grace too short", func(c *Config) { c.Gossip.StreamGrace = Duration(time.Millisecond) }, "gossip.stream_grace"},
+		{"share above 1", func(c *Config) { c.PeerTable.UnprovenShare = 1.5 }, "peer_table.unproven_share"},
+		{"negative max", func(c *Config) { c.PeerTable.MaxPeers = -1 }, "peer_table.max_peers"},
+		{"per subnet", func(c *Config) { c.PeerTable.MaxUnprovenPerSubnet = -2 }, "peer_table.max_unproven_per_subnet"},
 	} {
-		if err := (Config{DataDir: dir, Trust: tc.tr}).Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%+v: err = %v, want %q", tc.tr, err, tc.want)
+		c := Config{DataDir: dir}
+		tc.edit(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.want)
 		}
 	}
 }

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/pnet"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
-	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	basicconnmgr "github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
 	tls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
@@ -21,6 +22,7 @@ import (
 	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/llmswarm/llmswarm/internal/version"
+	"github.com/llmswarm/llmswarm/moa"
 )
 
 // Version is the swarmd version announced in identify and capability records.
@@ -29,7 +31,7 @@ const Version = version.Release
 // newHost builds the libp2p host. With a pre-shared key only TCP is used:
 // go-libp2p's QUIC does not support private networks, so QUIC listen
 // addresses are dropped (and reported in the returned notes).
-func newHost(cfg Config, key crypto.PrivKey, psk pnet.PSK) (host.Host, []string, error) {
+func newHost(cfg Config, key crypto.PrivKey, psk pnet.PSK, gater connmgr.ConnectionGater) (host.Host, []string, error) {
 	var notes []string
 	listen := cfg.Listen
 	if psk != nil {
@@ -52,12 +54,13 @@ func newHost(cfg Config, key crypto.PrivKey, psk pnet.PSK) (host.Host, []string,
 	}
 	limits := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&limits)
+	moa.AddLimits(&limits)
 	scaled := limits.Scale(int64(cfg.MemoryLimitMB)<<20, 1024)
 	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(scaled))
 	if err != nil {
 		return nil, nil, fmt.Errorf("resource manager: %w", err)
 	}
-	cm, err := connmgr.NewConnManager(cfg.ConnLow, cfg.ConnHigh, connmgr.WithGracePeriod(time.Minute))
+	cm, err := basicconnmgr.NewConnManager(cfg.ConnLow, cfg.ConnHigh, basicconnmgr.WithGracePeriod(time.Minute))
 	if err != nil {
 		rm.Close()
 		return nil, nil, fmt.Errorf("connection manager: %w", err)
@@ -73,6 +76,9 @@ func newHost(cfg Config, key crypto.PrivKey, psk pnet.PSK) (host.Host, []string,
 		libp2p.ConnectionManager(cm),
 		libp2p.UserAgent("swarmd/" + Version),
 		libp2p.Ping(true),
+	}
+	if gater != nil {
+		opts = append(opts, libp2p.ConnectionGater(gater))
 	}
 	if psk != nil {
 		opts = append(opts, libp2p.PrivateNetwork(psk))

@@ -41,6 +41,8 @@ type Node struct {
 	host    host.Host
 	dht     *dht.IpfsDHT
 	router  *gossip.Router
+	trust   *swarm.Trust // this peer's own ledger; kept across Close
+	gate    *gossip.Gate
 	swarm   *swarm.Service
 	disc    *discovery
 	api     *apiServer
@@ -53,7 +55,7 @@ type Node struct {
 	originator *moa.Originator
 	pipe       *pipelineState
 	pipeOrig   *pipeline.Originator
-	trust      *trustState
+	checks     *checkState
 
 	// bmcDead, once a BMC table is in force, reports the peers it declares
 	// dead; routing never uses them.
@@ -118,7 +120,16 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return fmt.Errorf("api: listening on %s: %w", n.cfg.API, err)
 		}
 	}
-	h, notes, err := newHost(n.cfg, n.key, psk)
+	// The ledger before the gate: bans saved in the data dir hold from the
+	// first connection.
+	if err = n.loadLedger(); err != nil {
+		if apiLn != nil {
+			apiLn.Close()
+		}
+		return err
+	}
+	n.newGate()
+	h, notes, err := newHost(n.cfg, n.key, psk, n.gate)
 	if err != nil {
 		if apiLn != nil {
 			apiLn.Close()
@@ -145,18 +156,18 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 		return err
 	}
-	if err = n.startTrust(); err != nil {
+	n.startChecks()
+	gopts, err := n.gossipOptions()
+	if err == nil {
+		n.router, err = gossip.NewRouter(runCtx, h, n.key, n.log, gopts...)
+	}
+	if err != nil {
 		if apiLn != nil {
 			apiLn.Close()
 		}
 		return err
 	}
-	if n.router, err = gossip.NewRouter(runCtx, h, n.key, n.log); err != nil {
-		if apiLn != nil {
-			apiLn.Close()
-		}
-		return err
-	}
+	n.wireBans()
 	if n.cfg.DHTMode != "off" {
 		if n.dht, err = newDHT(runCtx, h, n.cfg); err != nil {
 			if apiLn != nil {
@@ -165,8 +176,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	live := swarm.Liveness{Heartbeat: time.Duration(n.cfg.Heartbeat), Misses: n.cfg.DeadAfterMisses}
-	n.swarm = swarm.New(h, n.router, n.dht, n.selfCapability, live, n.log)
+	live := swarm.Liveness{Heartbeat: time.Duration(n.cfg.Heartbeat), Misses: n.cfg.DeadAfterMisses, MaxPeers: n.cfg.PeerTable.MaxPeers}
+	n.swarm = swarm.New(h, n.router, n.dht, n.selfCapability, live, n.log, n.swarmOptions()...)
 	if err = n.swarm.Start(runCtx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
@@ -182,7 +193,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.originator = n.newOriginator()
 	n.pipeOrig = n.newPipelineOriginator()
 	n.startShardFetches(runCtx)
-	n.wireTrust(runCtx)
+	n.wireChecks(runCtx)
 	if n.disc, err = startDiscovery(runCtx, h, n.cfg, n.log, &n.health); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
@@ -250,9 +261,9 @@ func (n *Node) teardownLocked() error {
 		removeAPIAddr(n.cfg.DataDir, n.api.addr())
 		n.api = nil
 	}
-	if n.trust != nil {
+	if n.checks != nil {
 		// First: its checks use the store, the view and the host.
-		errs = append(errs, n.trust.close())
+		errs = append(errs, n.checks.close())
 	}
 	if n.pipe != nil {
 		// First: its background fetches use the swarm view and the host.

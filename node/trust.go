@@ -1,228 +1,93 @@
 package node
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"sync"
+	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/swarm"
-	"github.com/llmswarm/llmswarm/verify"
 )
 
-// TrustFile, in the data dir, holds this peer's trust ledger: bans,
-// verified claims and measured speeds survive a restart.
-const TrustFile = "trust.json"
+// The wiring of this peer's trust ledger into gossip and the peer table:
+// the ledger's bans graylist and disconnect a peer (gossip.Gate is also
+// the host's connection gater), its proven peers keep their rows in a
+// full table, and the gate cuts off peers that refuse our gossip stream.
 
-// trustState is this peer's part in keeping claims honest: its ledger,
-// the challenge server answering for its own models, and the checker
-// (with its reference copies of other peers' layers) vetting peers before
-// they get real work.
-type trustState struct {
-	ledger  *swarm.Trust
-	server  *verify.Server
-	checker *verify.Checker // nil: challenges off
-	ref     *reference
-	path    string
-
-	save   chan struct{} // a ban to write at once
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	closed bool
-}
-
-// startTrust loads the ledger and serves challenges for this peer's
-// models. It runs after the models are loaded and before the originators
-// are built.
-func (n *Node) startTrust() error {
-	ts := &trustState{ledger: swarm.NewTrust(), path: filepath.Join(n.cfg.DataDir, TrustFile), save: make(chan struct{}, 1)}
-	ts.ledger.BanFor, ts.ledger.MaxBan = time.Duration(n.cfg.Trust.Ban), time.Duration(n.cfg.Trust.MaxBan)
-	if b, err := os.ReadFile(ts.path); err == nil {
-		if err := ts.ledger.Restore(b); err != nil {
-			// A damaged ledger must not keep the peer down: it starts
-			// empty, and the file is kept aside for a look.
-			n.log.Warn("trust ledger unreadable; starting with an empty one", "file", ts.path, "err", err)
-			os.Rename(ts.path, ts.path+".bad")
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("data dir %s: %w", n.cfg.DataDir, err)
-	}
-	ts.ledger.OnBan(func(peer.ID) {
-		select {
-		case ts.save <- struct{}{}:
-		default:
-		}
-	})
-	ts.server = verify.NewServer(n.host, n.verifyLookup, n.log)
-	ts.ref = &reference{n: n, ledger: ts.ledger, loaded: map[string]*refModel{}, sem: make(chan struct{}, 1)}
-	if n.cfg.Trust.challenges() {
-		ts.checker = &verify.Checker{Host: n.host, Trust: ts.ledger, Ref: ts.ref, Log: n.log,
-			CheckLayers: n.cfg.Trust.CheckLayers, Tolerance: n.cfg.Trust.Tolerance, Tokens: n.cfg.Trust.Tokens}
-	}
-	n.trust = ts
-	return nil
-}
-
-// wireTrust hands the ledger and the checker to the originators and
-// starts the ledger's saver and the background vetting of role peers.
-func (n *Node) wireTrust(ctx context.Context) {
-	ts := n.trust
-	n.originator.Trust, n.pipeOrig.Trust = ts.ledger, ts.ledger
-	if ts.checker != nil {
-		n.originator.Vet, n.pipeOrig.Vet = ts.checker.Vet, ts.checker.Vet
-	}
-	bg, cancel := context.WithCancel(ctx)
-	ts.cancel = cancel
-	ts.wg.Add(1)
-	go func() {
-		defer ts.wg.Done()
-		ts.saver(bg, n)
-	}()
-	if ts.checker != nil {
-		ts.wg.Add(1)
-		go func() {
-			defer ts.wg.Done()
-			n.vetRoles(bg)
-		}()
-	}
-}
-
-// Trust is this peer's trust ledger (nil before Start).
+// Trust is this peer's ledger of what it verified itself (nil before Start).
 func (n *Node) Trust() *swarm.Trust {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	return n.trust
+}
+
+// newGate builds the ledger and the gate, before the host: the gate is
+// the host's connection gater.
+func (n *Node) newGate() {
 	if n.trust == nil {
-		return nil
+		n.trust = swarm.NewTrust()
 	}
-	return n.trust.ledger
+	n.gate = gossip.NewGate(n.trust, time.Duration(n.cfg.Gossip.StreamGrace))
 }
 
-// verifyLookup finds the loaded model answering a challenge for layers
-// [a,b) of model: a stage shard serving them, or a role model.
-func (n *Node) verifyLookup(model string, a, b int) *engine.Model {
-	if p := n.pipe; p != nil {
-		for _, sh := range p.stages.Local() {
-			if sh.ModelCID == model && sh.Start <= a && b <= sh.End {
-				return sh.Model
-			}
-		}
-	}
-	if n.moaServer != nil {
-		if m := n.moaServer.ModelOf(model); m != nil && b <= m.Info().Layers {
-			return m
-		}
-	}
-	return nil
-}
-
-// saver writes the ledger at once after a ban, and every minute.
-func (ts *trustState) saver(ctx context.Context, n *Node) {
-	tick := time.NewTicker(time.Minute)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ts.save:
-		case <-tick.C:
-		}
-		if err := ts.write(); err != nil {
-			n.log.Warn("trust ledger not saved", "file", ts.path, "err", err)
-		}
-	}
-}
-
-// write saves the ledger atomically, readable by this user only.
-func (ts *trustState) write() error {
-	b, err := ts.ledger.MarshalJSON()
+// gossipOptions are the router's options from the config.
+func (n *Node) gossipOptions() ([]gossip.Option, error) {
+	g := n.cfg.Gossip
+	wl, err := g.whitelist()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(ts.path), ".trust-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), ts.path)
+	return []gossip.Option{
+		gossip.WithHeartbeat(time.Duration(n.cfg.Heartbeat)),
+		gossip.WithColocation(gossip.Colocation{Threshold: g.IPColocationThreshold, Weight: g.IPColocationWeight, Whitelist: wl}),
+		gossip.WithGate(n.gate),
+	}, nil
 }
 
-// close stops the background work, saves the ledger and frees the
-// reference models. It is idempotent.
-func (ts *trustState) close() error {
-	if ts == nil || ts.closed {
-		return nil
-	}
-	ts.closed = true
-	if ts.cancel != nil {
-		ts.cancel()
-	}
-	ts.wg.Wait()
-	ts.server.Close()
-	ts.ref.close()
-	return ts.write()
+// wireBans makes a ban cut the peer off at once (the gate and the score
+// keep it off while the ban lasts).
+func (n *Node) wireBans() {
+	router := n.router
+	n.trust.OnBan(func(p peer.ID) {
+		router.Ban(p)
+		n.log.Info("peer banned: disconnected and no longer heard", "peer", p)
+	})
 }
 
-// vetRoles challenges, in the background and one at a time, the live role
-// peers this peer has not verified: an honest newcomer earns its weight
-// without waiting to be asked, a liar is banned before it is. Each peer
-// and model is tried at most once per roleVetEvery.
-func (n *Node) vetRoles(ctx context.Context) {
-	tried := map[peer.ID]map[string]time.Time{}
-	t := time.NewTimer(roleVetStart)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+// swarmOptions are the peer table's options from the config.
+func (n *Node) swarmOptions() []swarm.Option {
+	pt := n.cfg.PeerTable
+	keep := map[peer.ID]bool{}
+	for _, b := range n.cfg.Bootstrap {
+		if ai, err := ParseBootstrap(b); err == nil {
+			keep[ai.ID] = true
 		}
-		now := time.Now()
-		for _, p := range n.swarm.View().Peers() {
-			if !p.Alive || p.Self || ctx.Err() != nil {
-				continue
-			}
-			for _, r := range p.Cap.Roles {
-				claim := swarm.RoleClaim(r.ModelCID)
-				if last, ok := tried[p.ID][r.ModelCID]; (ok && now.Sub(last) < roleVetEvery) || n.trust.ledger.Verified(p.ID, claim) {
-					continue
-				}
-				if banned, _ := n.trust.ledger.Banned(p.ID); banned {
-					continue
-				}
-				if tried[p.ID] == nil {
-					if len(tried) >= 4096 {
-						clear(tried)
-					}
-					tried[p.ID] = map[string]time.Time{}
-				}
-				tried[p.ID][r.ModelCID] = now
-				if err := n.trust.checker.Vet(ctx, p.ID, claim); err != nil && ctx.Err() == nil {
-					n.log.Debug("trust: role peer not verified", "peer", p.ID, "model", r.ModelCID, "err", err)
-				}
+	}
+	for _, s := range n.cfg.BMCPeers {
+		if id, err := peer.Decode(s); err == nil {
+			keep[id] = true
+		}
+	}
+	h := n.host
+	return []swarm.Option{
+		swarm.WithTrust(n.trust),
+		swarm.WithAdmission(swarm.Admission{UnprovenShare: pt.UnprovenShare, PerSubnet: pt.MaxUnprovenPerSubnet}),
+		swarm.WithProtect(func(id peer.ID) bool { return keep[id] || servingNow(h, id) }),
+	}
+}
+
+// servingNow reports whether id has an inference stream open with this
+// peer (an MoA request or a pipeline stage, either way): a peer doing work
+// for or with this one keeps its row.
+func servingNow(h host.Host, id peer.ID) bool {
+	for _, c := range h.Network().ConnsToPeer(id) {
+		for _, s := range c.GetStreams() {
+			if p := string(s.Protocol()); strings.HasPrefix(p, "/swarm/moa/") || strings.HasPrefix(p, "/swarm/stage/") {
+				return true
 			}
 		}
-		t.Reset(roleVetPeriod)
 	}
+	return false
 }
-
-// When role peers are vetted in the background: the first round a little
-// after start (the swarm view fills first), then every roleVetPeriod; a
-// peer and model once per roleVetEvery at most.
-const (
-	roleVetStart  = 5 * time.Second
-	roleVetPeriod = 15 * time.Second
-	roleVetEvery  = 10 * time.Minute
-)

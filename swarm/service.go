@@ -30,6 +30,7 @@ type Service struct {
 	dht    *dht.IpfsDHT // nil: gossip only
 	self   SelfFunc
 	view   *View
+	probe  *prober
 	log    *slog.Logger
 
 	mu      sync.Mutex
@@ -40,11 +41,13 @@ type Service struct {
 }
 
 // New builds the service. kad may be nil (no DHT: LAN and bootstrap only).
-func New(h host.Host, router *gossip.Router, kad *dht.IpfsDHT, self SelfFunc, live Liveness, log *slog.Logger) *Service {
+// opts configure its view.
+func New(h host.Host, router *gossip.Router, kad *dht.IpfsDHT, self SelfFunc, live Liveness, log *slog.Logger, opts ...Option) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{host: h, router: router, dht: kad, self: self, view: NewView(h.ID(), live), log: log}
+	v := NewView(h.ID(), live, opts...)
+	return &Service{host: h, router: router, dht: kad, self: self, view: v, probe: newProber(h, v, log), log: log}
 }
 
 // View is the live peer table.
@@ -75,7 +78,11 @@ func (s *Service) Start(ctx context.Context) error {
 		sub.Cancel()
 		return err
 	}
-	s.wg.Add(3)
+	s.wg.Add(4)
+	go func() {
+		defer s.wg.Done()
+		s.probe.run(ctx)
+	}()
 	go s.receive(ctx, sub)
 	go s.heartbeat(ctx, greet)
 	go s.sweep(ctx)
@@ -156,18 +163,45 @@ func (s *Service) heartbeat(ctx context.Context, greet <-chan struct{}) {
 	}
 }
 
+// receive feeds records into the view. A record is evidence that its
+// peer is alive only when the peer itself sent it over its connection to
+// this peer (or the peer is alive here already: its heartbeats just keep
+// it so). A record that others relayed about a peer not alive here is
+// only a lead: the peer is probed, and alive once it answers (see
+// prober). So an old record replayed to a newcomer never makes a dead
+// peer alive, whatever the clocks say.
 func (s *Service) receive(ctx context.Context, sub *gossip.CapSubscription) {
 	defer s.wg.Done()
 	defer sub.Cancel()
 	for {
-		c, err := sub.Next(ctx)
+		c, via, err := sub.NextFrom(ctx)
 		if err != nil {
 			return
 		}
-		s.view.Observe(c, time.Now())
-		s.learnAddrs(c)
+		id, err := peer.Decode(c.PeerID)
+		if err != nil {
+			continue
+		}
+		now := time.Now()
+		switch {
+		case id == s.host.ID():
+			s.view.Observe(c, now)
+		case via == id:
+			s.learnAddrs(c)
+			s.view.ObserveFrom(c, now, remoteAddr(s.host, id))
+		case s.view.Alive(id):
+			s.learnAddrs(c)
+			s.view.Observe(c, now)
+		default:
+			s.learnAddrs(c)
+			s.probe.heard(id, c, now)
+		}
 	}
 }
+
+// PendingProbes is how many peers heard of only through others wait to
+// answer a probe before they count as alive.
+func (s *Service) PendingProbes() int { return s.probe.pending() }
 
 // learnAddrs puts a peer's announced addresses in the peerstore, so that
 // streams to it can dial directly even when it was only heard through the mesh.

@@ -1,6 +1,7 @@
 package swarm
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +21,9 @@ type Peer struct {
 	FirstSeen time.Time
 	LastSeen  time.Time
 	DeadSince time.Time // zero while alive
+	// Addr is the IP address this peer was last seen answering from (its
+	// connection to this peer); zero when unknown.
+	Addr netip.Addr
 }
 
 // Liveness parameters of a View.
@@ -56,6 +60,7 @@ func (l Liveness) DeadAfter() time.Duration {
 type View struct {
 	self peer.ID
 	live Liveness
+	opts options
 
 	mu    sync.RWMutex
 	peers map[peer.ID]*Peer
@@ -63,19 +68,38 @@ type View struct {
 }
 
 // NewView returns an empty table for the peer self.
-func NewView(self peer.ID, live Liveness) *View {
-	return &View{self: self, live: live.withDefaults(), peers: make(map[peer.ID]*Peer)}
+func NewView(self peer.ID, live Liveness, opts ...Option) *View {
+	o := options{}
+	for _, f := range opts {
+		f(&o)
+	}
+	o.admission = o.admission.withDefaults()
+	return &View{self: self, live: live.withDefaults(), opts: o, peers: make(map[peer.ID]*Peer)}
 }
 
 // Liveness returns the parameters the view judges peers by.
 func (v *View) Liveness() Liveness { return v.live }
 
-// Observe records a verified capability heartbeat received at now.
-func (v *View) Observe(c *gossip.Capability, now time.Time) {
+// Observe records a verified capability heartbeat received at now, with
+// the evidence that its peer answered this peer (see ObserveFrom).
+func (v *View) Observe(c *gossip.Capability, now time.Time) { v.ObserveFrom(c, now, netip.Addr{}) }
+
+// ObserveFrom records a verified capability heartbeat received at now
+// from a peer that this peer has seen answer: the record came over the
+// peer's own connection, or the peer answered a probe, or it is alive in
+// the table already. addr is the IP address it answered from (zero:
+// unknown, or unchanged). A record relayed by others about a peer that is
+// not alive here is no such evidence: the Service probes that peer first
+// (see Service), so replayed records never make a silent peer alive.
+//
+// A peer not in the table is admitted by the admission policy (see
+// Admission); it may evict another, or be refused.
+func (v *View) ObserveFrom(c *gossip.Capability, now time.Time, addr netip.Addr) {
 	id, err := peer.Decode(c.PeerID)
 	if err != nil {
 		return // validated records always decode; be defensive anyway
 	}
+	addr = addr.Unmap()
 	v.mu.Lock()
 	p, ok := v.peers[id]
 	if ok && c.Seq < p.Cap.Seq {
@@ -83,10 +107,13 @@ func (v *View) Observe(c *gossip.Capability, now time.Time) {
 		return
 	}
 	var ev *Event
+	var evicted []Peer
 	switch {
 	case !ok:
-		if len(v.peers) >= v.live.MaxPeers && !v.evictLocked() {
+		var admitted bool
+		if evicted, admitted = v.admitLocked(id, addr); !admitted {
 			v.mu.Unlock()
+			v.sendForgotten(evicted)
 			return
 		}
 		p = &Peer{ID: id, Self: id == v.self, FirstSeen: now}
@@ -101,11 +128,15 @@ func (v *View) Observe(c *gossip.Capability, now time.Time) {
 	p.Alive = true
 	p.LastSeen = now
 	p.DeadSince = time.Time{}
+	if addr.IsValid() {
+		p.Addr = addr
+	}
 	var snapshot Peer
 	if ev != nil {
 		snapshot = *p
 	}
 	v.mu.Unlock()
+	v.sendForgotten(evicted)
 	if ev != nil {
 		ev.Peer = snapshot
 		v.subs.send(*ev)
@@ -144,20 +175,10 @@ func (v *View) Sweep(now time.Time) []peer.ID {
 	return ids
 }
 
-// evictLocked drops the dead peer that died first to make room; it reports
-// false when every peer is alive (then the newcomer is not added).
-func (v *View) evictLocked() bool {
-	var victim *Peer
-	for _, p := range v.peers {
-		if !p.Alive && (victim == nil || p.DeadSince.Before(victim.DeadSince)) {
-			victim = p
-		}
+func (v *View) sendForgotten(ps []Peer) {
+	for _, p := range ps {
+		v.subs.send(Event{Kind: PeerForgotten, Peer: p})
 	}
-	if victim == nil {
-		return false
-	}
-	delete(v.peers, victim.ID)
-	return true
 }
 
 // Peers returns every known peer, this one first, then by ID.

@@ -1,0 +1,201 @@
+package gossip
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Score thresholds. A peer below GossipThreshold gets no gossip from this
+// peer and its gossip is ignored; below PublishThreshold it gets none of
+// this peer's own messages; below GraylistThreshold every RPC it sends is
+// dropped unread.
+const (
+	GossipThreshold   = -100
+	PublishThreshold  = -500
+	GraylistThreshold = -1000
+)
+
+// Application-specific scores (P5) from the ledger: a banned peer is far
+// below the graylist threshold, a peer with verified work a little above
+// zero (enough to be preferred for the mesh and its peer exchange).
+const (
+	BannedScore = 2 * GraylistThreshold
+	ProvenScore = 10
+)
+
+// Colocation sets the IP-colocation factor (P6): beyond Threshold peers
+// on one IP (for IPv6, also on one /64), each of them scores
+// Weight × (peers − Threshold)². go-libp2p-pubsub leaves loopback
+// addresses out of the count.
+type Colocation struct {
+	// Threshold is how many peers one IP may hold before the penalty
+	// (default 8: a household behind one NAT).
+	Threshold int
+	// Weight is the penalty's weight, negative (default -8: 12 peers on
+	// one IP fall below the gossip threshold, 20 below the graylist).
+	Weight float64
+	// Whitelist holds networks exempt from it (e.g. a lab LAN).
+	Whitelist []*net.IPNet
+}
+
+// Defaults of Colocation.
+const (
+	DefaultColocationThreshold = 8
+	DefaultColocationWeight    = -8
+)
+
+func (c Colocation) withDefaults() Colocation {
+	if c.Threshold <= 0 {
+		c.Threshold = DefaultColocationThreshold
+	}
+	if c.Weight == 0 {
+		c.Weight = DefaultColocationWeight
+	}
+	return c
+}
+
+// scoreParams builds the peer-score parameters.
+//
+// Invalid messages cost a lot and decay slowly; time in mesh and first
+// deliveries earn a little. On the capability topic every peer publishes
+// its own heartbeat, so a mesh peer that delivers nothing there (P3: a
+// peer that takes mesh slots and forwards nothing) loses a little and is
+// pruned from the mesh, with a sticky penalty (P3b) when pruned that way.
+// The application score (P5) comes from the ledger. The IP-colocation
+// factor (P6) is on. The behaviour penalty (P7) counts GRAFTs during a
+// backoff and broken IWANT promises.
+func scoreParams(cfg *config) (*pubsub.PeerScoreParams, *pubsub.PeerScoreThresholds) {
+	// A capability heartbeat every hb: the delivery counter halves over two
+	// heartbeats, so an honest mesh peer holds about 3.4 and a peer that
+	// misses four beats in a row is only then below the threshold.
+	hb := cfg.heartbeat
+	decay := math.Pow(0.5, float64(time.Second)/float64(2*hb))
+	topic := func() *pubsub.TopicScoreParams {
+		return &pubsub.TopicScoreParams{
+			TopicWeight:                    1,
+			TimeInMeshWeight:               0.01,
+			TimeInMeshQuantum:              time.Second,
+			TimeInMeshCap:                  100,
+			FirstMessageDeliveriesWeight:   1,
+			FirstMessageDeliveriesDecay:    0.9,
+			FirstMessageDeliveriesCap:      20,
+			InvalidMessageDeliveriesWeight: -100,
+			InvalidMessageDeliveriesDecay:  0.99,
+		}
+	}
+	caps := topic()
+	caps.MeshMessageDeliveriesWeight = -40
+	caps.MeshMessageDeliveriesDecay = decay
+	caps.MeshMessageDeliveriesThreshold = 0.5
+	caps.MeshMessageDeliveriesCap = 20
+	caps.MeshMessageDeliveriesWindow = 100 * time.Millisecond
+	caps.MeshMessageDeliveriesActivation = max(10*time.Second, 5*hb)
+	caps.MeshFailurePenaltyWeight = -40
+	caps.MeshFailurePenaltyDecay = decay
+
+	col := cfg.colocation.withDefaults()
+	app := func(peer.ID) float64 { return 0 }
+	if l := cfg.ledger; l != nil {
+		app = func(p peer.ID) float64 {
+			if banned, _ := l.Banned(p); banned {
+				return BannedScore
+			}
+			if l.Proven(p) {
+				return ProvenScore
+			}
+			return 0
+		}
+	}
+	return &pubsub.PeerScoreParams{
+			Topics:                      map[string]*pubsub.TopicScoreParams{CapsTopic: caps, BMCTopic: topic()},
+			AppSpecificScore:            app,
+			AppSpecificWeight:           1,
+			IPColocationFactorWeight:    col.Weight,
+			IPColocationFactorThreshold: col.Threshold,
+			IPColocationFactorWhitelist: col.Whitelist,
+			BehaviourPenaltyWeight:      -1,
+			BehaviourPenaltyThreshold:   6,
+			BehaviourPenaltyDecay:       0.9,
+			DecayInterval:               time.Second,
+			DecayToZero:                 0.01,
+			RetainScore:                 10 * time.Minute,
+		}, &pubsub.PeerScoreThresholds{
+			GossipThreshold:             GossipThreshold,
+			PublishThreshold:            PublishThreshold,
+			GraylistThreshold:           GraylistThreshold,
+			AcceptPXThreshold:           10,
+			OpportunisticGraftThreshold: 5,
+		}
+}
+
+// Option configures a Router.
+type Option func(*config) error
+
+type config struct {
+	heartbeat  time.Duration
+	colocation Colocation
+	ledger     Ledger
+	gate       *Gate
+	inspect    func(map[peer.ID]float64)
+}
+
+// WithHeartbeat tells the router how often peers publish capability
+// records (default 2 s), which sets how fast mesh delivery counts decay.
+func WithHeartbeat(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 10*time.Millisecond || d > time.Hour {
+			return fmt.Errorf("gossip: heartbeat %s out of range", d)
+		}
+		c.heartbeat = d
+		return nil
+	}
+}
+
+// WithColocation sets the IP-colocation factor.
+func WithColocation(col Colocation) Option {
+	return func(c *config) error {
+		if col.Threshold < 0 {
+			return fmt.Errorf("gossip: colocation threshold %d is negative", col.Threshold)
+		}
+		if !(col.Weight <= 0) || math.IsInf(col.Weight, 0) {
+			return fmt.Errorf("gossip: colocation weight %v: want a finite weight <= 0", col.Weight)
+		}
+		c.colocation = col
+		return nil
+	}
+}
+
+// WithLedger scores peers by the ledger: a banned peer at BannedScore
+// (graylisted: nothing it sends is read), its messages dropped wherever
+// they come from; a proven peer at ProvenScore.
+func WithLedger(l Ledger) Option {
+	return func(c *config) error {
+		c.ledger = l
+		return nil
+	}
+}
+
+// WithGate makes the router report to gate (which should also be the
+// host's connection gater): it drops RPCs of gated peers and finds peers
+// that refuse this peer's gossip stream. The gate's ledger is used as by
+// WithLedger unless one is given.
+func WithGate(g *Gate) Option {
+	return func(c *config) error {
+		c.gate = g
+		return nil
+	}
+}
+
+// WithScoreInspectForTest calls f about every second with the score of
+// every peer pubsub tracks.
+func WithScoreInspectForTest(f func(map[peer.ID]float64)) Option {
+	return func(c *config) error {
+		c.inspect = f
+		return nil
+	}
+}

@@ -1,0 +1,21 @@
+package moa
+
+import (
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+)
+
+// AddLimits gives /swarm/moa/1.0.0 its own resource-manager limits: the
+// memory its frames may take, for all peers together and for any one
+// peer. Every frame is reserved from them before it is read (a frame of n
+// bytes reserves 2n), so a crowd of identities sending large frames is
+// refused with "busy" instead of growing the process. At a 256 MiB budget
+// the protocol gets 32 MiB and one peer 4.5 MiB: two frames of the
+// largest size at once, hundreds of ordinary requests.
+func AddLimits(l *rcmgr.ScalingLimitConfig) {
+	l.AddProtocolLimit(ProtocolID,
+		rcmgr.BaseLimit{StreamsInbound: 256, StreamsOutbound: 256, Streams: 512, Memory: 16 << 20},
+		rcmgr.BaseLimitIncrease{StreamsInbound: 256, StreamsOutbound: 256, Streams: 512, Memory: 64 << 20})
+	l.AddProtocolPeerLimit(ProtocolID,
+		rcmgr.BaseLimit{StreamsInbound: 32, StreamsOutbound: 64, Streams: 96, Memory: 4 << 20},
+		rcmgr.BaseLimitIncrease{Memory: 2 << 20})
+}

@@ -1,0 +1,242 @@
+package swarm
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	lpswarm "github.com/libp2p/go-libp2p/p2p/net/swarm"
+	manet "github.com/multiformats/go-multiaddr/net"
+
+	"github.com/llmswarm/llmswarm/gossip"
+)
+
+// Probing a peer heard of only through others' relays.
+const (
+	maxCandidates = 512
+	probeWorkers  = 8
+	probeTimeout  = 5 * time.Second // dial and ping
+	probeBackoff  = time.Second     // after the first failure (±50%); doubles
+	maxBackoff    = 30 * time.Second
+)
+
+// prober confirms peers that this peer heard of only through records
+// relayed by others: such a record says nothing about whether its author
+// is alive now (anyone who kept an old record can replay it to a peer
+// that never saw it), so the author is dialled and pinged, and it is
+// alive in the view only once it answers. It does not depend on anyone's
+// clock. Probes run at most probeWorkers at a time, newest candidates
+// (fewest failed tries) first, each retried with backoff while its
+// records keep coming.
+type prober struct {
+	h    host.Host
+	view *View
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	cands map[peer.ID]*candidate
+	wake  chan struct{}
+}
+
+type candidate struct {
+	rec   gossip.Capability // the newest record heard
+	heard time.Time         // when it was heard
+	tries int               // failed probes
+	next  time.Time         // earliest next probe
+	busy  bool
+}
+
+func newProber(h host.Host, v *View, log *slog.Logger) *prober {
+	return &prober{h: h, view: v, log: log, cands: map[peer.ID]*candidate{}, wake: make(chan struct{}, 1)}
+}
+
+// heard notes a relayed record of id, a peer not alive in the view.
+func (p *prober) heard(id peer.ID, c *gossip.Capability, now time.Time) {
+	p.mu.Lock()
+	cd, ok := p.cands[id]
+	switch {
+	case ok:
+		if c.Seq > cd.rec.Seq {
+			cd.rec, cd.heard = *c, now
+		}
+	case len(p.cands) >= maxCandidates && !p.dropOneLocked():
+		p.mu.Unlock()
+		return
+	default:
+		p.cands[id] = &candidate{rec: *c, heard: now, next: now}
+	}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// dropOneLocked makes room: it drops the idle candidate that failed most
+// (the oldest heard among equals).
+func (p *prober) dropOneLocked() bool {
+	var victim peer.ID
+	var worst *candidate
+	for id, cd := range p.cands {
+		if cd.busy {
+			continue
+		}
+		if worst == nil || cd.tries > worst.tries || (cd.tries == worst.tries && cd.heard.Before(worst.heard)) {
+			victim, worst = id, cd
+		}
+	}
+	if worst == nil {
+		return false
+	}
+	delete(p.cands, victim)
+	return true
+}
+
+// pending is how many peers wait for a probe.
+func (p *prober) pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.cands)
+}
+
+// run schedules probes until ctx ends.
+func (p *prober) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	done := make(chan struct{}, probeWorkers)
+	running := 0
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		due, wait := p.due(now, probeWorkers-running)
+		for _, id := range due {
+			running++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.probe(ctx, id)
+				done <- struct{}{}
+			}()
+		}
+		if wait <= 0 || wait > time.Second {
+			wait = time.Second // also drops silent candidates
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-done:
+			running--
+		case <-timer.C:
+		}
+	}
+}
+
+// due marks up to n candidates busy and returns them, fewest failed tries
+// first, and how long until the next one is due. Candidates whose records
+// stopped for the liveness window are dropped: nothing says they live.
+func (p *prober) due(now time.Time, n int) ([]peer.ID, time.Duration) {
+	deadAfter := p.view.live.DeadAfter()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ready []peer.ID
+	var wait time.Duration
+	for id, cd := range p.cands {
+		if cd.busy {
+			continue
+		}
+		if now.Sub(cd.heard) > deadAfter {
+			delete(p.cands, id)
+			continue
+		}
+		if d := cd.next.Sub(now); d > 0 {
+			if wait == 0 || d < wait {
+				wait = d
+			}
+			continue
+		}
+		ready = append(ready, id)
+	}
+	slices.SortFunc(ready, func(a, b peer.ID) int { return p.cands[a].tries - p.cands[b].tries })
+	if len(ready) > n {
+		if wait == 0 {
+			wait = time.Millisecond // more are due as soon as a worker frees
+		}
+		ready = ready[:max(n, 0)]
+	}
+	for _, id := range ready {
+		p.cands[id].busy = true
+	}
+	return ready, wait
+}
+
+// probe dials and pings id; if it answers, its newest record makes it
+// alive in the view. A peer that does not answer, or that the table does
+// not admit, is tried again later, backing off.
+func (p *prober) probe(ctx context.Context, id peer.ID) {
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	err := Ping(pctx, p.h, id)
+	if err != nil && (errors.Is(err, lpswarm.ErrDialBackoff) || strings.Contains(err.Error(), "dial backoff")) {
+		// libp2p remembers a failed dial for seconds (two peers that found
+		// each other on the LAN and dialled at once fail that way), which
+		// says nothing about the peer now: dial it directly, past that.
+		err = Ping(network.WithForceDirectDial(pctx, "liveness probe"), p.h, id)
+	}
+	cancel()
+	if err == nil {
+		p.mu.Lock()
+		rec, heard := p.cands[id].rec, p.cands[id].heard // busy: never dropped meanwhile
+		p.mu.Unlock()
+		p.view.ObserveFrom(&rec, heard, remoteAddr(p.h, id))
+		if p.view.Alive(id) {
+			p.mu.Lock()
+			delete(p.cands, id)
+			p.mu.Unlock()
+			return
+		}
+	} else if ctx.Err() == nil {
+		p.log.Debug("peer heard of through others does not answer", "peer", id, "err", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cd := p.cands[id]
+	cd.busy = false
+	cd.tries++
+	back := probeBackoff
+	for i := 1; i < cd.tries && back < maxBackoff; i++ {
+		back *= 2
+	}
+	// Jittered: two peers probing each other at once would otherwise dial
+	// at once again (a TCP simultaneous open, which the handshake fails).
+	back = min(back, maxBackoff)
+	cd.next = time.Now().Add(back/2 + rand.N(back))
+}
+
+// remoteAddr is the IP address of this peer's connection to id (zero
+// when there is none, or it goes through a relay).
+func remoteAddr(h host.Host, id peer.ID) netip.Addr {
+	for _, c := range h.Network().ConnsToPeer(id) {
+		if c.Stat().Limited {
+			continue
+		}
+		ip, err := manet.ToIP(c.RemoteMultiaddr())
+		if err != nil {
+			continue
+		}
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			return a.Unmap()
+		}
+	}
+	return netip.Addr{}
+}
