@@ -42,6 +42,18 @@ type Originator struct {
 	MaxReroutes int // default 8
 	// Progress is how a hung stage is noticed (see swarm.Progress).
 	Progress swarm.Progress
+	// Trust is this peer's own ledger (nil: none). Misbehaviour about
+	// outputs that this peer proved itself (bad numbers it received, a
+	// failed spot-check) is recorded in it; deaths and hangs are not. A
+	// route through a peer it has not proven is always spot-checked.
+	Trust *swarm.Trust
+	// Referee settles a spot-check between two disagreeing hops whose
+	// layers this peer does not hold itself: nil means id computed claim c
+	// right; an error wrapping ErrCheckFailed means it lied (the referee
+	// records that in Trust itself). nil: no referee.
+	Referee func(ctx context.Context, id peer.ID, c swarm.Claim) error
+	// SpotCheck sets how often real traffic is checked on a second route.
+	SpotCheck SpotCheck
 }
 
 // Request is one generation.
@@ -69,7 +81,9 @@ type Request struct {
 }
 
 // TraceEvent is progress worth showing: "route", "standby" (a warm standby
-// route opened), "reroute".
+// route opened), "reroute", "spot_check" (a second route opened to check
+// this one), "mismatch" (the two disagreed; Failed is the liar found, if
+// any), "accusation" (an error frame named a peer that answers pings).
 type TraceEvent struct {
 	Kind     string  `json:"kind"`
 	Route    []Hop   `json:"route,omitempty"`
@@ -82,6 +96,11 @@ type TraceEvent struct {
 	CostMS   float64 `json:"cost_ms,omitempty"`
 	Replay   int     `json:"replay_tokens,omitempty"`
 	Standby  bool    `json:"standby,omitempty"`
+	// Proven and Evidence: how the originator knows of the failure (see
+	// Reroute); Suspects: peers avoided without proof.
+	Proven   bool     `json:"proven,omitempty"`
+	Evidence string   `json:"evidence,omitempty"`
+	Suspects []string `json:"suspects,omitempty"`
 }
 
 // HopStat is one hop's cost, averaged over the decode steps.
@@ -108,6 +127,15 @@ type Reroute struct {
 	ReplayMS     float64 `json:"replay_ms"`
 	CostMS       float64 `json:"cost_ms"`
 	Standby      bool    `json:"standby,omitempty"` // the warm standby took over (no replay)
+	// Proven: the originator saw the failure itself (Evidence says how:
+	// its own stream, ping or check, the view, the first hop's own report,
+	// a spot-check or the referee), and the failed peer is left out. Not
+	// proven (Evidence accusation, stall or undecided): nobody is left out
+	// or penalised; Suspects are avoided for the rest of the generation
+	// where other peers cover their layers.
+	Proven   bool     `json:"proven"`
+	Evidence string   `json:"evidence"`
+	Suspects []string `json:"suspects,omitempty"`
 }
 
 // GenerateResult is the outcome of Generate.
@@ -125,6 +153,10 @@ type GenerateResult struct {
 	DecodeTPS    float64   `json:"decode_tok_s"`
 	TotalMS      float64   `json:"total_ms"`
 	Done         string    `json:"done"` // stop, length, cancel
+	// SpotChecked is how many steps a second route confirmed; Mismatches
+	// how many it contradicted (see SpotCheck).
+	SpotChecked int `json:"spot_checked,omitempty"`
+	Mismatches  int `json:"mismatches,omitempty"`
 }
 
 func (o *Originator) log() *slog.Logger {
