@@ -149,14 +149,15 @@ func (g *generation) apply(f *fault) {
 	}
 	for _, p := range f.suspects {
 		if p != self {
-			g.avoid[p] = true
+			g.avoid[p]++
 		}
 	}
 }
 
 // plan assembles the cheapest live route without the failed peers and
 // without hard (nil: none), avoiding the suspects as far as other peers
-// cover their layers: a suspect holding layers nobody else does is used.
+// cover their layers: where only suspects hold some layers, those
+// suspected least often are used again first.
 func (g *generation) plan(hard map[string]bool) ([]Hop, error) {
 	avoid := maps.Clone(g.avoid)
 	for {
@@ -173,18 +174,22 @@ func (g *generation) plan(hard map[string]bool) ([]Hop, error) {
 			return hops, err
 		}
 		var gap *GapError
-		released := false
+		least := 0 // the fewest suspicions among the suspects holding missing layers
 		if errors.As(err, &gap) {
 			for _, h := range g.holders {
-				p := h.Peer.ID.String()
-				if avoid[p] && overlaps(h.Shard.Start, h.Shard.End, gap.Missing) {
-					delete(avoid, p)
-					released = true
+				if n := avoid[h.Peer.ID.String()]; n > 0 && overlaps(h.Shard.Start, h.Shard.End, gap.Missing) && (least == 0 || n < least) {
+					least = n
 				}
 			}
 		}
-		if !released {
+		if least == 0 {
 			avoid = nil
+			continue
+		}
+		for _, h := range g.holders {
+			if p := h.Peer.ID.String(); avoid[p] == least && overlaps(h.Shard.Start, h.Shard.End, gap.Missing) {
+				delete(avoid, p)
+			}
 		}
 	}
 }

@@ -33,16 +33,16 @@ type generation struct {
 	stepEst time.Duration // a decode step's time on this route (moving average)
 	sb      *standby      // the warm standby or check route, or nil
 
-	avoid  map[string]bool // suspects: avoided for the rest of the generation where others cover their layers
-	check  bool            // results are checked on a second route (see SpotCheck)
-	checks int             // check routes opened
-	passed map[Hop]bool    // hops a second route confirmed: credited in Trust at the end
+	avoid  map[string]int // suspects, with how often they were: avoided where others cover their layers
+	check  bool           // results are checked on a second route (see SpotCheck)
+	checks int            // check routes opened
+	passed map[Hop]bool   // hops a second route confirmed: credited in Trust at the end
 }
 
 func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error {
 	g.hops = hops
 	g.resetStats()
-	g.avoid, g.passed = map[string]bool{}, map[Hop]bool{}
+	g.avoid, g.passed = map[string]int{}, map[Hop]bool{}
 	g.check = g.drawCheck(hops)
 	g.trace(TraceEvent{Kind: "route", Route: hops})
 	defer func() {
