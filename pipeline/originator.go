@@ -153,10 +153,12 @@ type GenerateResult struct {
 	DecodeTPS    float64   `json:"decode_tok_s"`
 	TotalMS      float64   `json:"total_ms"`
 	Done         string    `json:"done"` // stop, length, cancel
-	// SpotChecked is how many steps a second route confirmed; Mismatches
+	// SpotChecked is how many steps a second route confirmed, SpotMaxDiff
+	// the largest difference between the two among those, and Mismatches
 	// how many it contradicted (see SpotCheck).
-	SpotChecked int `json:"spot_checked,omitempty"`
-	Mismatches  int `json:"mismatches,omitempty"`
+	SpotChecked int     `json:"spot_checked,omitempty"`
+	SpotMaxDiff float64 `json:"spot_max_diff,omitempty"`
+	Mismatches  int     `json:"mismatches,omitempty"`
 }
 
 func (o *Originator) log() *slog.Logger {
