@@ -45,6 +45,7 @@ func (n *Node) startPipeline(ctx context.Context) error {
 		return err
 	}
 	p.stages = pipeline.NewStageServer(n.host, n.log)
+	p.stages.PeerSessions, p.stages.PeerQueue = n.cfg.Pipeline.PeerSessions, n.cfg.Pipeline.PeerQueue
 	// A stage opens sessions only on live members of the swarm it has heard
 	// from itself (their signed records taught the host their addresses).
 	p.stages.Known = func(id peer.ID) bool {
@@ -257,8 +258,9 @@ func (n *Node) tokenizer(ctx context.Context, m pipeline.ModelRef, holders []swa
 func (n *Node) newPipelineOriginator() *pipeline.Originator {
 	return &pipeline.Originator{
 		Host: n.host, View: n.swarm.View(), Local: n.pipe.stages, Exclude: n.excluded, Tokenizer: n.tokenizer, Log: n.log,
-		RTT:      func(id peer.ID) time.Duration { return n.host.Peerstore().LatencyEWMA(id) },
-		Progress: n.cfg.Progress.swarm(),
+		RTT:       func(id peer.ID) time.Duration { return n.host.Peerstore().LatencyEWMA(id) },
+		Progress:  n.cfg.Progress.swarm(),
+		SpotCheck: pipeline.SpotCheck{Probability: n.cfg.Pipeline.SpotCheck, Tolerance: n.cfg.Pipeline.SpotTolerance},
 	}
 }
 
