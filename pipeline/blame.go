@@ -126,9 +126,9 @@ func (g *generation) judge(ctx context.Context, cause error, hops []Hop, input [
 // heard from again), an unproven one makes its suspects avoided.
 func (g *generation) apply(f *fault) {
 	self := g.o.Host.ID().String()
-	if f.proven && f.peer != "" && f.peer != self {
+	if f.proven && f.peer != "" {
 		until := time.Now()
-		if f.output {
+		if f.output && f.peer != self {
 			until = until.Add(24 * time.Hour) // its heartbeats do not bring it back
 			for h := range g.passed {
 				if h.Peer == f.peer {

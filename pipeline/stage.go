@@ -174,6 +174,7 @@ type stageSession struct {
 	sess    *engine.Session
 	sampler *engine.Sampler
 	history []int32
+	ran     bool // the current step ran on this stage (a failure after it leaves the session behind the next hop's)
 	st      stream
 	upR     *bufio.Reader
 	down    network.Stream
@@ -291,8 +292,8 @@ func (s *StageServer) serve(st stream, remote string) {
 		res, werr := s.step(ss, typ, body, self)
 		if werr != nil {
 			writeJSON(st, frameError, werr)
-			if werr.Code == CodeBadFrame || werr.Code == CodeBadInput || werr.Code == CodeContextFull {
-				continue // the session is intact: the sender may go on (or stop) correctly
+			if !ss.ran && (werr.Code == CodeBadFrame || werr.Code == CodeBadInput || werr.Code == CodeContextFull) {
+				continue // refused before it ran: the session is intact, and the sender may go on (or stop) correctly
 			}
 			return
 		}
@@ -420,6 +421,7 @@ func (ss *stageSession) run(tokens []int32, hidden []float32, batches []int) ([]
 
 // step runs one step on this stage and the rest of the chain.
 func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHop) (*Result, *WireError) {
+	ss.ran = false
 	bad := func(f string, a ...any) *WireError {
 		return &WireError{Code: CodeBadFrame, Message: fmt.Sprintf(f, a...), Peer: self.Peer, Start: self.Start, End: self.End}
 	}
@@ -476,6 +478,7 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 		}
 		return nil, &WireError{Code: CodeInternal, Message: err.Error(), Peer: self.Peer, Start: self.Start, End: self.End}
 	}
+	ss.ran = true
 	ss.history = append(ss.history, st.Tokens...)
 	me := HopTiming{ComputeMS: float32(compute.Microseconds()) / 1000}
 	if ss.last {
