@@ -225,7 +225,7 @@ func usesPeer(hops []Hop, p string) bool {
 }
 
 // TestBadNumbersProven: a liar sends NaN or absurd hidden states on, or a
-// result with an infinite logit or a token outside the vocabulary back.
+// token outside the vocabulary back (an infinite logit to a probe).
 // The honest hop next to it refuses them naming it; the originator does not
 // take that hop's word for it but runs the history through the route hop
 // by hop and sees the bad numbers itself (or receives them itself, from
@@ -239,13 +239,11 @@ func TestBadNumbersProven(t *testing.T) {
 		layers [2]int // the liar's
 		hidden func([]float32)
 		result func(*Result)
-		proven bool // every peer proven already: the route samples at its last hop (a new peer's route returns logits)
 	}{
-		{"nan-hidden", [2]int{2, 6}, nanHidden, nil, false},
-		{"huge-hidden", [2]int{2, 6}, hugeHidden, nil, false},
-		{"inf-logit-behind-an-honest-hop", [2]int{6, 8}, nil, badResult, false},
-		{"bad-token-behind-an-honest-hop", [2]int{6, 8}, nil, badResult, true},
-		{"bad-token-from-the-first-hop", [2]int{0, 8}, nil, badResult, true},
+		{"nan-hidden", [2]int{2, 6}, nanHidden, nil},
+		{"huge-hidden", [2]int{2, 6}, hugeHidden, nil},
+		{"bad-token-behind-an-honest-hop", [2]int{6, 8}, nil, badResult},
+		{"bad-token-from-the-first-hop", [2]int{0, 8}, nil, badResult},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			origin := newStagePeer(t)
@@ -258,12 +256,7 @@ func TestBadNumbersProven(t *testing.T) {
 			l := newLiar(t, full, cid, tc.layers[0], tc.layers[1])
 			l.from, l.hidden, l.result = 3, tc.hidden, tc.result
 			o := originatorForFile(t, full, origin, append(honest, l.stagePeer)...)
-			o.Trust = swarm.NewTrust()
-			if tc.proven {
-				for _, p := range append(honest, l.stagePeer) {
-					o.Trust.Pass(p.h.ID(), swarm.Claim{Model: cid, Start: 0, End: 8})
-				}
-			}
+			o.Trust = swarm.NewTrust() // every peer is new, but there is no second route to check on
 			var first []Hop
 			think := false
 			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,

@@ -43,8 +43,12 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 	g.hops = hops
 	g.resetStats()
 	g.avoid, g.passed = map[string]int{}, map[Hop]bool{}
-	g.check = g.drawCheck(hops)
 	g.trace(TraceEvent{Kind: "route", Route: hops})
+	if g.check = g.drawCheck(hops); g.check {
+		// Checked routes return logits, which is worth it only with a
+		// second route to compare them with.
+		_, g.check = g.secondRoute()
+	}
 	defer func() {
 		if g.chain != nil {
 			g.chain.close()

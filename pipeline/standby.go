@@ -62,16 +62,8 @@ func (g *generation) startStandby(ctx context.Context, history bool) *standby {
 		}
 		g.checks++
 	}
-	self := g.o.Host.ID().String()
-	avoid := map[string]bool{}
-	for _, p := range remotePeers(g.hops, self) {
-		avoid[p] = true
-	}
-	hops, err := g.plan(avoid)
-	if err != nil || sharesPeer(hops, avoid) {
-		if g.check {
-			g.trace(TraceEvent{Kind: "spot_check", AtToken: len(g.res.Tokens), Reason: "no second route over other peers: not checked"})
-		}
+	hops, ok := g.secondRoute()
+	if !ok {
 		return nil
 	}
 	c, err := g.open(ctx, hops)
@@ -92,6 +84,24 @@ func (g *generation) startStandby(ctx context.Context, history bool) *standby {
 	}
 	g.trace(TraceEvent{Kind: kind, Route: hops, AtToken: len(g.res.Tokens)})
 	return s
+}
+
+// secondRoute plans a route over peers the current one does not use
+// (this peer's own stages aside). A checked generation with none says so
+// in the trace.
+func (g *generation) secondRoute() ([]Hop, bool) {
+	avoid := map[string]bool{}
+	for _, p := range remotePeers(g.hops, g.o.Host.ID().String()) {
+		avoid[p] = true
+	}
+	hops, err := g.plan(avoid)
+	if err != nil || sharesPeer(hops, avoid) {
+		if g.check {
+			g.trace(TraceEvent{Kind: "spot_check", AtToken: len(g.res.Tokens), Reason: "no second route over other peers: not checked"})
+		}
+		return nil, false
+	}
+	return hops, true
 }
 
 func sharesPeer(hops []Hop, avoid map[string]bool) bool {
