@@ -111,6 +111,9 @@ func (g *generation) judge(ctx context.Context, cause error, hops []Hop, input [
 			}
 		}
 	}
+	if lf := g.refereeSuspects(ctx, hops, f.suspects); lf != nil {
+		return lf, nil
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -119,6 +122,34 @@ func (g *generation) judge(ctx context.Context, cause error, hops []Hop, input [
 	g.trace(TraceEvent{Kind: "accusation", Failed: se.Peer, Layers: se.Layers, Reason: f.reason, AtToken: len(g.res.Tokens),
 		Evidence: f.evidence, Suspects: f.suspects})
 	return f, nil
+}
+
+// refereeSuspects has the Referee (if any) check the suspects of an
+// accusation on the layers they ran: the first found lying is the fault
+// (the others found lying are left out too).
+func (g *generation) refereeSuspects(ctx context.Context, hops []Hop, suspects []string) *fault {
+	if g.o.Referee == nil {
+		return nil
+	}
+	var found *fault
+	for _, h := range hops {
+		id, err := peer.Decode(h.Peer)
+		if err != nil || !slices.Contains(suspects, h.Peer) || ctx.Err() != nil {
+			continue
+		}
+		err = g.o.Referee(ctx, id, swarm.Claim{Model: g.ref.CID, Start: h.Start, End: h.End})
+		if !errors.Is(err, ErrCheckFailed) {
+			continue
+		}
+		lf := &fault{peer: h.Peer, layers: [2]int{h.Start, h.End}, code: CodeBadOutput, evidence: EvidenceReferee, proven: true,
+			output: true, recorded: true, reason: "suspected, and the referee found it lying: " + err.Error()}
+		if found == nil {
+			found = lf
+		} else {
+			g.apply(lf)
+		}
+	}
+	return found
 }
 
 // apply acts on a fault: a proven one leaves its peer out (a liar for the
