@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -239,11 +240,13 @@ func TestBadNumbersProven(t *testing.T) {
 		layers [2]int // the liar's
 		hidden func([]float32)
 		result func(*Result)
+		proven bool // every peer proven already: not checked, the last hop samples
 	}{
-		{"nan-hidden", [2]int{2, 6}, nanHidden, nil},
-		{"huge-hidden", [2]int{2, 6}, hugeHidden, nil},
-		{"bad-token-behind-an-honest-hop", [2]int{6, 8}, nil, badResult},
-		{"bad-token-from-the-first-hop", [2]int{0, 8}, nil, badResult},
+		{"nan-hidden", [2]int{2, 6}, nanHidden, nil, false},
+		{"huge-hidden", [2]int{2, 6}, hugeHidden, nil, false},
+		{"bad-token-behind-an-honest-hop", [2]int{6, 8}, nil, badResult, false},
+		{"inf-logit-from-the-first-hop", [2]int{0, 8}, nil, badResult, false}, // a second route exists: checked, logits come back
+		{"bad-token-from-the-first-hop", [2]int{0, 8}, nil, badResult, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			origin := newStagePeer(t)
@@ -256,7 +259,12 @@ func TestBadNumbersProven(t *testing.T) {
 			l := newLiar(t, full, cid, tc.layers[0], tc.layers[1])
 			l.from, l.hidden, l.result = 3, tc.hidden, tc.result
 			o := originatorForFile(t, full, origin, append(honest, l.stagePeer)...)
-			o.Trust = swarm.NewTrust() // every peer is new, but there is no second route to check on
+			o.Trust = swarm.NewTrust()
+			if tc.proven {
+				for _, p := range append(honest, l.stagePeer) {
+					o.Trust.Pass(p.h.ID(), swarm.Claim{Model: cid, Start: 0, End: 8})
+				}
+			}
 			var first []Hop
 			think := false
 			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
@@ -278,6 +286,9 @@ func TestBadNumbersProven(t *testing.T) {
 				t.Fatalf("re-routes: %+v", res.Reroutes)
 			}
 			rr := res.Reroutes[0]
+			if tc.proven != strings.Contains(rr.Reason, "outside the vocabulary") {
+				t.Errorf("reason %q: a sampling route should fail on a token, a checked one on its logits", rr.Reason)
+			}
 			if rr.Failed != l.h.ID().String() || !rr.Proven || rr.Evidence != EvidenceCheck || usesPeer(rr.NewRoute, rr.Failed) {
 				t.Fatalf("re-route %+v: want the liar proven by this peer's own check and left out", rr)
 			}
@@ -292,12 +303,14 @@ func TestBadNumbersProven(t *testing.T) {
 // excluded or banned on its word: the originator pings the accused, which
 // answers, and re-routes for this generation around the accused and the
 // hops that can have made the accusation up, using the accused again
-// where nobody else holds its layers; the text is one machine's.
+// where nobody else holds its layers; the text is one machine's. With a
+// referee, the suspects are checked: the liar, which also computes wrong,
+// is proven and banned, and nobody else.
 func TestLiarBlamesHonestPeer(t *testing.T) {
 	const n = 16
 	full, cid := modelOf(t, "qwen3", "small", "q8_0")
 	want := referenceFile(t, full, question, n)
-	for _, target := range []string{"after", "before"} {
+	for _, target := range []string{"after", "before", "after-referee"} {
 		t.Run(target, func(t *testing.T) {
 			origin := newStagePeer(t)
 			a, a2, l2, h := newStagePeer(t), newStagePeer(t), newStagePeer(t), newStagePeer(t)
@@ -310,7 +323,7 @@ func TestLiarBlamesHonestPeer(t *testing.T) {
 			}
 			l := newLiar(t, full, cid, 2, 4)
 			l.from = 5
-			victim := map[string]*stagePeer{"after": h, "before": a}[target]
+			victim := map[string]*stagePeer{"after": h, "before": a, "after-referee": h}[target]
 			l.blame = func(open *Open) *WireError {
 				for _, rh := range open.Route {
 					if rh.Peer == victim.h.ID().String() {
@@ -321,6 +334,10 @@ func TestLiarBlamesHonestPeer(t *testing.T) {
 			}
 			o := originatorForFile(t, full, origin, a, a2, l2, h, l.stagePeer)
 			o.Trust = swarm.NewTrust()
+			if target == "after-referee" {
+				l.hidden = wrongHidden
+				o.Referee = refereeFor(t, o, full)
+			}
 			var accusations []TraceEvent
 			think := false
 			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
@@ -334,6 +351,17 @@ func TestLiarBlamesHonestPeer(t *testing.T) {
 			}
 			if !sameTokens(res.Tokens, want) {
 				t.Fatalf("tokens differ from one machine:\n got %v\nwant %v", res.Tokens, want)
+			}
+			if target == "after-referee" {
+				if len(res.Reroutes) != 1 || len(accusations) != 0 {
+					t.Fatalf("re-routes %+v, accusations %+v", res.Reroutes, accusations)
+				}
+				rr := res.Reroutes[0]
+				if rr.Failed != l.h.ID().String() || !rr.Proven || rr.Evidence != EvidenceReferee || !usesPeer(rr.NewRoute, h.h.ID().String()) {
+					t.Fatalf("re-route %+v: want the liar proven by the referee, and the accused used", rr)
+				}
+				assertBans(t, o.Trust, []peer.ID{l.h.ID()}, a, a2, l2, h)
+				return
 			}
 			if len(res.Reroutes) != 1 || len(accusations) != 1 {
 				t.Fatalf("re-routes %+v, accusations %+v", res.Reroutes, accusations)
