@@ -318,6 +318,10 @@ func (g *generation) takeOver(ctx context.Context, f *fault, input []int32, at i
 		return nil, nil, false
 	}
 	g.sb = nil
+	if g.check && !s.check { // it does not return the logits a checked generation compares
+		s.close()
+		return nil, nil, false
+	}
 	r0 := time.Now()
 	c, res, err := g.promote(ctx, s, f, input, at)
 	if err != nil {
