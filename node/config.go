@@ -116,6 +116,33 @@ type PipelineConfig struct {
 	// so that a failover costs a step instead of a replay; it doubles the
 	// compute a generation costs the swarm. Default false.
 	Standby bool `json:"standby,omitempty"`
+	// SpotCheck is the share of generations checked on a second route
+	// over other peers (0: 0.1; -1: only those through a peer this one has
+	// not proven yet); SpotTolerance is how far the two routes' logits may
+	// differ, relative to the largest (0: 1e-3).
+	SpotCheck     float64 `json:"spot_check,omitempty"`
+	SpotTolerance float64 `json:"spot_tolerance,omitempty"`
+	// PeerSessions and PeerQueue bound what one remote peer may hold on
+	// each shard this peer serves: sessions (0: a quarter of engine.slots,
+	// at least 2) and opens waiting for one of them (0: a quarter of
+	// engine.queue, at least 1; -1: none). Beyond, an open is refused as
+	// busy.
+	PeerSessions int `json:"peer_sessions,omitempty"`
+	PeerQueue    int `json:"peer_queue,omitempty"`
+}
+
+func (p PipelineConfig) validate() error {
+	switch {
+	case p.SpotCheck != -1 && (p.SpotCheck < 0 || p.SpotCheck > 1):
+		return fmt.Errorf("config: pipeline.spot_check %g: want 0..1, or -1", p.SpotCheck)
+	case p.SpotTolerance < 0 || p.SpotTolerance > 1:
+		return fmt.Errorf("config: pipeline.spot_tolerance %g: want 0..1", p.SpotTolerance)
+	case p.PeerSessions < 0 || p.PeerSessions > 64:
+		return fmt.Errorf("config: pipeline.peer_sessions %d: want 0..64", p.PeerSessions)
+	case p.PeerQueue < -1 || p.PeerQueue > 1024:
+		return fmt.Errorf("config: pipeline.peer_queue %d: want -1 (none) .. 1024", p.PeerQueue)
+	}
+	return nil
 }
 
 // MoAConfig sets optional fixed caps on how long an originator waits for
@@ -300,6 +327,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := c.PeerTable.validate(); err != nil {
+		return err
+	}
+	if err := c.Pipeline.validate(); err != nil {
 		return err
 	}
 	for _, p := range c.BMCPeers {

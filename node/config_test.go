@@ -21,6 +21,7 @@ func TestConfigZeroValueAndRoundTrip(t *testing.T) {
 		Roles: map[string]string{"reasoner": "/m.gguf"}, Shards: []string{"/m.gguf:0-4"},
 		Engine: EngineConfig{Threads: 1, Slots: 2, Context: 512}, MoA: MoAConfig{SimpleTimeout: Duration(time.Second)},
 		BMCPeers: []string{"x"},
+		Pipeline: PipelineConfig{SpotCheck: 0.25, SpotTolerance: 1e-4, PeerSessions: 3, PeerQueue: -1},
 	}
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -75,6 +76,10 @@ func TestConfigErrors(t *testing.T) {
 		{"heartbeat too fast", Config{DataDir: dir, Heartbeat: Duration(time.Millisecond)}, "heartbeat"},
 		{"long device name", Config{DataDir: dir, Device: strings.Repeat("d", 129)}, "device"},
 		{"too many shards", Config{DataDir: dir, Shards: make([]string, 65)}, "shards"},
+		{"spot-check probability", Config{DataDir: dir, Pipeline: PipelineConfig{SpotCheck: 1.5}}, "spot_check"},
+		{"negative spot-check tolerance", Config{DataDir: dir, Pipeline: PipelineConfig{SpotTolerance: -1}}, "spot_tolerance"},
+		{"negative peer sessions", Config{DataDir: dir, Pipeline: PipelineConfig{PeerSessions: -1}}, "peer_sessions"},
+		{"peer queue", Config{DataDir: dir, Pipeline: PipelineConfig{PeerQueue: -2}}, "peer_queue"},
 	}
 	for _, tc := range invalid {
 		if _, err := tc.c.withDefaults(); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -46,6 +46,7 @@ func (n *Node) startPipeline(ctx context.Context) error {
 		return err
 	}
 	p.stages = pipeline.NewStageServer(n.host, n.log)
+	p.stages.PeerSessions, p.stages.PeerQueue = n.cfg.Pipeline.PeerSessions, n.cfg.Pipeline.PeerQueue
 	// A stage opens sessions only on live members of the swarm it has heard
 	// from itself (their signed records taught the host their addresses).
 	p.stages.Known = func(id peer.ID) bool {
@@ -301,9 +302,10 @@ func (n *Node) manifest(ctx context.Context, root string, holders []swarm.ShardH
 func (n *Node) newPipelineOriginator() *pipeline.Originator {
 	return &pipeline.Originator{
 		Host: n.host, View: n.swarm.View(), Local: n.pipe.stages, Exclude: n.excluded, Tokenizer: n.tokenizer, Log: n.log,
-		Manifest: n.manifest,
-		RTT:      func(id peer.ID) time.Duration { return n.host.Peerstore().LatencyEWMA(id) },
-		Progress: n.cfg.Progress.swarm(),
+		Manifest:  n.manifest,
+		RTT:       func(id peer.ID) time.Duration { return n.host.Peerstore().LatencyEWMA(id) },
+		Progress:  n.cfg.Progress.swarm(),
+		SpotCheck: pipeline.SpotCheck{Probability: n.cfg.Pipeline.SpotCheck, Tolerance: n.cfg.Pipeline.SpotTolerance},
 	}
 }
 

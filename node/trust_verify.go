@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/pipeline"
 	"github.com/llmswarm/llmswarm/swarm"
 	"github.com/llmswarm/llmswarm/verify"
 )
@@ -86,6 +87,7 @@ func (n *Node) wireChecks(ctx context.Context) {
 	n.originator.Trust, n.pipeOrig.Trust = cs.ledger, cs.ledger
 	if cs.checker != nil {
 		n.originator.Vet, n.pipeOrig.Vet = cs.checker.Vet, cs.checker.Vet
+		n.pipeOrig.Referee = cs.referee
 	}
 	bg, cancel := context.WithCancel(ctx)
 	cs.cancel = cancel
@@ -228,3 +230,17 @@ const (
 	roleVetPeriod = 15 * time.Second
 	roleVetEvery  = 10 * time.Minute
 )
+
+// referee settles a pipeline spot-check: a fresh challenge of id on claim
+// (a peer verified before is checked again: it may lie on real traffic
+// and honestly on the challenge it passed). A failed challenge is
+// pipeline.ErrCheckFailed (the checker has banned the peer); no reference
+// or a refusal to answer decides nothing.
+func (cs *checkState) referee(ctx context.Context, id peer.ID, claim swarm.Claim) error {
+	_, err := cs.checker.Check(ctx, id, claim)
+	var fe *verify.FailError
+	if errors.As(err, &fe) || errors.Is(err, verify.ErrBanned) {
+		return fmt.Errorf("%w: %v", pipeline.ErrCheckFailed, err)
+	}
+	return err
+}

@@ -3,8 +3,10 @@ package pipeline
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"time"
 
@@ -20,6 +22,9 @@ type chain struct {
 	open  Open
 	first RouteHop
 	pos   int
+	// vocab checks every result: a token below it, or this many logits.
+	// openChain sets the first hop's word; Generate sets the tokenizer's.
+	vocab int
 }
 
 // openChain opens a session along route. If the first hop is this peer,
@@ -42,7 +47,11 @@ func (o *Originator) openChain(ctx context.Context, open Open) (*chain, error) {
 		}
 		ns, err := o.Host.NewStream(network.WithAllowLimitedConn(ctx, ProtocolID), id, ProtocolID)
 		if err != nil {
-			return nil, &StageError{Peer: first.Peer, Layers: [2]int{first.Start, first.End}, Code: CodeDownstream, Err: err}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &StageError{Peer: first.Peer, Layers: [2]int{first.Start, first.End}, Code: CodeDownstream, Err: err,
+				Evidence: EvidenceStream}
 		}
 		st = ns
 	}
@@ -62,10 +71,11 @@ func (o *Originator) openChain(ctx context.Context, open Open) (*chain, error) {
 	switch typ {
 	case frameOpened:
 		var ok Opened
-		if err := decodeJSON(body, &ok); err != nil || ok.Session != open.Session {
+		if err := decodeJSON(body, &ok); err != nil || ok.Session != open.Session || ok.Vocab < 0 || ok.Vocab > maxVocab {
 			st.Reset()
 			return nil, c.fail(ctx, fmt.Errorf("bad opened frame: %v", err))
 		}
+		c.vocab = ok.Vocab
 		return c, nil
 	case frameError:
 		st.Reset()
@@ -75,13 +85,15 @@ func (o *Originator) openChain(ctx context.Context, open Open) (*chain, error) {
 	return nil, c.fail(ctx, fmt.Errorf("unexpected frame type %d", typ))
 }
 
-// fail blames the first hop for a transport failure (a deeper failure
-// comes back as an error frame naming its hop).
+// fail blames the first hop for a transport failure: this peer's own
+// evidence (a deeper failure comes back as an error frame naming its hop,
+// which is the first hop's word).
 func (c *chain) fail(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return &StageError{Peer: c.first.Peer, Layers: [2]int{c.first.Start, c.first.End}, Code: CodeDownstream, Err: err}
+	return &StageError{Peer: c.first.Peer, Layers: [2]int{c.first.Start, c.first.End}, Code: CodeDownstream, Err: err,
+		Evidence: EvidenceStream}
 }
 
 func (c *chain) remoteError(body []byte) error {
@@ -99,15 +111,25 @@ func (c *chain) remoteError(body []byte) error {
 // step sends tokens (positions pos..pos+len-1), run in the given batches
 // (nil: one), and waits for the result.
 func (c *chain) step(ctx context.Context, tokens []int32, batches []int) (*Result, time.Duration, error) {
+	return c.stepHidden(ctx, tokens, nil, batches)
+}
+
+// stepHidden is step with the hidden states of the positions as input: a
+// probe's first hop past layer 0 takes them (as f32).
+func (c *chain) stepHidden(ctx context.Context, tokens []int32, hidden []float32, batches []int) (*Result, time.Duration, error) {
 	stop := context.AfterFunc(ctx, func() { c.st.Reset() })
 	defer stop()
 	t0 := time.Now()
-	typ, body := encodeStepFrame(&Step{Session: c.open.Session, Pos: c.pos, Tokens: tokens, Batches: batches})
+	s := &Step{Session: c.open.Session, Pos: c.pos, Tokens: tokens, Batches: batches}
+	if hidden != nil {
+		s.DType, s.Hidden = dtF32, f32Bytes(hidden)
+	}
+	typ, body := encodeStepFrame(s)
 	if err := writeFrame(c.st, typ, body); err != nil {
 		return nil, 0, c.fail(ctx, err)
 	}
 	c.st.SetReadDeadline(time.Now().Add(5 * time.Minute))
-	typ, body, err := readFrame(c.r, limitResult)
+	typ, body, err := readFrame(c.r, resultLimit(&c.open, len(tokens)))
 	took := time.Since(t0)
 	if err != nil {
 		return nil, took, c.fail(ctx, err)
@@ -118,8 +140,11 @@ func (c *chain) step(ctx context.Context, tokens []int32, batches []int) (*Resul
 		if err != nil {
 			return nil, took, c.fail(ctx, err)
 		}
-		if res.Session != c.open.Session {
-			return nil, took, c.fail(ctx, fmt.Errorf("result for session %d", res.Session))
+		// The first hop checked what it passes back (an honest one never
+		// passes bad numbers on): a result that fails here proves it lied.
+		if err := checkResult(res, &c.open, c.vocab, c.open.Session, len(tokens)); err != nil {
+			return nil, took, &StageError{Peer: c.first.Peer, Layers: [2]int{c.first.Start, c.first.End}, Code: CodeBadOutput,
+				Err: fmt.Errorf("its result: %w", err), Evidence: EvidenceCheck}
 		}
 		c.pos += len(tokens)
 		return res, took, nil
@@ -131,3 +156,11 @@ func (c *chain) step(ctx context.Context, tokens []int32, batches []int) (*Resul
 
 // close ends the session: the stages close theirs in turn.
 func (c *chain) close() { c.st.Close() }
+
+func f32Bytes(xs []float32) []byte {
+	b := make([]byte, 4*len(xs))
+	for i, f := range xs {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+	}
+	return b
+}

@@ -14,6 +14,15 @@
 // stage dies it assembles a new route, replays the tokens to rebuild the KV
 // caches and carries on, so greedy output equals a single machine's.
 //
+// Trusting no stage: a stage refuses bad numbers from the hop before it
+// and checks what comes back from the hop after it, and one remote peer
+// gets only a share of its sessions (stagecap.go). The originator leaves a
+// peer out only on evidence it saw itself; another peer's word is an
+// accusation, which costs the accused nothing (blame.go). Generations
+// through unproven peers, and a share of the others, run on a second route
+// too, and a disagreement is settled by probes of single hops that the
+// originator opens and checks itself (spotcheck.go).
+//
 // It must not build hosts or keep the peer table: it reads the swarm view
 // through the functions it is given and opens streams on the host.
 package pipeline

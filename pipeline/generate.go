@@ -31,30 +31,40 @@ type generation struct {
 	xfer    []float64
 	decodes int
 	stepEst time.Duration // a decode step's time on this route (moving average)
-	sb      *standby      // the warm standby route (Request.Standby), or nil
+	sb      *standby      // the warm standby or check route, or nil
+
+	avoid  map[string]int // suspects, with how often they were: avoided where others cover their layers
+	check  bool           // results are checked on a second route (see SpotCheck)
+	checks int            // check routes opened
+	passed map[Hop]bool   // hops a second route confirmed: credited in Trust at the end
 }
 
 func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error {
 	g.hops = hops
 	g.resetStats()
+	g.avoid, g.passed = map[string]int{}, map[Hop]bool{}
 	g.trace(TraceEvent{Kind: "route", Route: hops})
+	if g.check = g.drawCheck(hops); g.check {
+		// Checked routes return logits, which is worth it only with a
+		// second route to compare them with.
+		_, g.check = g.secondRoute()
+	}
 	defer func() {
 		if g.chain != nil {
 			g.chain.close()
 		}
-		if g.sb != nil {
-			g.sb.close()
-		}
+		g.closeShadow()
+		g.credit()
 	}()
 	var pending *Result // a step's result obtained by a replay after a failover
 	var err error
 	t0 := time.Now()
 	if g.chain, err = g.open(ctx, g.hops); err != nil {
-		if g.chain, pending, err = g.recover(ctx, err, time.Since(t0), nil); err != nil {
+		if g.chain, pending, err = g.recover(ctx, err, time.Since(t0), nil, g.hops); err != nil {
 			return err
 		}
 	}
-	if g.req.Standby && g.sb == nil {
+	if g.wantShadow() && g.sb == nil {
 		g.sb = g.startStandby(ctx, pending != nil)
 	}
 	history := slices.Clone(g.prompt)
@@ -70,13 +80,17 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		var res *Result
 		var took time.Duration
 		stepped := false // res came from a step on the current route
+		k := len(g.res.Tokens)
 		switch bad := g.deadHop(); {
 		case pending != nil:
 			res, pending = pending, nil
 		case bad != nil:
 			err = &StageError{Peer: bad.Peer, Layers: [2]int{bad.Start, bad.End}, Code: CodeDownstream,
-				Err: errors.New("declared dead while the session ran")}
+				Err: errors.New("declared dead while the session ran"), Evidence: EvidenceDead}
 		default:
+			if g.sb != nil && g.sb.check {
+				g.sb.feed(input, nil, k) // both routes run the step at once
+			}
 			res, took, err = g.step(ctx, g.chain, g.hops, input, nil)
 			stepped = err == nil
 		}
@@ -93,16 +107,12 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 				g.res.Done = "length" // as on one machine: the context is full, the answer ends
 				break
 			}
-			if g.chain, res, err = g.recover(ctx, err, took, input); err != nil {
-				g.res.Done = "error"
-				if ctx.Err() != nil {
-					g.res.Done = "cancel"
-				}
-				return err
+			if g.chain, res, err = g.recover(ctx, err, took, input, g.hops); err != nil {
+				return g.failGen(ctx, err)
 			}
 		}
-		if stepped && g.sb != nil {
-			g.sb.feed(input, nil)
+		if stepped && g.sb != nil && !g.sb.check {
+			g.sb.feed(input, nil, k)
 		}
 		if stepped && len(input) == 1 && took > 0 {
 			g.account(res, took)
@@ -112,14 +122,19 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 				g.stepEst = (3*g.stepEst + took) / 4
 			}
 		}
+		if g.sb != nil && g.sb.check {
+			if res, err = g.confirm(ctx, k, res, input); err != nil {
+				return g.failGen(ctx, err)
+			}
+		}
 		if len(g.res.Tokens) == 0 {
 			g.res.TTFTMS = msSince(start)
 			g.res.PrefillMS = float64(took.Microseconds()) / 1000
 			decodeStart = time.Now()
 		}
 		token := res.Token
-		if g.req.Logits {
-			if g.req.OnLogits != nil {
+		if g.chain.open.Logits { // asked for, or a checked route: sampled here
+			if g.req.Logits && g.req.OnLogits != nil {
 				g.req.OnLogits(len(g.res.Tokens), res.Logits)
 			}
 			if token, err = g.sampler.Sample(res.Logits, history); err != nil {
@@ -154,6 +169,15 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 	return nil
 }
 
+// failGen ends the generation on err.
+func (g *generation) failGen(ctx context.Context, err error) error {
+	g.res.Done = "error"
+	if ctx.Err() != nil {
+		g.res.Done = "cancel"
+	}
+	return err
+}
+
 func (g *generation) emit(piece string, text *[]byte) {
 	if piece == "" {
 		return
@@ -182,17 +206,18 @@ func (g *generation) deadHop() *Hop {
 	return nil
 }
 
-// recover handles a failed step or open: it leaves the failed peer out,
-// assembles a new route, opens it and replays the prompt and the tokens
-// generated so far, so the new stages' KV caches hold what the old ones
-// did. The replay's result is the result of the step that failed. When no
-// live peer covers the failed layers it waits for one (a holder that comes
-// back, or one that resumes) for one liveness window before failing with
-// an error naming the layers. With a warm standby that does not use the
-// failed peer, the standby takes over instead of a replay. detect is how
-// long the failed call ran; input is the failed step's (nil: the open
-// failed).
-func (g *generation) recover(ctx context.Context, cause error, detect time.Duration, input []int32) (*chain, *Result, error) {
+// recover handles a failed step or open on route failed: it judges what
+// the failure proves (see judge), leaves the failed peer out or avoids the
+// suspects, assembles a new route, opens it and replays the prompt and the
+// tokens generated so far, so the new stages' KV caches hold what the old
+// ones did. The replay's result is the result of the step that failed.
+// When no live peer covers the failed layers it waits for one (a holder
+// that comes back, or one that resumes) for one liveness window before
+// failing with an error naming the layers. With a warm standby that does
+// not use the failed peer, the standby takes over instead of a replay.
+// detect is how long the failed call ran; input is the failed step's (nil:
+// the open failed).
+func (g *generation) recover(ctx context.Context, cause error, detect time.Duration, input []int32, failed []Hop) (*chain, *Result, error) {
 	if g.chain != nil {
 		g.chain.st.Reset()
 		g.chain = nil
@@ -200,16 +225,17 @@ func (g *generation) recover(ctx context.Context, cause error, detect time.Durat
 	at := len(g.res.Tokens)
 	t0 := time.Now()
 	for {
-		var se *StageError
-		if !errors.As(cause, &se) || se.Code == CodeBadFrame {
-			return nil, nil, cause
+		f, err := g.judge(ctx, cause, failed, input)
+		if err != nil {
+			return nil, nil, err
 		}
 		if len(g.res.Reroutes) >= g.maxReroutes() {
-			return nil, nil, fmt.Errorf("%w (%d): last failure: %v", ErrTooManyReroutes, len(g.res.Reroutes), cause)
+			return nil, nil, fmt.Errorf("%w (%d): last failure: %v", ErrTooManyReroutes, len(g.res.Reroutes), f)
 		}
-		g.failed[se.Peer] = time.Now()
-		g.o.log().Warn("pipeline stage failed; re-routing", "peer", se.Peer, "layers", se.Layers, "err", se.Err)
-		if c, res, ok := g.takeOver(ctx, se, input, at, detect, t0); ok {
+		g.apply(f)
+		g.o.log().Warn("pipeline stage failed; re-routing", "peer", f.peer, "layers", f.layers, "proven", f.proven,
+			"evidence", f.evidence, "suspects", f.suspects, "err", f.reason)
+		if c, res, ok := g.takeOver(ctx, f, input, at, detect, t0); ok {
 			return c, res, nil
 		}
 		hops, err := g.replan(ctx)
@@ -218,50 +244,59 @@ func (g *generation) recover(ctx context.Context, cause error, detect time.Durat
 				return nil, nil, ctx.Err()
 			}
 			return nil, nil, fmt.Errorf("pipeline: stage %s (layers [%d,%d)) failed and no live peer replaces it: %w",
-				short(se.Peer), se.Layers[0], se.Layers[1], err)
+				short(f.peer), f.layers[0], f.layers[1], err)
 		}
-		g.res.Reroutes = append(g.res.Reroutes, Reroute{AtToken: at, Failed: se.Peer, Layers: se.Layers,
-			Reason: se.Err.Error(), NewRoute: hops, DetectMS: ms(detect)})
+		if g.sb != nil && sharesPeer(hops, g.sb.peers(g.o.Host.ID().String())) {
+			g.closeShadow() // this peer's session on a shared peer would hold up the new route's
+		}
+		g.res.Reroutes = append(g.res.Reroutes, g.reroute(f, at, hops, detect))
+		g.check = g.check || g.anyNew(hops)
 		r0 := time.Now()
 		c, err := g.open(ctx, hops)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
 			}
-			cause, detect = err, time.Since(r0)
+			cause, detect, failed = err, time.Since(r0), hops
 			continue
 		}
 		// The replay repeats the original batch shapes: the prompt in one
 		// batch, then each generated token alone.
-		replay := append(slices.Clone(g.prompt), g.res.Tokens...)
-		res, took, err := g.step(ctx, c, hops, replay, replayShapes(len(g.prompt), len(g.res.Tokens)))
+		replay, shapes := g.history()
+		res, took, err := g.step(ctx, c, hops, replay, shapes)
 		if err != nil {
 			c.st.Reset()
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
 			}
-			cause, detect = err, took
+			cause, detect, failed = err, took, hops
 			continue
 		}
 		last := &g.res.Reroutes[len(g.res.Reroutes)-1]
 		last.ReplayTokens, last.ReplayMS = len(replay), ms(time.Since(r0))
 		last.CostMS = last.DetectMS + msSince(t0)
-		g.trace(TraceEvent{Kind: "reroute", Route: hops, Failed: se.Peer, Layers: se.Layers, Reason: last.Reason,
-			AtToken: at, DetectMS: last.DetectMS, ReplayMS: last.ReplayMS, CostMS: last.CostMS, Replay: len(replay)})
+		g.trace(TraceEvent{Kind: "reroute", Route: hops, Failed: f.peer, Layers: f.layers, Reason: last.Reason,
+			AtToken: at, DetectMS: last.DetectMS, ReplayMS: last.ReplayMS, CostMS: last.CostMS, Replay: len(replay),
+			Proven: f.proven, Evidence: f.evidence, Suspects: f.suspects})
 		g.switchTo(hops)
 		if g.sb != nil {
-			if g.sb.uses(se.Peer) || g.sb.failed() {
-				g.sb.close()
-				g.sb = nil
-			} else if input != nil {
-				g.sb.feed(input, nil) // the step the replay stood for
+			if g.sb.uses(f.peer) || g.sb.failed() || g.check && !g.sb.check {
+				g.closeShadow()
+			} else if input != nil && !g.sb.check {
+				g.sb.feed(input, nil, at) // the step the replay stood for (a check route ran it already)
 			}
 		}
-		if g.req.Standby && g.sb == nil {
+		if g.wantShadow() && g.sb == nil {
 			g.sb = g.startStandby(ctx, true)
 		}
 		return c, res, nil
 	}
+}
+
+// history is what the route has consumed up to the current step: the
+// prompt and every generated token, and its batch shapes.
+func (g *generation) history() ([]int32, []int) {
+	return append(slices.Clone(g.prompt), g.res.Tokens...), replayShapes(len(g.prompt), len(g.res.Tokens))
 }
 
 // switchTo makes hops the current route, folding the old one's accounting
@@ -277,29 +312,45 @@ func (g *generation) switchTo(hops []Hop) {
 // takeOver promotes the warm standby, if there is one that can stand in,
 // and records the re-route. On false the standby is gone and the caller
 // replays.
-func (g *generation) takeOver(ctx context.Context, se *StageError, input []int32, at int, detect time.Duration, t0 time.Time) (*chain, *Result, bool) {
+func (g *generation) takeOver(ctx context.Context, f *fault, input []int32, at int, detect time.Duration, t0 time.Time) (*chain, *Result, bool) {
 	s := g.sb
 	if s == nil || input == nil {
 		return nil, nil, false
 	}
 	g.sb = nil
+	if g.check && !s.check { // it does not return the logits a checked generation compares
+		s.close()
+		return nil, nil, false
+	}
 	r0 := time.Now()
-	c, res, err := g.promote(ctx, s, se, input)
+	c, res, err := g.promote(ctx, s, f, input, at)
 	if err != nil {
 		g.o.log().Info("pipeline: the warm standby cannot take over; replaying", "err", err)
 		s.close()
 		return nil, nil, false
 	}
-	g.res.Reroutes = append(g.res.Reroutes, Reroute{AtToken: at, Failed: se.Peer, Layers: se.Layers, Reason: se.Err.Error(),
-		NewRoute: s.hops, DetectMS: ms(detect), ReplayMS: ms(time.Since(r0)), ReplayTokens: len(input), Standby: true})
-	last := &g.res.Reroutes[len(g.res.Reroutes)-1]
-	last.CostMS = last.DetectMS + msSince(t0)
-	g.trace(TraceEvent{Kind: "reroute", Route: s.hops, Failed: se.Peer, Layers: se.Layers, Reason: last.Reason,
-		AtToken: at, DetectMS: last.DetectMS, ReplayMS: last.ReplayMS, CostMS: last.CostMS, Replay: len(input), Standby: true})
+	rr := g.reroute(f, at, s.hops, detect)
+	rr.ReplayMS, rr.ReplayTokens, rr.Standby = ms(time.Since(r0)), len(input), true
+	rr.CostMS = rr.DetectMS + msSince(t0)
+	g.res.Reroutes = append(g.res.Reroutes, rr)
+	g.trace(TraceEvent{Kind: "reroute", Route: s.hops, Failed: f.peer, Layers: f.layers, Reason: rr.Reason,
+		AtToken: at, DetectMS: rr.DetectMS, ReplayMS: rr.ReplayMS, CostMS: rr.CostMS, Replay: len(input), Standby: true,
+		Proven: f.proven, Evidence: f.evidence, Suspects: f.suspects})
 	g.switchTo(s.hops)
 	g.sb = g.startStandby(ctx, true)
 	return c, res, true
 }
+
+// closeShadow ends the standby or check route, if any.
+func (g *generation) closeShadow() {
+	if g.sb != nil {
+		g.sb.close()
+		g.sb = nil
+	}
+}
+
+// wantShadow reports whether a second route should run alongside.
+func (g *generation) wantShadow() bool { return g.req.Standby || g.check }
 
 // replan assembles a route from the holders alive now. With none covering
 // some layers, it polls until one is, for one liveness window.
@@ -313,7 +364,7 @@ func (g *generation) replan(ctx context.Context) ([]Hop, error) {
 		if _, hs, err := g.o.Resolve(g.ref.CID); err == nil {
 			g.holders = hs
 		}
-		hops, err := g.o.plan(g.ref, g.holders, g.failed)
+		hops, err := g.plan(nil)
 		if err == nil || time.Now().After(deadline) {
 			return hops, err
 		}
@@ -325,32 +376,43 @@ func (g *generation) replan(ctx context.Context) ([]Hop, error) {
 	}
 }
 
-// open opens a session along hops under a progress watch.
+// open opens a session along hops under a progress watch. A checked
+// generation asks for logits and samples them here.
 func (g *generation) open(ctx context.Context, hops []Hop) (*chain, error) {
+	open := g.o.newOpen(g.ref, hops, g.req)
+	open.Logits = open.Logits || g.check
 	var c *chain
 	err := g.watched(ctx, hops, 0, func(ctx context.Context) (err error) {
-		c, err = g.o.openChain(ctx, g.o.newOpen(g.ref, hops, g.req))
+		c, err = g.o.openChain(ctx, open)
 		return err
 	})
+	if c != nil {
+		c.vocab = g.tok.VocabSize()
+	}
 	return c, err
 }
 
 // step runs one step on c under a progress watch: a hop that hangs is
 // found by the watch and the step fails naming it.
 func (g *generation) step(ctx context.Context, c *chain, hops []Hop, tokens []int32, batches []int) (res *Result, took time.Duration, err error) {
-	expected := g.stepEst
-	switch {
-	case len(batches) > 1:
-		expected = g.stepEst * time.Duration(len(batches)) // each single-token batch costs a decode step
-	case len(tokens) > 1:
-		expected = g.stepEst * time.Duration(len(tokens)) / 4 // a batch costs less per token than a decode step
-	}
 	t0 := time.Now()
-	err = g.watched(ctx, hops, expected, func(ctx context.Context) (err error) {
+	err = g.watched(ctx, hops, g.expect(tokens, batches), func(ctx context.Context) (err error) {
 		res, _, err = c.step(ctx, tokens, batches)
 		return err
 	})
 	return res, time.Since(t0), err
+}
+
+// expect is how long a step of tokens in batches should take on the
+// current route.
+func (g *generation) expect(tokens []int32, batches []int) time.Duration {
+	switch {
+	case len(batches) > 1:
+		return g.stepEst * time.Duration(len(batches)) // each single-token batch costs a decode step
+	case len(tokens) > 1:
+		return g.stepEst * time.Duration(len(tokens)) / 4 // a batch costs less per token than a decode step
+	}
+	return g.stepEst
 }
 
 // watched runs fn under a progress watch over the remote hops of a route.
@@ -373,7 +435,11 @@ func (g *generation) watched(ctx context.Context, hops []Hop, expected time.Dura
 		return err
 	}
 	se := &StageError{Peer: hung.String(), Code: CodeHung,
-		Err: fmt.Errorf("hung: %w (%s without progress)", cause, detect.Round(time.Millisecond))}
+		Err: fmt.Errorf("hung: %w (%s without progress)", cause, detect.Round(time.Millisecond)), Evidence: EvidencePing}
+	if errors.Is(cause, swarm.ErrStalled) {
+		// Every hop answered pings: nothing shows which one is stuck.
+		se.Evidence = EvidenceStall
+	}
 	for _, h := range hops {
 		if h.Peer == se.Peer {
 			se.Layers = [2]int{h.Start, h.End}

@@ -50,9 +50,12 @@ type Originator struct {
 	MaxReroutes int // default 8
 	// Progress is how a hung stage is noticed (see swarm.Progress).
 	Progress swarm.Progress
-	// Trust is this peer's ledger (nil: none). Peers it bans are never
-	// routed through, and the per-layer times it measured price routes
-	// (see trust.go).
+	// Trust is this peer's own ledger (nil: none). Peers it bans are never
+	// routed through, the per-layer times it measured price routes (see
+	// trust.go), and misbehaviour about outputs that this peer proved
+	// itself (bad numbers it received, a failed spot-check) is recorded in
+	// it; deaths and hangs are not. A route through a peer it has not
+	// proven is always spot-checked.
 	Trust *swarm.Trust
 	// Vet makes sure a peer may get its first real hop: it is called, for
 	// every peer of a planned route whose claim Trust does not show
@@ -63,6 +66,13 @@ type Originator struct {
 	Vet func(ctx context.Context, id peer.ID, c swarm.Claim) error
 	// VetTimeout bounds the vetting of one route's peers (default 2 min).
 	VetTimeout time.Duration
+	// Referee settles a spot-check between two disagreeing hops whose
+	// layers this peer does not hold itself: nil means id computed claim c
+	// right; an error wrapping ErrCheckFailed means it lied (the referee
+	// records that in Trust itself). nil: no referee.
+	Referee func(ctx context.Context, id peer.ID, c swarm.Claim) error
+	// SpotCheck sets how often real traffic is checked on a second route.
+	SpotCheck SpotCheck
 }
 
 // Request is one generation.
@@ -90,7 +100,9 @@ type Request struct {
 }
 
 // TraceEvent is progress worth showing: "route", "standby" (a warm standby
-// route opened), "reroute".
+// route opened), "reroute", "spot_check" (a second route opened to check
+// this one), "mismatch" (the two disagreed; Failed is the liar found, if
+// any), "accusation" (an error frame named a peer that answers pings).
 type TraceEvent struct {
 	Kind     string  `json:"kind"`
 	Route    []Hop   `json:"route,omitempty"`
@@ -103,6 +115,11 @@ type TraceEvent struct {
 	CostMS   float64 `json:"cost_ms,omitempty"`
 	Replay   int     `json:"replay_tokens,omitempty"`
 	Standby  bool    `json:"standby,omitempty"`
+	// Proven and Evidence: how the originator knows of the failure (see
+	// Reroute); Suspects: peers avoided without proof.
+	Proven   bool     `json:"proven,omitempty"`
+	Evidence string   `json:"evidence,omitempty"`
+	Suspects []string `json:"suspects,omitempty"`
 }
 
 // HopStat is one hop's cost, averaged over the decode steps.
@@ -129,6 +146,15 @@ type Reroute struct {
 	ReplayMS     float64 `json:"replay_ms"`
 	CostMS       float64 `json:"cost_ms"`
 	Standby      bool    `json:"standby,omitempty"` // the warm standby took over (no replay)
+	// Proven: the originator saw the failure itself (Evidence says how:
+	// its own stream, ping or check, the view, the first hop's own report,
+	// a spot-check or the referee), and the failed peer is left out. Not
+	// proven (Evidence accusation, stall or undecided): nobody is left out
+	// or penalised; Suspects are avoided for the rest of the generation
+	// where other peers cover their layers.
+	Proven   bool     `json:"proven"`
+	Evidence string   `json:"evidence"`
+	Suspects []string `json:"suspects,omitempty"`
 }
 
 // GenerateResult is the outcome of Generate.
@@ -146,6 +172,12 @@ type GenerateResult struct {
 	DecodeTPS    float64   `json:"decode_tok_s"`
 	TotalMS      float64   `json:"total_ms"`
 	Done         string    `json:"done"` // stop, length, cancel
+	// SpotChecked is how many steps a second route confirmed, SpotMaxDiff
+	// the largest difference between the two among those, and Mismatches
+	// how many it contradicted (see SpotCheck).
+	SpotChecked int     `json:"spot_checked,omitempty"`
+	SpotMaxDiff float64 `json:"spot_max_diff,omitempty"`
+	Mismatches  int     `json:"mismatches,omitempty"`
 }
 
 func (o *Originator) log() *slog.Logger {

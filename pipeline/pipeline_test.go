@@ -169,7 +169,8 @@ func originatorForFile(t testing.TB, full string, self *stagePeer, stages ...*st
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Originator{Host: self.h, View: v, Local: self.srv,
+	// No random spot-checks: a test that wants them says so.
+	return &Originator{Host: self.h, View: v, Local: self.srv, SpotCheck: SpotCheck{Probability: -1},
 		Tokenizer: func(context.Context, ModelRef, []swarm.ShardHolder) (*engine.Tokenizer, error) { return tok, nil }}
 }
 

@@ -77,6 +77,7 @@ func TestReplayRepeatsBatchShapes(t *testing.T) {
 				}
 				follow := func(batches []int) float64 {
 					r := open()
+					defer r.close() // a stage gives one peer two sessions at once
 					d := maxDiff(step(r, replay, batches), want[0])
 					for i, tok := range cont {
 						d = max(d, maxDiff(step(r, []int32{tok}, nil), want[i+1]))

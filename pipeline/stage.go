@@ -36,13 +36,25 @@ type StageServer struct {
 	// (default 2 min): frames that are refused do not keep it open. Set
 	// before serving.
 	IdleTimeout time.Duration
+	// BorrowedIdle closes sooner (default 15 s) a session a peer holds
+	// beyond its share of a shard, borrowed while the shard had a free
+	// slot (see stagecap.go). Set before serving.
+	BorrowedIdle time.Duration
 	// Known reports whether this stage may open a session on a peer as the
 	// next hop of a route: one it knows from its own peer table. A route
 	// names peers, never addresses: a requester cannot make a stage dial
 	// where it likes. nil: a peer the host already has addresses for.
 	// Set before serving.
 	Known func(peer.ID) bool
+	// PeerSessions is how many sessions one remote peer may hold on each
+	// shard, open or waiting for a slot (default: a quarter of the shard's
+	// slots, at least 2, at most all); PeerQueue is how many more of its opens may wait
+	// for one of those to close (default: a quarter of the engine's queue,
+	// at least 1; negative: none). Beyond, an open is refused as busy. Set
+	// before serving.
+	PeerSessions, PeerQueue int
 
+	gate   peerGate
 	mu     sync.RWMutex
 	shards []*Shard
 	active int
@@ -159,11 +171,15 @@ func (s *StageServer) ServeLocal(c net.Conn) { s.serve(pipeStream{c}, "self") }
 type stageSession struct {
 	open    Open
 	hop     RouteHop
-	last    bool
+	up      RouteHop // the hop before this one; zero on the first hop (the requester)
+	last    bool     // the route ends here
+	head    bool     // this hop runs the model's last layer: it returns logits or a token
+	vocab   int
 	sess    *engine.Session
 	sampler *engine.Sampler
 	history []int32
-	up      stream
+	ran     bool // the current step ran on this stage (a failure after it leaves the session behind the next hop's)
+	st      stream
 	upR     *bufio.Reader
 	down    network.Stream
 	downR   *bufio.Reader
@@ -176,7 +192,7 @@ func (s *StageServer) handle(st network.Stream) { s.serve(st, st.Conn().RemotePe
 func (s *StageServer) serve(st stream, remote string) {
 	defer st.Close()
 	st.SetReadDeadline(time.Now().Add(10 * time.Second))
-	ss := &stageSession{up: st, upR: bufio.NewReaderSize(st, 64<<10)}
+	ss := &stageSession{st: st, upR: bufio.NewReaderSize(st, 64<<10)}
 	typ, body, err := readFrame(ss.upR, limitJSON)
 	if err != nil || typ != frameOpen {
 		s.refuse(st, remote, CodeBadFrame, fmt.Sprintf("expected an open frame: %v", err), RouteHop{})
@@ -191,7 +207,11 @@ func (s *StageServer) serve(st stream, remote string) {
 		return
 	}
 	ss.hop = ss.open.Route[ss.open.Index]
-	ss.last = ss.hop.End == ss.open.Layers
+	if ss.open.Index > 0 {
+		ss.up = ss.open.Route[ss.open.Index-1]
+	}
+	ss.last = ss.hop.End == ss.open.end()
+	ss.head = ss.hop.End == ss.open.Layers
 	self := RouteHop{Peer: s.host.ID().String(), Start: ss.hop.Start, End: ss.hop.End}
 	sh := s.find(ss.open.Model, ss.hop.Start, ss.hop.End)
 	if sh == nil {
@@ -203,9 +223,27 @@ func (s *StageServer) serve(st stream, remote string) {
 			sh.Layers, sh.Hidden, ss.open.Layers, ss.open.Hidden), self)
 		return
 	}
+	ss.vocab = sh.Model.Info().VocabSize
 	// A full stage queues the session (bounded) rather than refusing it:
-	// the originator's progress watch sees this peer alive meanwhile.
+	// the originator's progress watch sees this peer alive meanwhile. One
+	// remote peer gets its share of the slots and queue, no more.
 	actx, cancel := context.WithTimeout(context.Background(), openQueueWait)
+	defer cancel()
+	borrowed := false
+	if remote != "self" {
+		share, queue := s.peerShare(sh)
+		spare := func() bool {
+			open, slots := sh.Model.Sessions()
+			return open < slots && sh.Model.Queue().Waiting == 0
+		}
+		release, over, err := s.gate.acquire(actx, peerKey{remote, sh}, share, queue, spare)
+		if err != nil {
+			s.refuse(st, remote, CodeBusy, err.Error(), self)
+			return
+		}
+		defer release()
+		borrowed = over
+	}
 	ss.sess, err = sh.Model.AcquireSession(actx)
 	cancel()
 	if err != nil {
@@ -242,6 +280,13 @@ func (s *StageServer) serve(st stream, remote string) {
 	if idle <= 0 {
 		idle = defaultIdle
 	}
+	if borrowed {
+		b := s.BorrowedIdle
+		if b <= 0 {
+			b = defaultBorrowedIdle
+		}
+		idle = min(idle, b)
+	}
 	// Only a completed step keeps the session: a peer sending refused
 	// frames, or nothing, loses its slot when the deadline passes.
 	deadline := time.Now().Add(idle)
@@ -264,8 +309,8 @@ func (s *StageServer) serve(st stream, remote string) {
 		res, werr := s.step(ss, typ, body, self)
 		if werr != nil {
 			writeJSON(st, frameError, werr)
-			if werr.Code == CodeBadFrame || werr.Code == CodeContextFull {
-				continue // the session is intact: the sender may go on (or stop) correctly
+			if !ss.ran && (werr.Code == CodeBadFrame || werr.Code == CodeBadInput || werr.Code == CodeContextFull) {
+				continue // refused before it ran: the session is intact, and the sender may go on (or stop) correctly
 			}
 			return
 		}
@@ -333,10 +378,23 @@ func (s *StageServer) openDownstream(ss *stageSession) *WireError {
 			we.Peer, we.Start, we.End = ss.next.Peer, ss.next.Start, ss.next.End
 		}
 		down.Reset()
+		if !ss.open.mayName(ss.open.Index, &we) {
+			return blameNext(ss, &we)
+		}
 		return &we
 	}
 	down.Reset()
 	return fail(fmt.Errorf("unexpected frame type %d", typ))
+}
+
+// blameNext replaces an error frame from the next hop that names a peer
+// it cannot know to have failed (a hop before it, or none on the route)
+// with one naming the next hop: an honest hop does not pass such a lie on,
+// so the originator knows that only the hops up to the one an error frame
+// names can have written it.
+func blameNext(ss *stageSession, we *WireError) *WireError {
+	return &WireError{Code: CodeBadOutput, Message: fmt.Sprintf("the next hop sent an error frame naming %s (layers [%d,%d)), which it cannot know to have failed",
+		short(we.Peer), we.Start, we.End), Peer: ss.next.Peer, Start: ss.next.Start, End: ss.next.End}
 }
 
 func (s *StageServer) known(id peer.ID) bool {
@@ -348,7 +406,7 @@ func (s *StageServer) known(id peer.ID) bool {
 
 // run runs this stage's layers over the step's positions, in the given
 // batches (nil: one). Hidden states of every position come back, or the
-// last position's logits on the last stage.
+// last position's logits on the stage that runs the model's last layer.
 func (ss *stageSession) run(tokens []int32, hidden []float32, batches []int) ([]float32, error) {
 	if batches == nil {
 		return ss.sess.RunRange(context.Background(), ss.hop.Start, ss.hop.End, tokens, hidden)
@@ -368,7 +426,7 @@ func (ss *stageSession) run(tokens []int32, hidden []float32, batches []int) ([]
 		if err != nil {
 			return nil, err
 		}
-		if ss.last {
+		if ss.head {
 			out = res
 		} else {
 			out = append(out, res...)
@@ -380,6 +438,7 @@ func (ss *stageSession) run(tokens []int32, hidden []float32, batches []int) ([]
 
 // step runs one step on this stage and the rest of the chain.
 func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHop) (*Result, *WireError) {
+	ss.ran = false
 	bad := func(f string, a ...any) *WireError {
 		return &WireError{Code: CodeBadFrame, Message: fmt.Sprintf(f, a...), Peer: self.Peer, Start: self.Start, End: self.End}
 	}
@@ -415,6 +474,15 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 			hidden[i] = math.Float32frombits(binary.LittleEndian.Uint32(st.Hidden[4*i:]))
 		}
 	}
+	if err := checkNumbers(hidden); err != nil {
+		// Refused before it touches the KV cache: the session stays usable.
+		from := "the hop before this one"
+		if ss.open.Index == 0 {
+			from = "the requester"
+		}
+		return nil, &WireError{Code: CodeBadInput, Message: fmt.Sprintf("hidden states from %s: %v (at most %g)", from, err, float64(MaxActivation)),
+			Peer: ss.up.Peer, Start: ss.up.Start, End: ss.up.End}
+	}
 	t0 := time.Now()
 	out, err := ss.run(tokens, hidden, st.Batches)
 	compute := time.Since(t0)
@@ -427,11 +495,15 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 		}
 		return nil, &WireError{Code: CodeInternal, Message: err.Error(), Peer: self.Peer, Start: self.Start, End: self.End}
 	}
+	ss.ran = true
 	ss.history = append(ss.history, st.Tokens...)
 	me := HopTiming{ComputeMS: float32(compute.Microseconds()) / 1000}
 	if ss.last {
 		res := &Result{Session: st.Session}
-		if ss.open.Logits {
+		if err := checkNumbers(out); err != nil {
+			return nil, &WireError{Code: CodeInternal, Message: fmt.Sprintf("this hop's own output: %v", err), Peer: self.Peer, Start: self.Start, End: self.End}
+		}
+		if ss.open.Logits || !ss.head {
 			res.Logits = out
 		} else if res.Token, err = ss.sampler.Sample(out, ss.history); err != nil {
 			return nil, &WireError{Code: CodeInternal, Message: err.Error(), Peer: self.Peer, Start: self.Start, End: self.End}
@@ -443,10 +515,7 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 	}
 	next := &Step{Session: st.Session, Pos: st.Pos, Tokens: st.Tokens, DType: dtypeCode(ss.open.DType), Batches: st.Batches}
 	if next.DType == dtF32 {
-		next.Hidden = make([]byte, 4*len(out))
-		for i, f := range out {
-			binary.LittleEndian.PutUint32(next.Hidden[4*i:], math.Float32bits(f))
-		}
+		next.Hidden = f32Bytes(out)
 	} else {
 		next.Hidden = engine.F32ToF16Bytes(out)
 	}
@@ -459,7 +528,7 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 		return nil, down(err)
 	}
 	ss.down.SetReadDeadline(time.Now().Add(5 * time.Minute))
-	typ, body, err = readFrame(ss.downR, limitResult)
+	typ, body, err = readFrame(ss.downR, resultLimit(&ss.open, len(st.Tokens)))
 	if err != nil {
 		return nil, down(err)
 	}
@@ -469,6 +538,12 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 		if err != nil {
 			return nil, down(err)
 		}
+		// An honest hop passes back only results that pass the checks, so
+		// bad numbers reaching the originator prove its first hop lied.
+		if err := checkResult(res, &ss.open, ss.vocab, st.Session, len(st.Tokens)); err != nil {
+			return nil, &WireError{Code: CodeBadOutput, Message: "the next hop's result: " + err.Error(), Peer: ss.next.Peer,
+				Start: ss.next.Start, End: ss.next.End}
+		}
 		me.DownstreamMS = float32(time.Since(t1).Microseconds()) / 1000
 		res.Hops = append(res.Hops, me)
 		return res, nil
@@ -476,6 +551,12 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 		var we WireError
 		if decodeJSON(body, &we) != nil {
 			return nil, down(errors.New("malformed error frame"))
+		}
+		if we.Peer == "" {
+			we.Peer, we.Start, we.End = ss.next.Peer, ss.next.Start, ss.next.End
+		}
+		if !ss.open.mayName(ss.open.Index, &we) {
+			return nil, blameNext(ss, &we)
 		}
 		if we.Code == CodeBadFrame && we.Peer == ss.next.Peer {
 			// Our own frame was refused: that is our bug, not the next hop's death.

@@ -18,16 +18,24 @@ import (
 // (Request.Standby). A new standby is built in the background after each
 // promotion (by a replay, off the critical path).
 
-// standbyItem is one step to feed: its tokens and batch shapes.
+// A check route (see SpotCheck) is a standby whose results are kept and
+// compared with the primary's: it is fed each step before the primary
+// runs it, so that both run at once, and its logits are waited for.
+
+// standbyItem is one step to feed: its tokens and batch shapes, and the
+// generation's step it stands for (the number of tokens generated before
+// it).
 type standbyItem struct {
 	tokens  []int32
 	batches []int
+	step    int
 }
 
 // standby is the route kept warm.
 type standby struct {
-	hops []Hop
-	c    *chain
+	hops  []Hop
+	c     *chain
+	check bool // a check route: results are kept for comparison
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -37,49 +45,63 @@ type standby struct {
 	err     error
 	closed  bool
 	done    chan struct{}
+	last    int             // the step of the last item fed (-1: none)
+	results map[int]*Result // check route: results by step, until taken
 }
 
 // startStandby opens a standby route avoiding the primary route's peers
-// and the failed ones, and starts feeding it: with history, first what the
-// primary has consumed so far (the prompt and every generated token, in
-// the original shapes), then every step fed. It returns nil when no such
-// route exists.
+// (this peer's own stages aside) and the failed ones, and starts feeding
+// it: with history, first what the primary has consumed so far (the
+// prompt and every generated token, in the original shapes), then every
+// step fed. In a checked generation it is a check route. It returns nil
+// when no such route exists.
 func (g *generation) startStandby(ctx context.Context, history bool) *standby {
-	avoid := map[string]bool{}
-	for _, h := range g.hops {
-		avoid[h.Peer] = true
-	}
-	hops, err := g.o.plan(g.ref, g.holders, g.failed)
-	if err != nil {
-		return nil
-	}
-	// The cheapest route may share peers with the primary: plan again with
-	// those left out.
-	if sharesPeer(hops, avoid) {
-		ex := map[string]time.Time{}
-		for p, t := range g.failed {
-			ex[p] = t
-		}
-		for p := range avoid {
-			ex[p] = time.Now().Add(time.Hour) // never "beat again" during planning
-		}
-		if hops, err = g.o.plan(g.ref, g.holders, ex); err != nil || sharesPeer(hops, avoid) {
+	if g.check {
+		if g.checks >= maxChecks {
 			return nil
 		}
+		g.checks++
+	}
+	hops, ok := g.secondRoute()
+	if !ok {
+		return nil
 	}
 	c, err := g.open(ctx, hops)
 	if err != nil {
 		g.o.log().Info("pipeline: no warm standby", "err", err)
 		return nil
 	}
-	s := &standby{hops: hops, c: c, done: make(chan struct{})}
+	s := &standby{hops: hops, c: c, check: g.check, done: make(chan struct{}), last: -1, results: map[int]*Result{}}
 	s.cond = sync.NewCond(&s.mu)
 	if history {
-		s.feed(append(slices.Clone(g.prompt), g.res.Tokens...), replayShapes(len(g.prompt), len(g.res.Tokens)))
+		tokens, shapes := g.history()
+		s.feed(tokens, shapes, len(g.res.Tokens))
 	}
 	go s.run(ctx)
-	g.trace(TraceEvent{Kind: "standby", Route: hops})
+	kind := "standby"
+	if s.check {
+		kind = "spot_check"
+	}
+	g.trace(TraceEvent{Kind: kind, Route: hops, AtToken: len(g.res.Tokens)})
 	return s
+}
+
+// secondRoute plans a route over peers the current one does not use
+// (this peer's own stages aside). A checked generation with none says so
+// in the trace.
+func (g *generation) secondRoute() ([]Hop, bool) {
+	avoid := map[string]bool{}
+	for _, p := range remotePeers(g.hops, g.o.Host.ID().String()) {
+		avoid[p] = true
+	}
+	hops, err := g.plan(avoid)
+	if err != nil || sharesPeer(hops, avoid) {
+		if g.check {
+			g.trace(TraceEvent{Kind: "spot_check", AtToken: len(g.res.Tokens), Reason: "no second route over other peers: not checked"})
+		}
+		return nil, false
+	}
+	return hops, true
 }
 
 func sharesPeer(hops []Hop, avoid map[string]bool) bool {
@@ -101,16 +123,59 @@ func replayShapes(prompt, generated int) []int {
 	return b
 }
 
-// feed queues a step.
-func (s *standby) feed(tokens []int32, batches []int) {
+// feed queues the given step.
+func (s *standby) feed(tokens []int32, batches []int, step int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.err != nil {
 		return
 	}
-	s.queue = append(s.queue, standbyItem{tokens: slices.Clone(tokens), batches: batches})
+	s.queue = append(s.queue, standbyItem{tokens: slices.Clone(tokens), batches: batches, step: step})
 	s.pending++
+	s.last = step
 	s.cond.Broadcast()
+}
+
+// result waits for the result of step k on a check route.
+func (s *standby) result(ctx context.Context, k int) (*Result, error) {
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if r, ok := s.results[k]; ok {
+			for j := range s.results {
+				if j <= k {
+					delete(s.results, j)
+				}
+			}
+			return r, nil
+		}
+		switch {
+		case s.err != nil:
+			return nil, s.err
+		case s.closed:
+			return nil, errors.New("the check route was closed")
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case s.last < k:
+			return nil, fmt.Errorf("the check route was never given step %d", k)
+		}
+		s.cond.Wait()
+	}
+}
+
+// peers is the peers of the route other than self.
+func (s *standby) peers(self string) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range remotePeers(s.hops, self) {
+		out[p] = true
+	}
+	return out
 }
 
 // run feeds the queued steps to the standby chain, in order.
@@ -128,10 +193,13 @@ func (s *standby) run(ctx context.Context) {
 		it := s.queue[0]
 		s.queue = s.queue[1:]
 		s.mu.Unlock()
-		_, _, err := s.c.step(ctx, it.tokens, it.batches)
+		res, _, err := s.c.step(ctx, it.tokens, it.batches)
 		s.mu.Lock()
 		s.pending--
 		s.fed++
+		if err == nil && s.check {
+			s.results[it.step] = res
+		}
 		if err != nil {
 			s.err = err
 			s.closed = true
@@ -224,19 +292,27 @@ func (s *standby) close() {
 	<-s.done
 }
 
-// promote makes the standby the primary after the primary failed at a step
-// whose input was tokens: it catches up, runs the step, and returns the
-// chain and the step's result. An error means the standby is no use; the
-// caller falls back to a replay.
-func (g *generation) promote(ctx context.Context, s *standby, se *StageError, tokens []int32) (*chain, *Result, error) {
-	if s.uses(se.Peer) {
-		return nil, nil, fmt.Errorf("the standby route uses %s too", short(se.Peer))
+// promote makes the standby the primary after the primary failed at step
+// k, whose input was tokens: it catches up, runs the step (a check route
+// ran it already), and returns the chain and the step's result. An error
+// means the standby is no use; the caller falls back to a replay.
+func (g *generation) promote(ctx context.Context, s *standby, f *fault, tokens []int32, k int) (*chain, *Result, error) {
+	for _, p := range append([]string{f.peer}, f.suspects...) {
+		if p != "" && s.uses(p) {
+			return nil, nil, fmt.Errorf("the standby route uses %s too", short(p))
+		}
 	}
 	if err := s.caughtUp(ctx, g.o.Progress.Deadline(g.stepEst*time.Duration(max(len(tokens), 1)))); err != nil {
 		return nil, nil, err
 	}
 	c := s.stopFeeding()
-	var res *Result
+	s.mu.Lock()
+	res, ran := s.results[k]
+	ran = ran && s.last == k
+	s.mu.Unlock()
+	if ran {
+		return c, res, nil
+	}
 	err := g.watched(ctx, s.hops, g.stepEst, func(ctx context.Context) (err error) {
 		res, _, err = c.step(ctx, tokens, nil) // the failed step, in its own shape
 		return err

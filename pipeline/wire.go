@@ -68,7 +68,27 @@ type Open struct {
 	DType    string     `json:"dtype"`
 	Sampling Sampling   `json:"sampling"`
 	Logits   bool       `json:"logits,omitempty"` // return logits instead of a sampled token
+	// From and Until make a probe: a route over layers [From, Until) only
+	// (Until 0: Layers). With From > 0 the first hop takes hidden states
+	// instead of token ids; with Until < Layers the last hop returns the
+	// hidden states of every position of each step, as f32 in the result's
+	// logits, instead of sampling. A stage that predates them refuses such
+	// an open as a bad frame (its JSON decoding is strict): an ordinary open
+	// never carries them.
+	From  int `json:"from,omitempty"`
+	Until int `json:"until,omitempty"`
 }
+
+// end is the layer the route ends at.
+func (o *Open) end() int {
+	if o.Until > 0 {
+		return o.Until
+	}
+	return o.Layers
+}
+
+// probe reports whether the route stops short of the model's head.
+func (o *Open) probe() bool { return o.end() < o.Layers }
 
 func (o *Open) validate() error {
 	bad := func(f string, a ...any) error { return fmt.Errorf("%w: %s", ErrBadFrame, fmt.Sprintf(f, a...)) }
@@ -81,18 +101,21 @@ func (o *Open) validate() error {
 	if len(o.Route) == 0 || len(o.Route) > maxRouteHops || o.Index < 0 || o.Index >= len(o.Route) {
 		return bad("route of %d hops, index %d", len(o.Route), o.Index)
 	}
-	next := 0
+	if o.From < 0 || o.Until < 0 || o.Until > o.Layers || o.From >= o.end() {
+		return bad("probe of layers [%d,%d) of %d", o.From, o.end(), o.Layers)
+	}
+	next := o.From
 	for i, h := range o.Route {
-		if h.Start != next || h.End <= h.Start || h.End > o.Layers {
-			return bad("route hop %d runs [%d,%d): hops must chain from 0 to %d", i, h.Start, h.End, o.Layers)
+		if h.Start != next || h.End <= h.Start || h.End > o.end() {
+			return bad("route hop %d runs [%d,%d): hops must chain from %d to %d", i, h.Start, h.End, o.From, o.end())
 		}
 		next = h.End
 		if len(h.Addrs) > 32 {
 			return bad("route hop %d has %d addresses", i, len(h.Addrs))
 		}
 	}
-	if next != o.Layers {
-		return bad("route ends at layer %d of %d", next, o.Layers)
+	if next != o.end() {
+		return bad("route ends at layer %d, not %d", next, o.end())
 	}
 	if o.DType != DTypeF16 && o.DType != DTypeF32 {
 		return bad("dtype %q (f16 or f32)", o.DType)
@@ -125,6 +148,14 @@ const (
 	CodeInternal    = "internal"     // the engine failed
 	CodeContextFull = "context_full" // the session's KV cache is full: the answer ends here
 	CodeHung        = "hung"         // the originator saw no progress and the peer did not answer a ping
+	// CodeBadInput: the hidden states a hop received hold NaN, infinities or
+	// absurd magnitudes (see MaxActivation); the error names the hop that
+	// sent them (the upstream hop), not the one that refused them.
+	CodeBadInput = "bad_input"
+	// CodeBadOutput: a result that came back from the next hop failed the
+	// checks (a token outside the vocabulary, logits or hidden states of the
+	// wrong count or with bad numbers); the error names the next hop.
+	CodeBadOutput = "bad_output"
 )
 
 // Step carries one batch of positions through the chain.
@@ -196,6 +227,15 @@ const (
 	// limitResult: a result with a full vocabulary of logits and 64 hop timings.
 	limitResult = 1 + 17 + 4*maxVocab + 1 + 8*maxRouteHops
 )
+
+// resultLimit bounds the result of a step of n positions in a session
+// opened with open: a probe's carries n hidden states.
+func resultLimit(open *Open, n int) uint64 {
+	if open.probe() {
+		return uint64(1+17+1+8*maxRouteHops) + 4*uint64(n)*uint64(open.Hidden)
+	}
+	return limitResult
+}
 
 // limitStep bounds a step or replay frame of a model with the given
 // hidden size.
@@ -383,7 +423,7 @@ func DecodeResult(body []byte) (*Result, error) {
 	}
 	r := &Result{Session: binary.LittleEndian.Uint64(body), Token: int32(binary.LittleEndian.Uint32(body[8:]))}
 	nl := int(binary.LittleEndian.Uint32(body[12:]))
-	if nl < 0 || nl > maxVocab || len(body) < 16+4*nl+1 {
+	if nl < 0 || nl > maxFrame/4 || len(body) < 16+4*nl+1 {
 		return nil, fmt.Errorf("%w: result with %d logits in %d bytes", ErrBadFrame, nl, len(body))
 	}
 	if nl > 0 {

@@ -28,6 +28,17 @@ type pipeTrace struct {
 	CostMS   float64   `json:"cost_ms"`
 	Replay   int       `json:"replay_tokens"`
 	Standby  bool      `json:"standby"`
+	Proven   bool      `json:"proven"`
+	Evidence string    `json:"evidence"`
+	Suspects []string  `json:"suspects"`
+}
+
+// blame says how a failure is known.
+func blame(proven bool, evidence string, suspects []string) string {
+	if proven {
+		return "proven: " + evidence
+	}
+	return fmt.Sprintf("not proven: %s; %d suspects avoided", evidence, len(suspects))
 }
 
 type pipeResult struct {
@@ -46,9 +57,11 @@ type pipeResult struct {
 		ReplayMS     float64 `json:"replay_ms"`
 		CostMS       float64 `json:"cost_ms"`
 	} `json:"reroutes"`
-	TTFTMS    float64 `json:"ttft_ms"`
-	DecodeTPS float64 `json:"decode_tok_s"`
-	TotalMS   float64 `json:"total_ms"`
+	TTFTMS      float64 `json:"ttft_ms"`
+	DecodeTPS   float64 `json:"decode_tok_s"`
+	TotalMS     float64 `json:"total_ms"`
+	SpotChecked int     `json:"spot_checked"`
+	Mismatches  int     `json:"mismatches"`
 }
 
 func routeString(hops []pipeHop) string {
@@ -69,9 +82,18 @@ func tracePipelineEvent(e *env, raw json.RawMessage) {
 		fmt.Fprintf(e.stderr, "route      %s\n", routeString(ev.Route))
 	case "standby":
 		fmt.Fprintf(e.stderr, "standby    %s (kept warm)\n", routeString(ev.Route))
+	case "spot_check":
+		if len(ev.Route) == 0 {
+			fmt.Fprintf(e.stderr, "spot-check %s\n", ev.Reason)
+			return
+		}
+		fmt.Fprintf(e.stderr, "spot-check %s (every step compared)\n", routeString(ev.Route))
+	case "mismatch", "accusation":
+		fmt.Fprintf(e.stderr, "%-10s at token %d: %s (layers [%d,%d)), %s: %s\n", ev.Kind, ev.AtToken, shortID(ev.Failed),
+			ev.Layers[0], ev.Layers[1], blame(ev.Proven, ev.Evidence, ev.Suspects), ev.Reason)
 	case "reroute":
-		fmt.Fprintf(e.stderr, "reroute    at token %d: %s (layers [%d,%d)) failed: %s\n", ev.AtToken, shortID(ev.Failed),
-			ev.Layers[0], ev.Layers[1], ev.Reason)
+		fmt.Fprintf(e.stderr, "reroute    at token %d: %s (layers [%d,%d)) failed (%s): %s\n", ev.AtToken, shortID(ev.Failed),
+			ev.Layers[0], ev.Layers[1], blame(ev.Proven, ev.Evidence, ev.Suspects), ev.Reason)
 		if ev.Standby {
 			fmt.Fprintf(e.stderr, "           detected after %s; the warm standby %s took over in %s\n", msDur(ev.DetectMS),
 				routeString(ev.Route), msDur(ev.ReplayMS))
@@ -98,6 +120,9 @@ func pipelineFooter(e *env, res *client.QueryResult, trace bool) error {
 	for _, r := range p.Reroutes {
 		s += fmt.Sprintf("; re-routed at token %d around %s (layers [%d,%d)): detected after %s, replay %s", r.AtToken,
 			shortID(r.Failed), r.Layers[0], r.Layers[1], msDur(r.DetectMS), msDur(r.ReplayMS))
+	}
+	if p.SpotChecked > 0 || p.Mismatches > 0 {
+		s += fmt.Sprintf("; %d steps spot-checked on a second route, %d mismatches", p.SpotChecked, p.Mismatches)
 	}
 	fmt.Fprintln(e.stderr, s)
 	return nil

@@ -1,0 +1,394 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// SpotCheck sets how real traffic is checked. A checked generation runs
+// every step on a second route over other peers too (the warm-standby
+// machinery: same batch shapes, and it takes over if the primary fails),
+// both return logits, the originator samples, and each step's logits must
+// agree within Tolerance. On a mismatch the originator finds the liar with
+// evidence, not a vote: it runs the history through both routes layer
+// range by layer range, each hop a probe it opens itself on the same
+// input, and where two hops disagree its own copy of the layers
+// (Originator.Local) or the Referee decides. A proven liar is left out and
+// recorded in Trust; when nothing decides, the generation avoids both
+// disagreeing hops and bans nobody. Either way it goes on from a route
+// without them, by a replay.
+type SpotCheck struct {
+	// Probability that a generation is checked (default 0.1; negative:
+	// none). A route through a peer Trust has not proven is always checked.
+	Probability float64 `json:"probability,omitempty"`
+	// Tolerance is how far two results may differ, relative to the
+	// largest value of each position (default 1e-3). Routes that send f16
+	// hidden states and cut the model at other layers round at other
+	// places: their logits are compared within max(Tolerance, 5e-2)
+	// (two honest routes of the synthetic q8_0 models differed by up to
+	// 1.9e-2), which lets small lies through; f32 routes (the default)
+	// agree bit for bit.
+	Tolerance float64 `json:"tolerance,omitempty"`
+}
+
+// f16Tolerance is the least tolerance between f16 routes cut at other
+// layers.
+const f16Tolerance = 5e-2
+
+const (
+	defaultSpotCheck = 0.1
+	defaultTolerance = 1e-3
+	// maxChecks bounds the check routes one generation opens.
+	maxChecks = 4
+)
+
+func (s SpotCheck) probability() float64 {
+	if s.Probability == 0 {
+		return defaultSpotCheck
+	}
+	return s.Probability
+}
+
+func (s SpotCheck) tolerance() float64 {
+	if s.Tolerance <= 0 {
+		return defaultTolerance
+	}
+	return s.Tolerance
+}
+
+// drawCheck decides whether a generation starting on hops is checked.
+func (g *generation) drawCheck(hops []Hop) bool {
+	p := g.o.SpotCheck.probability()
+	return g.anyNew(hops) || p > 0 && rand.Float64() < p
+}
+
+// anyNew reports whether hops go through a peer Trust has not proven.
+func (g *generation) anyNew(hops []Hop) bool {
+	if g.o.Trust == nil {
+		return false
+	}
+	for _, h := range hops {
+		if id, err := peer.Decode(h.Peer); err == nil && id != g.o.Host.ID() && !g.o.Trust.Proven(id) {
+			return true
+		}
+	}
+	return false
+}
+
+// agree reports whether two results agree within tol, relative to the
+// largest magnitude (at least 1) of each row of n values (a position's
+// hidden state; n 0: one row, the logits), and the largest difference
+// found, so relative.
+func agree(a, b []float32, n int, tol float64) (bool, float64) {
+	if n <= 0 {
+		n = max(len(a), 1)
+	}
+	if len(a) != len(b) || len(a)%n != 0 {
+		return false, math.Inf(1)
+	}
+	worst := 0.0
+	for off := 0; off < len(a); off += n {
+		scale, diff := 1.0, 0.0
+		for i := off; i < off+n; i++ {
+			scale = max(scale, math.Abs(float64(a[i])))
+			diff = max(diff, math.Abs(float64(a[i])-float64(b[i])))
+		}
+		worst = max(worst, diff/scale)
+	}
+	return worst <= tol, worst
+}
+
+// confirm compares the result of step k with the check route's, waiting
+// for it. On a mismatch it settles who lied and returns the step's result
+// from a route without the liar. When the check route itself fails, the
+// check goes on on a new one, if there is one.
+func (g *generation) confirm(ctx context.Context, k int, res *Result, input []int32) (*Result, error) {
+	if len(res.Logits) == 0 { // not a checked route's result: nothing to compare (not reached)
+		g.closeShadow()
+		return res, nil
+	}
+	for g.sb != nil && g.sb.check {
+		s := g.sb
+		var sres *Result
+		err := g.watched(ctx, s.hops, g.expect(input, nil), func(ctx context.Context) (err error) {
+			sres, err = s.result(ctx, k)
+			return err
+		})
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err != nil {
+			g.o.log().Info("pipeline: the spot-check route failed; checking on another", "err", err)
+			g.closeShadow()
+			var se *StageError
+			if errors.As(err, &se) && se.Evidence != "" && se.Evidence != EvidenceStall {
+				g.apply(&fault{peer: se.Peer, layers: se.Layers, reason: se.Err.Error(), evidence: se.Evidence, proven: true,
+					output: se.Evidence == EvidenceCheck})
+			}
+			g.sb = g.startStandby(ctx, true)
+			continue
+		}
+		tol := g.o.SpotCheck.tolerance()
+		if g.req.DType == DTypeF16 && !sameCuts(g.hops, s.hops) {
+			tol = max(tol, f16Tolerance)
+		}
+		ok, diff := agree(res.Logits, sres.Logits, len(res.Logits), tol)
+		if ok {
+			g.res.SpotChecked++
+			g.res.SpotMaxDiff = max(g.res.SpotMaxDiff, diff)
+			for _, h := range append(slices.Clone(g.hops), s.hops...) {
+				g.passed[h] = true
+			}
+			return res, nil
+		}
+		g.res.Mismatches++
+		if res, err = g.mismatch(ctx, k, diff, tol, input); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// mismatch settles a disagreement between the primary and the check route
+// at step k, and returns the step's result from a route without the liar
+// (or, undecided, without either disagreeing hop where others cover their
+// layers).
+func (g *generation) mismatch(ctx context.Context, k int, diff, tol float64, input []int32) (*Result, error) {
+	a, b := g.hops, g.sb.hops
+	// The probes open sessions on these peers from this one: end the
+	// routes' first (a peer's share of a stage's sessions is small).
+	g.chain.st.Reset()
+	g.chain = nil
+	g.closeShadow()
+	g.o.log().Warn("pipeline: spot-check mismatch; finding the liar", "at_token", k, "diff", diff, "route", a, "check_route", b)
+	liars, suspects, where := g.bisect(ctx, a, b)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var f *fault
+	if len(liars) > 0 {
+		f = liars[0]
+		for _, l := range liars[1:] {
+			g.apply(l)
+		}
+	} else {
+		f = &fault{code: "mismatch", layers: where, evidence: EvidenceUndecided, suspects: suspects,
+			reason: fmt.Sprintf("two routes disagree at token %d (by %.3g, tolerance %g) and nothing here shows which lied", k, diff, tol)}
+	}
+	g.trace(TraceEvent{Kind: "mismatch", AtToken: k, Failed: f.peer, Layers: f.layers, Reason: f.reason, Proven: f.proven,
+		Evidence: f.evidence, Suspects: f.suspects})
+	c, res, err := g.recover(ctx, f, 0, input, a)
+	g.chain = c
+	return res, err
+}
+
+// bisect runs the history through routes a and b layer range by layer
+// range (between every cut of either), each range on both routes' hops
+// as probes from this peer on the same input, and finds the first range
+// where they disagree. It returns the proven liars, or else the suspects,
+// and the layers where the routes parted.
+func (g *generation) bisect(ctx context.Context, a, b []Hop) (liars []*fault, suspects []string, where [2]int) {
+	tokens, shapes := g.history()
+	var cuts []int
+	for _, h := range append(slices.Clone(a), b...) {
+		cuts = append(cuts, h.Start, h.End)
+	}
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	self := g.o.Host.ID().String()
+	var hidden []float32
+	for i := 0; i+1 < len(cuts); i++ {
+		lo, hi := cuts[i], cuts[i+1]
+		ha, hb := covering(a, lo, hi), covering(b, lo, hi)
+		oa, errA := g.probe(ctx, ha, tokens, hidden, shapes)
+		ob, errB := g.probe(ctx, hb, tokens, hidden, shapes)
+		if ctx.Err() != nil {
+			return nil, nil, [2]int{lo, hi}
+		}
+		for _, p := range []struct {
+			h   Hop
+			err error
+		}{{ha, errA}, {hb, errB}} {
+			if lf := badNumbers(p.h, p.err); lf != nil && p.h.Peer != self {
+				liars = append(liars, lf)
+			}
+		}
+		if len(liars) > 0 {
+			return liars, nil, [2]int{lo, hi}
+		}
+		if errA != nil || errB != nil {
+			// No proof either way: every hop from here on is suspect.
+			g.o.log().Info("pipeline: a spot-check probe failed", "layers", [2]int{lo, hi}, "err", errors.Join(errA, errB))
+			return nil, remotePeers(from(append(slices.Clone(a), b...), lo), self), [2]int{lo, hi}
+		}
+		if ok, _ := agree(oa, ob, rowLen(hi, g.ref), g.o.SpotCheck.tolerance()); ok {
+			hidden = oa
+			continue
+		}
+		liars, suspects = g.referee(ctx, ha, hb, tokens, hidden, shapes, oa, ob)
+		return liars, suspects, [2]int{lo, hi}
+	}
+	// Every range agreed when probed although the routes disagreed: a hop
+	// lies on real traffic only, and nothing here shows which.
+	return nil, remotePeers(append(slices.Clone(a), b...), self), [2]int{}
+}
+
+// referee settles two hops that computed layers [lo,hi) differently from
+// the same input: this peer's own copy of the layers, or else the
+// Referee, finds the liar(s); with neither, both are suspects.
+func (g *generation) referee(ctx context.Context, ha, hb Hop, tokens []int32, hidden []float32, shapes []int, oa, ob []float32) ([]*fault, []string) {
+	self := g.o.Host.ID().String()
+	lo, hi := ha.Start, ha.End
+	var liars []*fault
+	if g.o.Local != nil && g.o.Local.find(g.ref.CID, lo, hi) != nil {
+		ref, err := g.probe(ctx, Hop{Peer: self, Start: lo, End: hi}, tokens, hidden, shapes)
+		if err == nil {
+			for _, p := range []struct {
+				h   Hop
+				out []float32
+			}{{ha, oa}, {hb, ob}} {
+				if ok, diff := agree(ref, p.out, rowLen(hi, g.ref), g.o.SpotCheck.tolerance()); !ok && p.h.Peer != self {
+					liars = append(liars, &fault{peer: p.h.Peer, layers: [2]int{lo, hi}, code: "mismatch", evidence: EvidenceLocal,
+						proven: true, output: true, reason: fmt.Sprintf("spot-check: its layers [%d,%d) differ from this peer's own copy by %.3g", lo, hi, diff)})
+				}
+			}
+			if len(liars) > 0 {
+				return liars, nil
+			}
+		} else {
+			g.o.log().Info("pipeline: this peer could not referee a spot-check", "layers", [2]int{lo, hi}, "err", err)
+		}
+	}
+	if g.o.Referee != nil {
+		for _, h := range []Hop{ha, hb} {
+			id, err := peer.Decode(h.Peer)
+			if err != nil || h.Peer == self {
+				continue
+			}
+			err = g.o.Referee(ctx, id, swarm.Claim{Model: g.ref.CID, Start: lo, End: hi})
+			if errors.Is(err, ErrCheckFailed) {
+				liars = append(liars, &fault{peer: h.Peer, layers: [2]int{lo, hi}, code: "mismatch", evidence: EvidenceReferee,
+					proven: true, output: true, recorded: true, reason: "spot-check: the referee found it lying: " + err.Error()})
+			}
+		}
+		if len(liars) > 0 {
+			return liars, nil
+		}
+	}
+	return nil, remotePeers([]Hop{ha, hb}, self)
+}
+
+// walk runs the history through hops one hop at a time, each a probe
+// from this peer fed the previous probe's output, and checks every output
+// here: the first hop whose output holds bad numbers is proven to lie.
+// nil: none did, or a probe failed otherwise (no proof either way).
+func (g *generation) walk(ctx context.Context, hops []Hop) *fault {
+	tokens, shapes := g.history()
+	var hidden []float32
+	for _, h := range hops {
+		out, err := g.probe(ctx, h, tokens, hidden, shapes)
+		if err != nil {
+			if lf := badNumbers(h, err); lf != nil && h.Peer != g.o.Host.ID().String() {
+				return lf
+			}
+			return nil
+		}
+		hidden = out
+	}
+	return nil
+}
+
+// badNumbers is the fault a probe's error proves, if it proves one: bad
+// numbers from the probed hop itself, on this peer's own stream.
+func badNumbers(h Hop, err error) *fault {
+	var se *StageError
+	if !errors.As(err, &se) || se.Evidence != EvidenceCheck {
+		return nil
+	}
+	return &fault{peer: h.Peer, layers: [2]int{h.Start, h.End}, code: CodeBadOutput, evidence: EvidenceCheck, proven: true, output: true,
+		reason: "its output to this peer's own probe: " + se.Err.Error()}
+}
+
+// probe runs the history through layers [h.Start,h.End) on h.Peer alone,
+// opened by this peer: tokens as input at layer 0, else hidden (f32, every
+// position). It returns every position's hidden states, or the last
+// position's logits when h ends at the model's last layer. The output is
+// checked for bad numbers (a StageError with EvidenceCheck).
+func (g *generation) probe(ctx context.Context, h Hop, tokens []int32, hidden []float32, shapes []int) ([]float32, error) {
+	open := Open{Session: rand.Uint64() | 1, Model: g.ref.CID, Layers: g.ref.Layers, Hidden: g.ref.Hidden, DType: DTypeF32,
+		Sampling: g.req.Sampling, Logits: true, From: h.Start,
+		Route: []RouteHop{{Peer: h.Peer, Start: h.Start, End: h.End}}}
+	if h.End < g.ref.Layers {
+		open.Until = h.End
+	}
+	if h.Start == 0 {
+		hidden = nil
+	}
+	var out []float32
+	err := g.watched(ctx, []Hop{h}, g.expect(tokens, shapes), func(ctx context.Context) error {
+		c, err := g.o.openChain(ctx, open)
+		if err != nil {
+			return err
+		}
+		defer c.close()
+		c.vocab = g.tok.VocabSize()
+		res, _, err := c.stepHidden(ctx, tokens, hidden, shapes)
+		if err != nil {
+			return err
+		}
+		out = res.Logits
+		return nil
+	})
+	return out, err
+}
+
+// sameCuts reports whether two routes cut the model at the same layers.
+func sameCuts(a, b []Hop) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Start != b[i].Start || a[i].End != b[i].End {
+			return false
+		}
+	}
+	return true
+}
+
+// covering is the part [lo,hi) of the hop of route that holds it.
+func covering(route []Hop, lo, hi int) Hop {
+	for _, h := range route {
+		if h.Start <= lo && hi <= h.End {
+			return Hop{Peer: h.Peer, Start: lo, End: hi}
+		}
+	}
+	return Hop{Start: lo, End: hi} // routes chain over every layer: not reached
+}
+
+// from is the hops of route that run layers at or after lo.
+func from(route []Hop, lo int) []Hop {
+	var out []Hop
+	for _, h := range route {
+		if h.End > lo {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// rowLen is the values per row of a probe's output ending at layer hi: a
+// hidden state, or the logits.
+func rowLen(hi int, ref ModelRef) int {
+	if hi < ref.Layers {
+		return ref.Hidden
+	}
+	return 0 // the logits: one row, whatever their count
+}

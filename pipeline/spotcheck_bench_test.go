@@ -1,0 +1,104 @@
+package pipeline
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkSpotCheck measures what a spot-checked generation costs on the
+// 0.6b shape (q8_0) against the same generation unchecked: two routes of
+// two one-thread stages ([0,14) and [14,28)), 64 tokens. Checked, the
+// second route runs every step at the same time as the first, both return
+// logits (152k floats a step) and the originator samples and compares them.
+// Each iteration runs one unchecked and one checked generation, in
+// alternating order, so that a shared machine's load falls on both alike.
+// Every stage runs in this process, so its CPU time is the swarm's compute.
+// It reports the medians of wall time, decode tok/s, time to first token
+// and CPU time of each, and what that makes at the default probability.
+// The "other-cuts" runs cut the second route at layer 10, and report the
+// largest difference between the routes' agreeing logits.
+// go test -run XXX -bench SpotCheck -benchtime 5x ./pipeline
+func BenchmarkSpotCheck(b *testing.B) {
+	const n = 64
+	full, cid := modelOf(b, "qwen3", "0.6b", "q8_0")
+	setup := func(b *testing.B, cut int) *Originator {
+		origin := newStagePeer(b)
+		var peers []*stagePeer
+		for i, c := range []int{14, cut} {
+			s1, s2 := newStagePeer(b), newStagePeer(b)
+			s1.serveFile(b, full, cid, 0, c)
+			s2.serveFile(b, full, cid, c, 28)
+			for _, s := range []*stagePeer{s1, s2} {
+				s.srv.Local()[0].MsPerLayer = float64(1 + i) // the first route is the primary
+			}
+			peers = append(peers, s1, s2)
+		}
+		return originatorForFile(b, full, origin, peers...)
+	}
+	type run struct{ wall, tps, ttft, cpu, diff []float64 }
+	generate := func(b *testing.B, o *Originator, p float64, dtype string, r *run) {
+		o.SpotCheck.Probability = p
+		think := false
+		c0, t0 := cpuTime(), time.Now()
+		res, err := o.Generate(context.Background(), Request{Messages: question, Think: &think, MaxTokens: n,
+			Sampling: greedy, DType: dtype})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Reroutes) != 0 || p > 0 && res.SpotChecked != len(res.Tokens) {
+			b.Fatalf("%d of %d steps checked, re-routes %+v", res.SpotChecked, len(res.Tokens), res.Reroutes)
+		}
+		r.wall = append(r.wall, msSince(t0))
+		r.cpu = append(r.cpu, ms(cpuTime()-c0))
+		r.tps = append(r.tps, res.DecodeTPS)
+		r.ttft = append(r.ttft, res.TTFTMS)
+		r.diff = append(r.diff, res.SpotMaxDiff)
+	}
+	b.Run("off-vs-on", func(b *testing.B) {
+		o := setup(b, 14)
+		var off, on run
+		i := 0
+		for b.Loop() {
+			if i%2 == 0 {
+				generate(b, o, -1, DTypeF32, &off)
+				generate(b, o, 1, DTypeF32, &on)
+			} else {
+				generate(b, o, 1, DTypeF32, &on)
+				generate(b, o, -1, DTypeF32, &off)
+			}
+			i++
+		}
+		for _, m := range []struct {
+			unit    string
+			off, on []float64
+		}{{"wall_ms", off.wall, on.wall}, {"decode_tok/s", off.tps, on.tps}, {"ttft_ms", off.ttft, on.ttft}, {"cpu_ms", off.cpu, on.cpu}} {
+			b.ReportMetric(pct50(m.off), "off_"+m.unit)
+			b.ReportMetric(pct50(m.on), "on_"+m.unit)
+		}
+		// At the default probability, one generation in ten pays the difference.
+		b.ReportMetric(defaultSpotCheck*(pct50(on.cpu)/pct50(off.cpu)-1)*100, "extra_cpu_%_at_default")
+		b.ReportMetric(defaultSpotCheck*(pct50(on.wall)/pct50(off.wall)-1)*100, "extra_wall_%_at_default")
+	})
+	for _, dtype := range []string{DTypeF32, DTypeF16} {
+		b.Run("other-cuts/"+dtype, func(b *testing.B) {
+			o := setup(b, 10)
+			var on run
+			for b.Loop() {
+				generate(b, o, 1, dtype, &on)
+			}
+			b.ReportMetric(pct50(on.wall), "wall_ms")
+			b.ReportMetric(slicesMax(on.diff), "max_diff")
+		})
+	}
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
