@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -33,7 +34,11 @@ type checkState struct {
 	ledger  *swarm.Trust
 	path    string
 
-	save   chan struct{} // a ban to write at once
+	save chan struct{} // a ban to write at once
+	// asked is set once this peer originates an MoA query: only then are
+	// role peers vetted in the background (a peer that only serves never
+	// pays for reference copies of every role model it hears of).
+	asked  atomic.Bool
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed bool
@@ -86,7 +91,11 @@ func (n *Node) wireChecks(ctx context.Context) {
 	cs := n.checks
 	n.originator.Trust, n.pipeOrig.Trust = cs.ledger, cs.ledger
 	if cs.checker != nil {
-		n.originator.Vet, n.pipeOrig.Vet = cs.checker.Vet, cs.checker.Vet
+		n.originator.Vet = func(ctx context.Context, id peer.ID, c swarm.Claim) error {
+			cs.asked.Store(true)
+			return cs.checker.Vet(ctx, id, c)
+		}
+		n.pipeOrig.Vet = cs.checker.Vet
 		n.pipeOrig.Referee = cs.referee
 	}
 	bg, cancel := context.WithCancel(ctx)
@@ -180,8 +189,10 @@ func (cs *checkState) close() error {
 }
 
 // vetRoles challenges, in the background and one at a time, the live role
-// peers this peer has not verified: an honest newcomer earns its weight
-// without waiting to be asked, a liar is banned before it is. Each peer
+// peers this peer has not verified, once this peer has originated an MoA
+// query (a peer that only serves does not fetch reference copies of every
+// role model): an honest newcomer earns its weight without waiting to be
+// asked, a liar is banned before it is. Each peer
 // and model is tried at most once per roleVetEvery.
 func (n *Node) vetRoles(ctx context.Context) {
 	tried := map[peer.ID]map[string]time.Time{}
@@ -192,6 +203,10 @@ func (n *Node) vetRoles(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if !n.checks.asked.Load() {
+			t.Reset(roleVetPeriod)
+			continue
 		}
 		now := time.Now()
 		for _, p := range n.swarm.View().Peers() {

@@ -3,9 +3,12 @@ package pipeline
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -107,7 +110,7 @@ func (l *liar) handle(st network.Stream) {
 		return
 	}
 	for {
-		typ, body, err := readFrame(r, limitStep(open.Hidden))
+		typ, body, err := readFrame(r, limitStep(open.Hidden, 0))
 		if err != nil {
 			if down != nil {
 				down.Reset()
@@ -260,6 +263,7 @@ func TestBadNumbersProven(t *testing.T) {
 			l.from, l.hidden, l.result = 3, tc.hidden, tc.result
 			o := originatorForFile(t, full, origin, append(honest, l.stagePeer)...)
 			o.Trust = swarm.NewTrust()
+			slowDown(o, cid, tc.layers, honest...) // so the route takes the liar's hop
 			if tc.proven {
 				for _, p := range append(honest, l.stagePeer) {
 					o.Trust.Pass(p.h.ID(), swarm.Claim{Model: cid, Start: 0, End: 8})
@@ -548,5 +552,65 @@ func refereeFor(t *testing.T, o *Originator, full string) func(context.Context, 
 			return fmt.Errorf("%w: layers [%d,%d) off by %.3g", ErrCheckFailed, c.Start, c.End, diff)
 		}
 		return nil
+	}
+}
+
+// slowDown makes the originator's ledger hold the peers serving exactly
+// layers as measured slow (50 ms a layer), so that routes prefer an
+// unmeasured peer (priced at DefaultMsPerLayer) over them: a test's liar.
+func slowDown(o *Originator, model string, layers [2]int, peers ...*stagePeer) {
+	for _, p := range peers {
+		for _, sh := range p.srv.Shards() {
+			if sh.Start == layers[0] && sh.End == layers[1] {
+				o.Trust.Measure(p.h.ID(), swarm.MsPerLayerKey(model), 50)
+			}
+		}
+	}
+}
+
+// TestStepFrameBoundedByContext: a peer declaring a step frame larger than
+// the session's context could hold is cut off before the stage reads (or
+// allocates) any of it.
+func TestStepFrameBoundedByContext(t *testing.T) {
+	full, cid := modelOf(t, "qwen3", "small", "q8_0")
+	st := newStagePeer(t)
+	st.serveFile(t, full, cid, 4, 8) // context 1024
+	from := newStagePeer(t)
+	from.h.Peerstore().AddAddrs(st.h.ID(), st.h.Addrs(), time.Hour)
+	s, err := from.h.NewStream(t.Context(), st.h.ID(), ProtocolID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Reset()
+	o := Open{Session: 7, Model: cid, Layers: 8, Hidden: 256, DType: DTypeF32, Index: 1,
+		Route: []RouteHop{{Peer: from.h.ID().String(), Start: 0, End: 4}, {Peer: st.h.ID().String(), Start: 4, End: 8}}}
+	if err := writeJSON(s, frameOpen, &o); err != nil {
+		t.Fatal(err)
+	}
+	r := newReader(s)
+	if typ, body, err := readFrame(r, limitJSON); err != nil || typ != frameOpened {
+		t.Fatalf("open: %d %s %v", typ, body, err)
+	}
+	limit := limitStep(256, 1024)
+	if limit >= limitStep(256, 0) {
+		t.Fatalf("the context does not bound a step: %d vs %d", limit, limitStep(256, 0))
+	}
+	var hdr [binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(hdr[:], limit+1)
+	if _, err := s.Write(append(hdr[:n], frameStep)); err != nil {
+		t.Fatal(err)
+	}
+	s.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := r.ReadByte(); err == nil {
+		t.Fatal("the stage answered a step frame longer than its context allows")
+	} else if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the stage waits for a frame longer than its context allows")
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if active, _ := st.srv.Load(); active == 0 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%d sessions still open", active)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"github.com/llmswarm/llmswarm/swarm"
 	"syscall"
 	"testing"
 	"time"
@@ -35,7 +36,13 @@ func BenchmarkSpotCheck(b *testing.B) {
 			}
 			peers = append(peers, s1, s2)
 		}
-		return originatorForFile(b, full, origin, peers...)
+		o := originatorForFile(b, full, origin, peers...)
+		o.Trust = swarm.NewTrust()
+		for i, p := range peers { // measured (the first route is the primary) and proven (checked only when asked)
+			o.Trust.Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
+			o.Trust.Pass(p.h.ID(), swarm.Claim{Model: cid, Start: 0, End: 28})
+		}
+		return o
 	}
 	type run struct{ wall, tps, ttft, cpu, diff []float64 }
 	generate := func(b *testing.B, o *Originator, p float64, dtype string, r *run) {

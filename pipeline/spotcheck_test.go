@@ -24,11 +24,14 @@ func TestSpotCheckHonestRoutes(t *testing.T) {
 			for i, r := range [][2]int{{0, 3}, {3, 8}, {0, 5}, {5, 8}} { // two routes, cut at other layers
 				p := newStagePeer(t)
 				p.serveFile(t, full, cid, r[0], r[1])
-				p.srv.Local()[0].MsPerLayer = float64(1 + i/2) // the first route is the cheapest, the other is all that is left
+				p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
 				peers = append(peers, p)
 			}
 			o := originatorForFile(t, full, origin, peers...)
 			o.Trust = swarm.NewTrust()
+			for i, p := range peers { // measured: the first route is the cheapest, the other is all that is left
+				o.Trust.Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
+			}
 			think := false
 			var checks []TraceEvent
 			req := Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, DType: dt, OnTrace: func(ev TraceEvent) {
@@ -96,6 +99,7 @@ func TestSpotCheckFindsWrongHiddenStates(t *testing.T) {
 			l.from, l.hidden = 6, wrongHidden
 			o := originatorForFile(t, full, origin, append(honest, l.stagePeer)...)
 			o.Trust = swarm.NewTrust()
+			slowDown(o, cid, [2]int{2, 6}, honest...) // the primary route takes the liar's hop
 			if judge == "referee" {
 				o.Referee = refereeFor(t, o, full)
 			}

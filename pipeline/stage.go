@@ -292,7 +292,7 @@ func (s *StageServer) serve(st stream, remote string) {
 	deadline := time.Now().Add(idle)
 	for {
 		st.SetReadDeadline(deadline)
-		typ, body, err := readFrame(ss.upR, limitStep(ss.open.Hidden))
+		typ, body, err := readFrame(ss.upR, limitStep(ss.open.Hidden, sh.Model.Options().Context))
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				s.log.Debug("stage: upstream gone", "session", ss.open.Session, "err", err)

@@ -238,9 +238,16 @@ func resultLimit(open *Open, n int) uint64 {
 }
 
 // limitStep bounds a step or replay frame of a model with the given
-// hidden size.
-func limitStep(hidden int) uint64 {
-	return uint64(1 + 4 + 4*maxBatches + 17 + 4*maxStepToks + maxStepToks*hidden*4)
+// hidden size, whose session holds at most ctx positions (0: the protocol's
+// limit): a step cannot carry more tokens than the session has room for,
+// so the frame a stage reads is bounded by the KV cache it already holds
+// for the session, not by what a peer declares.
+func limitStep(hidden, ctx int) uint64 {
+	toks := maxStepToks
+	if ctx > 0 {
+		toks = min(toks, ctx)
+	}
+	return uint64(1 + 4 + 4*toks + 17 + 4*toks + toks*hidden*4)
 }
 
 // readFrame reads one frame of at most limit bytes: its type and body. The

@@ -93,7 +93,7 @@ func FuzzReadFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r := bufio.NewReader(bytes.NewReader(in))
 		for i := 0; i < 3; i++ {
-			typ, body, err := readFrame(r, limitStep(8))
+			typ, body, err := readFrame(r, limitStep(8, 0))
 			if err != nil {
 				return
 			}
