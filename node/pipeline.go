@@ -161,6 +161,11 @@ func (n *Node) fetchShard(ctx context.Context, spec ShardSpec) {
 }
 
 func (n *Node) tryFetchShard(ctx context.Context, spec ShardSpec) error {
+	// A slice already in the store is served under the name it was stored
+	// by (an older store's slices are named by their model's file CID).
+	if se, ok := n.pipe.store.Slice(spec.CID, spec.Start, spec.End); ok {
+		return n.serveShard(ctx, se.Path, spec.CID, spec.Start, spec.End)
+	}
 	if root, ok := n.pipe.store.RootOf(spec.CID); ok {
 		spec.CID = root
 	} else if c, err := shards.ParseModelCID(spec.CID); err == nil && !shards.IsRoot(c) {

@@ -46,6 +46,8 @@ const (
 	refKeep       = 4
 	refIdle       = 3 * time.Minute
 	refFetchLimit = 5 * time.Minute
+	refResponse   = 20 * time.Second // for the source's answer (it may cut the slice first)
+	refStall      = 10 * time.Second // for the next bytes of the body
 )
 
 // Layer implements verify.Reference.
@@ -142,6 +144,12 @@ func (r *reference) evictLocked() {
 // transfer checks what arrives before it is stored.
 func (r *reference) fetch(ctx context.Context, model string, l int) (shards.SliceEntry, error) {
 	n := r.n
+	// Only a model named by its root can be checked on arrival: a slice
+	// of a model named by a file CID could be anything, and a poisoned
+	// reference would make honest peers fail.
+	if c, err := shards.ParseModelCID(model); err != nil || !shards.IsRoot(c) {
+		return shards.SliceEntry{}, fmt.Errorf("%s is not a model root: no reference is fetched for it", model)
+	}
 	sources := r.sources(ctx, model, l)
 	if len(sources) == 0 {
 		return shards.SliceEntry{}, fmt.Errorf("no peer to fetch layer %d of %s from", l, model)
@@ -149,7 +157,10 @@ func (r *reference) fetch(ctx context.Context, model string, l int) (shards.Slic
 	var errs []error
 	for _, id := range sources {
 		fctx, cancel := context.WithTimeout(ctx, refFetchLimit)
-		se, err := shards.Fetch(fctx, n.host, id, n.pipe.store, model, l, l+1, shards.WithFetchLogger(n.log))
+		// A source that stalls is dropped quickly for the next one; what it
+		// sent is not kept (reference fetches are not resumed).
+		se, err := shards.Fetch(fctx, n.host, id, n.pipe.store, model, l, l+1, shards.WithFetchLogger(n.log),
+			shards.WithFetchTimeouts(refResponse, refStall), shards.WithoutResume())
 		cancel()
 		if err == nil {
 			n.log.Info("trust: reference layer fetched", "model", model, "layer", l, "from", id, "bytes", se.Size)

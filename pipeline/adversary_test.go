@@ -440,7 +440,7 @@ func TestOnePeerCannotTakeAStage(t *testing.T) {
 		}
 		return typ, string(body)
 	}
-	st.srv.BorrowedIdle = time.Second
+	st.srv.BorrowedIdle, st.srv.IdleTimeout = time.Second, 2*time.Second
 	// The stage is quiet: the greedy peer gets its share and borrows the
 	// free slots beyond it.
 	for i := range 4 {

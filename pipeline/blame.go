@@ -189,7 +189,7 @@ func (g *generation) apply(f *fault) {
 // without hard (nil: none), avoiding the suspects as far as other peers
 // cover their layers: where only suspects hold some layers, those
 // suspected least often are used again first.
-func (g *generation) plan(hard map[string]bool) ([]Hop, error) {
+func (g *generation) plan(ctx context.Context, hard map[string]bool) ([]Hop, error) {
 	avoid := maps.Clone(g.avoid)
 	for {
 		ex := maps.Clone(g.failed)
@@ -200,7 +200,7 @@ func (g *generation) plan(hard map[string]bool) ([]Hop, error) {
 		for p := range avoid {
 			ex[p] = far
 		}
-		hops, err := g.o.plan(g.ref, g.holders, ex)
+		hops, err := g.o.planCtx(ctx, g.ref, g.holders, ex)
 		if err == nil || len(avoid) == 0 {
 			return hops, err
 		}

@@ -47,7 +47,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 	if g.check = g.drawCheck(hops); g.check {
 		// Checked routes return logits, which is worth it only with a
 		// second route to compare them with.
-		_, g.check = g.secondRoute()
+		_, g.check = g.secondRoute(ctx)
 	}
 	defer func() {
 		if g.chain != nil {
@@ -364,7 +364,7 @@ func (g *generation) replan(ctx context.Context) ([]Hop, error) {
 		if _, hs, err := g.o.Resolve(g.ref.CID); err == nil {
 			g.holders = hs
 		}
-		hops, err := g.plan(nil)
+		hops, err := g.plan(ctx, nil)
 		if err == nil || time.Now().After(deadline) {
 			return hops, err
 		}

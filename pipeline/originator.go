@@ -64,7 +64,7 @@ type Originator struct {
 	// it out and the route is planned again without it. Several peers are
 	// vetted at once. nil: no vetting.
 	Vet func(ctx context.Context, id peer.ID, c swarm.Claim) error
-	// VetTimeout bounds the vetting of one route's peers (default 2 min).
+	// VetTimeout bounds the vetting of one plan's peers (default 30 s).
 	VetTimeout time.Duration
 	// Referee settles a spot-check between two disagreeing hops whose
 	// layers this peer does not hold itself: nil means id computed claim c

@@ -280,6 +280,11 @@ func (s *StageServer) serve(st stream, remote string) {
 	if idle <= 0 {
 		idle = defaultIdle
 	}
+	// Only a completed step keeps the session: a peer sending refused
+	// frames, or nothing, loses its slot when the deadline passes. A
+	// borrowed session waits the full idle time for its first step (the
+	// prompt may take long on the hops before it), then must keep working.
+	deadline := time.Now().Add(idle)
 	if borrowed {
 		b := s.BorrowedIdle
 		if b <= 0 {
@@ -287,9 +292,6 @@ func (s *StageServer) serve(st stream, remote string) {
 		}
 		idle = min(idle, b)
 	}
-	// Only a completed step keeps the session: a peer sending refused
-	// frames, or nothing, loses its slot when the deadline passes.
-	deadline := time.Now().Add(idle)
 	for {
 		st.SetReadDeadline(deadline)
 		typ, body, err := readFrame(ss.upR, limitStep(ss.open.Hidden, sh.Model.Options().Context))

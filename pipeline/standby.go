@@ -62,7 +62,7 @@ func (g *generation) startStandby(ctx context.Context, history bool) *standby {
 		}
 		g.checks++
 	}
-	hops, ok := g.secondRoute()
+	hops, ok := g.secondRoute(ctx)
 	if !ok {
 		return nil
 	}
@@ -89,12 +89,12 @@ func (g *generation) startStandby(ctx context.Context, history bool) *standby {
 // secondRoute plans a route over peers the current one does not use
 // (this peer's own stages aside). A checked generation with none says so
 // in the trace.
-func (g *generation) secondRoute() ([]Hop, bool) {
+func (g *generation) secondRoute(ctx context.Context) ([]Hop, bool) {
 	avoid := map[string]bool{}
 	for _, p := range remotePeers(g.hops, g.o.Host.ID().String()) {
 		avoid[p] = true
 	}
-	hops, err := g.plan(avoid)
+	hops, err := g.plan(ctx, avoid)
 	if err != nil || sharesPeer(hops, avoid) {
 		if g.check {
 			g.trace(TraceEvent{Kind: "spot_check", AtToken: len(g.res.Tokens), Reason: "no second route over other peers: not checked"})

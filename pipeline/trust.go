@@ -30,7 +30,7 @@ func (o *Originator) vetTimeout() time.Duration {
 	if o.VetTimeout > 0 {
 		return o.VetTimeout
 	}
-	return 2 * time.Minute
+	return 30 * time.Second
 }
 
 // msPerLayer is what a layer of model on peer id is priced at: what this
@@ -73,11 +73,19 @@ func (o *Originator) routeHolders(ref ModelRef, holders []swarm.ShardHolder) []H
 // that have no verified claim yet (all at once); a peer that does not pass
 // is left out and the route planned again, until a route's peers all pass
 // or no route is left.
+//
+// All the vetting of one plan shares VetTimeout (default 30 s): peers
+// that do not answer their challenge in time are left out like those that
+// fail it (without a ban: they may be slow), so identities that accept a
+// challenge and never answer cost a query at most that long. When it is
+// spent, the route is planned over peers already verified alone.
 func (o *Originator) planCtx(ctx context.Context, ref ModelRef, holders []swarm.ShardHolder, failed map[string]time.Time) ([]Hop, error) {
 	hs := o.routeHolders(ref, holders)
 	ex := o.excluded(failed)
 	refused := map[string]error{}
 	exclude := func(p string) bool { return refused[p] != nil || ex(p) }
+	vctx, cancel := context.WithTimeout(ctx, o.vetTimeout())
+	defer cancel()
 	for {
 		r, err := AssembleRoute(ref.Layers, hs, exclude)
 		if err != nil {
@@ -86,7 +94,11 @@ func (o *Originator) planCtx(ctx context.Context, ref ModelRef, holders []swarm.
 			}
 			return nil, err
 		}
-		bad := o.vet(ctx, ref, r.Hops, holders)
+		if vctx.Err() != nil && ctx.Err() == nil {
+			// Out of vetting time: only what is verified already.
+			return o.verifiedRoute(ref, hs, holders, exclude, refused)
+		}
+		bad := o.vet(vctx, ref, r.Hops, holders)
 		if len(bad) == 0 {
 			return r.Hops, nil
 		}
@@ -98,6 +110,35 @@ func (o *Originator) planCtx(ctx context.Context, ref ModelRef, holders []swarm.
 			return nil, fmt.Errorf("pipeline: vetting the route's peers: %w", err)
 		}
 	}
+}
+
+// verifiedRoute plans over the peers whose claims this peer has verified
+// (and this peer itself).
+func (o *Originator) verifiedRoute(ref ModelRef, hs []Holder, holders []swarm.ShardHolder, exclude func(string) bool, refused map[string]error) ([]Hop, error) {
+	self := o.Host.ID().String()
+	r, err := AssembleRoute(ref.Layers, hs, func(p string) bool {
+		if exclude(p) {
+			return true
+		}
+		if p == self || o.Vet == nil {
+			return false
+		}
+		id, err := peer.Decode(p)
+		if err != nil || o.Trust == nil {
+			return true
+		}
+		for _, h := range holders {
+			if h.Peer.ID == id && o.Trust.Verified(id, swarm.Claim{Model: ref.CID, Start: h.Shard.Start, End: h.Shard.End}) {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: the route's peers could not be checked within %s and verified peers alone do not cover the model: %w (left out: %s)",
+			o.vetTimeout(), err, reasons(refused))
+	}
+	return r.Hops, nil
 }
 
 // vet runs Vet, at once, for every peer of hops without a verified claim

@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ipfs/go-cid"
 	mh "github.com/multiformats/go-multihash"
@@ -265,8 +266,19 @@ func BuildManifest(path string) (*Manifest, []byte, cid.Cid, error) {
 	if err != nil {
 		return nil, nil, cid.Undef, &fileError{path, err}
 	}
-	m := &Manifest{Version: manifestVersion, Size: st.Size(), Meta: meta, Arch: mi.Arch, Name: mi.Name,
-		Layers: mi.Layers, Hidden: mi.Hidden, Vocab: mi.VocabSize, Quant: mi.Quant}
+	// JSON carries text: names that are not UTF-8 would not come back as
+	// the same bytes. The metadata hash covers the real ones.
+	m := &Manifest{Version: manifestVersion, Size: st.Size(), Meta: meta, Arch: strings.ToValidUTF8(mi.Arch, "?"),
+		Name: strings.ToValidUTF8(mi.Name, "?"), Layers: mi.Layers, Hidden: mi.Hidden, Vocab: mi.VocabSize,
+		Quant: strings.ToValidUTF8(mi.Quant, "?")}
+	for _, t := range g.Tensors {
+		if !utf8.ValidString(t.Name) {
+			return nil, nil, cid.Undef, &fileError{path, fmt.Errorf("tensor name %q is not UTF-8", t.Name)}
+		}
+	}
+	if len(m.Name) > 256 {
+		m.Name = strings.ToValidUTF8(m.Name[:256], "")
+	}
 	sums, fileSum, err := hashTensors(f, st.Size(), g)
 	if err != nil {
 		return nil, nil, cid.Undef, fmt.Errorf("shards: hashing %s: %w", path, err)

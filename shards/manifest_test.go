@@ -267,3 +267,33 @@ func TestSliceCarriesManifest(t *testing.T) {
 		t.Fatalf("a manifest that is not the root's adopted: %v", err)
 	}
 }
+
+// A model whose name is not UTF-8 (or is very long) still gets a manifest
+// its own store accepts.
+func TestManifestOddNames(t *testing.T) {
+	for _, name := range []string{"bad\xffname", strings.Repeat("n", 300)} {
+		tm := testModel{"qwen3", 2, 64, true, false}
+		g := tm.gguf()
+		for i, kv := range g.KVs {
+			if kv.Key == "general.name" {
+				g.KVs[i].Value = name
+			}
+		}
+		p := filepath.Join(t.TempDir(), "m.gguf")
+		var buf bytes.Buffer
+		if err := WriteGGUF(&buf, g, func(i int, w io.Writer) error {
+			_, err := w.Write(make([]byte, g.Tensors[i].Size))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(p, buf.Bytes(), 0o644)
+		_, b, root, err := BuildManifest(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := DecodeManifest(b, root); err != nil {
+			t.Fatalf("name %q: its own manifest does not decode: %v", name[:10], err)
+		}
+	}
+}

@@ -25,6 +25,13 @@ type fetchConfig struct {
 	maxSize         int64
 	responseTimeout time.Duration
 	idleTimeout     time.Duration
+	noResume        bool
+}
+
+// WithoutResume deletes what a failed fetch received instead of keeping
+// it to resume (for fetches that will not be retried).
+func WithoutResume() FetchOption {
+	return func(cfg *fetchConfig) error { cfg.noResume = true; return nil }
 }
 
 // FetchOption configures Fetch, FetchHeader and FetchModel.
@@ -135,7 +142,19 @@ func Fetch(ctx context.Context, h host.Host, p peer.ID, st *Store, modelCID stri
 	}
 	dst := filepath.Join(st.dir, name)
 	req := transferRequest{Op: OpSlice, Model: modelCID, From: a, To: b}
+	if man != nil {
+		// The manifest bounds the file: its tensors, their alignment, and
+		// metadata (with the manifest the slice carries) of at most 96 MiB.
+		var size int64
+		for _, t := range man.expected(a, b) {
+			size += int64(t.Size) + 64
+		}
+		cfg.maxSize = min(cfg.maxSize, size+96<<20)
+	}
 	resp, err := download(ctx, h, p, st, req, dst, cfg)
+	if err != nil && cfg.noResume {
+		discardPartial(dst)
+	}
 	if err != nil {
 		return SliceEntry{}, fmt.Errorf("shards: fetching layers [%d,%d) of %s from %s: %w", a, b, modelCID, p, err)
 	}

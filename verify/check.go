@@ -181,23 +181,34 @@ func (c *Checker) Vet(ctx context.Context, id peer.ID, claim swarm.Claim) error 
 	c.flights[k] = f
 	c.mu.Unlock()
 
-	_, err := c.Check(ctx, id, claim)
-	var fe *FailError
-	switch {
-	case err == nil, errors.As(err, &fe):
-	case errors.Is(err, ErrNoReference):
-		c.log().Debug("verify: claim left unverified", "peer", id, "model", claim.Model, "layers", layers(claim), "err", err)
-		c.remember(k, outcome{until: time.Now().Add(retry)})
-		err = nil
-	case ctx.Err() == nil:
-		c.remember(k, outcome{err: err, until: time.Now().Add(retry)})
+	// The challenge is shared: it runs on its own (bounded by Timeout in
+	// Check), so a caller that gives up does not fail the others waiting
+	// for it.
+	go func() {
+		cctx := context.WithoutCancel(ctx)
+		_, err := c.Check(cctx, id, claim)
+		var fe *FailError
+		switch {
+		case err == nil, errors.As(err, &fe):
+		case errors.Is(err, ErrNoReference):
+			c.log().Debug("verify: claim left unverified", "peer", id, "model", claim.Model, "layers", layers(claim), "err", err)
+			c.remember(k, outcome{until: time.Now().Add(retry)})
+			err = nil
+		default:
+			c.remember(k, outcome{err: err, until: time.Now().Add(retry)})
+		}
+		f.err = err
+		c.mu.Lock()
+		delete(c.flights, k)
+		c.mu.Unlock()
+		close(f.done)
+	}()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	f.err = err
-	c.mu.Lock()
-	delete(c.flights, k)
-	c.mu.Unlock()
-	close(f.done)
-	return err
 }
 
 func (c *Checker) remember(k vetKey, o outcome) {
@@ -329,7 +340,16 @@ func (c *Checker) Check(ctx context.Context, id peer.ID, claim swarm.Claim) (*Re
 		return nil
 	}
 	if rep.Whole {
-		err = c.recompute(ctx, ref0, a, b, req.Tokens, req.Hidden, compare)
+		// Each layer from the peer's own input to it, not from this peer's
+		// chain: the tolerance bounds one layer's difference (another CPU
+		// sums in another order), never a drift accumulated over many.
+		for l := a; l < b && err == nil; l++ {
+			tk, hd := req.Tokens, req.Hidden
+			if l > a {
+				tk, hd = nil, trace[l-1-a]
+			}
+			err = c.recompute(ctx, ref0, l, l+1, tk, hd, compare)
+		}
 	} else {
 		for _, l := range rep.Checked {
 			tk, hd := req.Tokens, req.Hidden

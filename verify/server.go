@@ -147,18 +147,26 @@ func (s *Server) handle(st network.Stream) {
 	defer st.Close()
 	remote := st.Conn().RemotePeer()
 	st.SetReadDeadline(time.Now().Add(10 * time.Second))
-	req, err := ReadRequest(bufio.NewReaderSize(st, 64<<10))
 	refuse := func(code, msg string) {
 		s.log.Debug("verify: challenge refused", "peer", remote, "code", code, "err", msg)
 		st.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		WriteError(st, code, msg)
 	}
-	if err != nil {
-		refuse(CodeBadRequest, err.Error())
-		return
-	}
+	// The rate limit and the memory a request may take come before any of
+	// it is read: a crowd of identities sending large requests is refused,
+	// not buffered.
 	if !s.allow(remote, time.Now()) {
 		refuse(CodeRateLimited, "too many challenges from your peer; try again later")
+		return
+	}
+	if err := st.Scope().ReserveMemory(limitRequest, network.ReservationPriorityLow); err != nil {
+		refuse(CodeBusy, "no memory budget left for a challenge; try again later")
+		return
+	}
+	defer st.Scope().ReleaseMemory(limitRequest)
+	req, err := ReadRequest(bufio.NewReaderSize(st, 64<<10))
+	if err != nil {
+		refuse(CodeBadRequest, err.Error())
 		return
 	}
 	m := s.lookup(req.Model, req.Start, req.End)

@@ -74,8 +74,11 @@ func TestServerRefusals(t *testing.T) {
 			}
 		})
 	}
-	// Garbage instead of a request.
-	st, err := h.NewStream(t.Context(), ph.ID(), ProtocolID)
+	// Garbage instead of a request (from another peer: the rate limit
+	// comes before reading, and this one has used its burst).
+	hg := newHost(t)
+	link(hg, ph)
+	st, err := hg.NewStream(t.Context(), ph.ID(), ProtocolID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +88,8 @@ func TestServerRefusals(t *testing.T) {
 	if err != nil || refusal(t, typ, body) != CodeBadRequest {
 		t.Fatalf("garbage: %v", err)
 	}
-	// Every well-formed request above took a token from the asking peer's
-	// bucket: it is over its burst of 4 now, whatever it asks.
+	// Every request above took a token from the asking peer's bucket: it
+	// is over its burst of 4 now, whatever it asks.
 	if _, code := ask(t, h, ph.ID(), &Request{Model: cid, Start: 1, End: 2, Hidden: hidden, HiddenSize: 64}); code != CodeRateLimited {
 		t.Fatalf("over the rate: %s", code)
 	}
