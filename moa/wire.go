@@ -194,11 +194,11 @@ const smallFrame = 64 << 10
 func frameCost(n uint64) int { return 2 * int(n) }
 
 // readFrame reads one frame into v, strictly (unknown fields are errors).
-// With a budget, the frame's memory is reserved at prio before it is
-// read and released once it is decoded; a frame the budget cannot hold
-// is refused with ErrNoMemory and not read. The buffer grows as bytes
-// arrive, so a peer that announces a large frame and sends little costs
-// little.
+// With a budget, the frame's memory is reserved at prio as its bytes
+// arrive (twice what the buffer holds, for decoding), and released once it
+// is decoded; a frame the budget cannot hold is refused with ErrNoMemory
+// and not read further. A peer that announces large frames and sends
+// little (a slow loris) holds only what it sent.
 func readFrame(r *bufio.Reader, v any, budget Budget, prio uint8) error {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
@@ -210,19 +210,33 @@ func readFrame(r *bufio.Reader, v any, budget Budget, prio uint8) error {
 	if n == 0 || n > maxFrame {
 		return fmt.Errorf("%w: frame of %d bytes (max %d)", ErrProtocol, n, maxFrame)
 	}
-	if budget != nil {
-		if n <= smallFrame {
-			// Ordinary requests and tokens keep the budget's top share, which
-			// large frames (an attacker's, or a huge prompt) cannot take.
-			prio = max(prio, network.ReservationPriorityHigh)
+	if budget != nil && n <= smallFrame {
+		// Ordinary requests and tokens keep the budget's top share, which
+		// large frames (an attacker's, or a huge prompt) cannot take.
+		prio = max(prio, network.ReservationPriorityHigh)
+	}
+	held := 0
+	grow := func(size int) error {
+		if budget == nil || frameCost(uint64(size)) <= held {
+			return nil
 		}
-		if err := budget.ReserveMemory(frameCost(n), prio); err != nil {
+		more := frameCost(uint64(size)) - held
+		if err := budget.ReserveMemory(more, prio); err != nil {
 			return fmt.Errorf("%w: a frame of %d bytes: %v", ErrNoMemory, n, err)
 		}
-		defer budget.ReleaseMemory(frameCost(n))
+		held += more
+		return nil
 	}
-	b, err := readN(r, int(n))
+	defer func() {
+		if held > 0 {
+			budget.ReleaseMemory(held)
+		}
+	}()
+	b, err := readN(r, int(n), grow)
 	if err != nil {
+		if errors.Is(err, ErrNoMemory) {
+			return err
+		}
 		return fmt.Errorf("%w: truncated frame: %v", ErrProtocol, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -237,12 +251,25 @@ func readFrame(r *bufio.Reader, v any, budget Budget, prio uint8) error {
 }
 
 // readN reads exactly n bytes, growing its buffer (from 64 KiB, doubling)
-// only as they arrive.
-func readN(r io.Reader, n int) ([]byte, error) {
-	b := make([]byte, 0, min(n, 64<<10))
+// only as they arrive; reserve is asked for each size before the buffer
+// grows to it (nil: no budget).
+func readN(r io.Reader, n int, reserve func(size int) error) ([]byte, error) {
+	size := min(n, 64<<10)
+	if reserve != nil {
+		if err := reserve(size); err != nil {
+			return nil, err
+		}
+	}
+	b := make([]byte, 0, size)
 	for len(b) < n {
 		if len(b) == cap(b) {
-			nb := make([]byte, len(b), min(n, 2*cap(b)))
+			size := min(n, 2*cap(b))
+			if reserve != nil {
+				if err := reserve(size); err != nil {
+					return nil, err
+				}
+			}
+			nb := make([]byte, len(b), size)
 			copy(nb, b)
 			b = nb
 		}
