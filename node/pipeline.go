@@ -113,6 +113,16 @@ func (n *Node) loadShardFile(ctx context.Context, spec ShardSpec) error {
 		if _, err := n.pipe.store.AdoptManifest(spec.Path); err != nil {
 			return fmt.Errorf("shard %s: %w", spec.Path, err)
 		}
+		// A slice from elsewhere is checked like one fetched from a peer
+		// before it is served under the model's root.
+		if m, _, ok := n.pipe.store.Manifest(modelCID); ok {
+			t0 := time.Now()
+			if err := m.VerifySlice(spec.Path, modelCID, info.LayerRange[0], info.LayerRange[1]); err != nil {
+				return fmt.Errorf("shard %s: %w", spec.Path, err)
+			}
+			n.log.Info("shard checked against its model's manifest", "path", spec.Path, "model", modelCID,
+				"took", time.Since(t0).Round(time.Millisecond))
+		}
 		if modelCID == "" {
 			return fmt.Errorf("shard %s: a slice that does not record its model's CID; give the full model instead", spec.Path)
 		}

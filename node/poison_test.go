@@ -2,10 +2,12 @@ package node_test
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +125,47 @@ func TestPoisonedHeaderRefused(t *testing.T) {
 	}
 	if err := m.VerifyHeader(h.Path, root.String()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPoisonedLocalSliceRefused: a slice file given to a peer that carries
+// its model's manifest but altered weights is refused at start, not
+// served under the model's root.
+func TestPoisonedLocalSliceRefused(t *testing.T) {
+	full := tinyModel(t)
+	dir := t.TempDir()
+	honest := filepath.Join(dir, "honest.gguf")
+	if _, err := shards.SliceFile(full, honest, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	g, err := shards.ReadGGUFFile(honest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(honest)
+	tensors := slices.Clone(g.Tensors)
+	var buf bytes.Buffer
+	err = shards.WriteGGUF(&buf, g, func(i int, w io.Writer) error {
+		t := tensors[i]
+		b := bytes.Clone(raw[g.DataOffset+int64(t.Offset) : g.DataOffset+int64(t.Offset+t.Size)])
+		if t.Name == "blk.1.attn_q.weight" {
+			b[0] ^= 0x10
+		}
+		_, err := w.Write(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.gguf")
+	os.WriteFile(bad, buf.Bytes(), 0o644)
+	cfg := nodetest.Config(t.TempDir())
+	cfg.Shards = []string{bad + ":0-2"}
+	cfg.Engine = node.EngineConfig{Threads: 1}
+	n := &node.Node{Config: cfg, Logger: nodetest.Logger(t)}
+	err = n.Start(t.Context())
+	n.Close()
+	if err == nil || !errors.Is(err, shards.ErrMismatch) || !strings.Contains(err.Error(), "blk.1.attn_q.weight") {
+		t.Fatalf("a poisoned slice was served, or refused for another reason: %v", err)
 	}
 }
