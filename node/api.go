@@ -128,6 +128,7 @@ func (a *apiServer) status(w http.ResponseWriter, r *http.Request) {
 		Private: n.private, HeartbeatMS: time.Duration(n.cfg.Heartbeat).Milliseconds(),
 		DeadAfterMS: s.View().Liveness().DeadAfter().Milliseconds(), Bootstrap: len(n.cfg.Bootstrap),
 		ListenAddrs: addrStrings(h), Warnings: n.Warnings(), Queue: queueOut(n.queue()),
+		NAT: n.natStatus(),
 	}
 	for _, p := range s.View().Peers() {
 		st.PeersKnown++

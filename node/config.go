@@ -92,6 +92,8 @@ type Config struct {
 	BMCPeers []string `json:"bmc_peers,omitempty"`
 	// Gossip tunes gossip peer scoring and gating (config_trust.go).
 	Gossip GossipConfig `json:"gossip,omitempty"`
+	// NAT is reachability, relays and hole punching (see NATConfig).
+	NAT NATConfig `json:"nat,omitempty"`
 	// PeerTable bounds the peer table (config_trust.go).
 	PeerTable PeerTableConfig `json:"peer_table,omitempty"`
 }
@@ -321,6 +323,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := c.Trust.validate(); err != nil {
+		return err
+	}
+	if err := c.NAT.validate(); err != nil {
 		return err
 	}
 	if err := c.Gossip.validate(); err != nil {

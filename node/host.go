@@ -80,6 +80,13 @@ func newHost(cfg Config, key crypto.PrivKey, psk pnet.PSK, gater connmgr.Connect
 	if gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(gater))
 	}
+	natOpts, err := natOptions(cfg.NAT)
+	if err != nil {
+		cm.Close()
+		rm.Close()
+		return nil, nil, err
+	}
+	opts = append(opts, natOpts...)
 	if psk != nil {
 		opts = append(opts, libp2p.PrivateNetwork(psk))
 	} else {

@@ -61,6 +61,7 @@ type Node struct {
 	// dead; routing never uses them.
 	bmcDead atomic.Pointer[func(peer.ID) bool]
 	bmc     *bmcService // nil unless bmc_peers or bmc_serial is set
+	reach   reachability
 }
 
 // APIAddrFile, in the data dir, holds the address the API listens on while
@@ -142,6 +143,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
+	if err = n.reach.watch(runCtx, h); err != nil {
+		if apiLn != nil {
+			apiLn.Close()
+		}
+		return err
+	}
 	// The pipeline's store first: role models are registered in it too,
 	// so peers can fetch their manifests and layers to check them.
 	if err = n.startPipeline(ctx); err != nil {

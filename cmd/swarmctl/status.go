@@ -40,6 +40,21 @@ func printStatus(e *env, st client.Status) error {
 		row("queue", fmt.Sprintf("%d waiting (limit %d); %d waited, mean %.0f ms, longest %.0f ms",
 			q.Waiting, q.Limit, q.Waited, q.MeanWaitMS, q.MaxWaitMS))
 	}
+	reach := st.NAT.Reachability
+	if st.NAT.Relayed {
+		reach += ", reachable through a relay"
+	}
+	if st.NAT.RelayService {
+		reach += ", relaying for others"
+	}
+	row("reachability", reach)
+	for i, a := range st.NAT.Announced {
+		k := ""
+		if i == 0 {
+			k = "announced"
+		}
+		row(k, a)
+	}
 	for i, a := range st.ListenAddrs {
 		k := ""
 		if i == 0 {

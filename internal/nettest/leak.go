@@ -11,5 +11,9 @@ func Libp2pWorkers() []goleak.Option {
 		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
 		goleak.IgnoreAnyFunction("github.com/libp2p/go-flow-metrics.(*sweeper).run"),
 		goleak.IgnoreAnyFunction("github.com/libp2p/go-libp2p/p2p/host/resource-manager.(*resourceManager).background"),
+		// UPnP/NAT-PMP discovery runs to its own timeout (seconds) even
+		// after the host that started it closed.
+		goleak.IgnoreAnyFunction("github.com/libp2p/go-libp2p/p2p/net/nat/internal/nat.discoverNATs.func1"),
+		goleak.IgnoreAnyFunction("github.com/libp2p/go-libp2p/p2p/net/nat/internal/nat.discoverNATs.func2"),
 	}
 }

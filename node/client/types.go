@@ -97,6 +97,22 @@ type Status struct {
 	Warnings []string `json:"warnings"`
 	// Queue is the requests waiting for a free slot on this peer's models.
 	Queue Queue `json:"queue"`
+	// NAT is what this peer knows of its reachability.
+	NAT NATStatus `json:"nat"`
+}
+
+// NATStatus is a peer's reachability and the addresses it announces.
+type NATStatus struct {
+	// Reachability is "public", "private" or "unknown" (AutoNAT has not
+	// decided yet, or no peer could be asked).
+	Reachability string `json:"reachability"`
+	// Announced are the addresses in this peer's records: its own, mapped
+	// ones, and /p2p-circuit addresses through relays it holds a slot on.
+	Announced []string `json:"announced"`
+	// Relayed is true when some announced address goes through a relay.
+	Relayed bool `json:"relayed"`
+	// RelayService is true while this peer serves as a relay for others.
+	RelayService bool `json:"relay_service"`
 }
 
 // Queue is the slot queue of a peer's models, summed.

@@ -44,6 +44,9 @@ func Config(dir string) node.Config {
 		Listen:  []string{"/ip4/127.0.0.1/tcp/0"},
 		API:     "127.0.0.1:0",
 		NoMDNS:  true,
+		// No router on loopback: no UPnP search (its multicast reads
+		// outlive the host by seconds).
+		NAT: node.NATConfig{PortMapping: "off"},
 	}
 }
 

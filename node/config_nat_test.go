@@ -1,0 +1,42 @@
+package node
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestNATConfigKeys(t *testing.T) {
+	dir := t.TempDir()
+	good := Config{DataDir: dir, NAT: NATConfig{Reachability: "private", RelayService: "off", HolePunching: "on", PortMapping: "off",
+		Relays:      []string{"/ip4/198.51.100.10/tcp/4001/p2p/12D3KooWLiCRy7Nj2kBL6Rp4H3Ub2CnM4wqLRnK6ZCuQ8Qxr1qDU"},
+		PublicCIDRs: []string{"198.51.100.0/24"}}}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(good)
+	var back Config
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back.NAT, good.NAT) {
+		t.Fatalf("round trip: %s -> %+v, %v", b, back.NAT, err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"reachability", func(c *Config) { c.NAT.Reachability = "sometimes" }, "nat.reachability"},
+		{"relay service", func(c *Config) { c.NAT.RelayService = "yes" }, "nat.relay_service"},
+		{"hole punching", func(c *Config) { c.NAT.HolePunching = "true" }, "nat.hole_punching"},
+		{"port mapping", func(c *Config) { c.NAT.PortMapping = "upnp" }, "nat.port_mapping"},
+		{"relay without id", func(c *Config) { c.NAT.Relays = []string{"/ip4/198.51.100.10/tcp/4001"} }, "nat.relays"},
+		{"relay not a multiaddr", func(c *Config) { c.NAT.Relays = []string{"relay.example:4001"} }, "nat.relays"},
+		{"cidr", func(c *Config) { c.NAT.PublicCIDRs = []string{"198.51.100.1"} }, "nat.public_cidrs"},
+	} {
+		c := Config{DataDir: dir}
+		tc.edit(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.want)
+		}
+	}
+}

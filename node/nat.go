@@ -1,0 +1,139 @@
+package node
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+
+	"github.com/llmswarm/llmswarm/node/client"
+)
+
+// natOptions are the libp2p options of cfg: AutoNAT (asking and answering
+// dial-backs), port mapping, the relay service, relays to reserve on, and
+// hole punching.
+func natOptions(cfg NATConfig) ([]libp2p.Option, error) {
+	relays, err := cfg.relays()
+	if err != nil {
+		return nil, err
+	}
+	applyPublicCIDRs(cfg.PublicCIDRs)
+	opts := []libp2p.Option{libp2p.EnableRelay(), libp2p.EnableAutoNATv2()}
+	switch cfg.Reachability {
+	case "public":
+		opts = append(opts, libp2p.ForceReachabilityPublic())
+	case "private":
+		opts = append(opts, libp2p.ForceReachabilityPrivate())
+	default:
+		// Answer others' dial-back requests (AutoNAT v1). Not with a forced
+		// reachability: libp2p then never closes the service's dialer.
+		opts = append(opts, libp2p.EnableNATService())
+	}
+	if cfg.RelayService != "off" {
+		// The relay manager runs the service only while this peer is
+		// publicly reachable.
+		opts = append(opts, libp2p.EnableRelayService())
+	}
+	if len(relays) > 0 {
+		opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(relays))
+	}
+	if cfg.HolePunching != "off" {
+		opts = append(opts, libp2p.EnableHolePunching())
+	}
+	if cfg.PortMapping != "off" {
+		opts = append(opts, libp2p.NATPortMap())
+	}
+	return opts, nil
+}
+
+var publicMu sync.Mutex
+
+// applyPublicCIDRs removes the ranges from manet's unroutable tables, so
+// addresses in them count as public (process-wide).
+func applyPublicCIDRs(cidrs []string) {
+	if len(cidrs) == 0 {
+		return
+	}
+	publicMu.Lock()
+	defer publicMu.Unlock()
+	for _, s := range cidrs {
+		_, n, err := net.ParseCIDR(s)
+		if err != nil {
+			continue // validated with the config
+		}
+		// A listed range overlapping the given one is dropped whole.
+		keep := func(list []*net.IPNet) []*net.IPNet {
+			out := list[:0:0]
+			for _, u := range list {
+				if !u.Contains(n.IP) && !n.Contains(u.IP) {
+					out = append(out, u)
+				}
+			}
+			return out
+		}
+		manet.Unroutable4 = keep(manet.Unroutable4)
+		manet.Private4 = keep(manet.Private4)
+		manet.Unroutable6 = keep(manet.Unroutable6)
+		manet.Private6 = keep(manet.Private6)
+	}
+}
+
+// reachability follows what AutoNAT (or the config) says of this peer.
+type reachability struct {
+	v atomic.Int32 // network.Reachability
+}
+
+func (r *reachability) get() network.Reachability { return network.Reachability(r.v.Load()) }
+
+// watch updates r from h's event bus until ctx ends.
+func (r *reachability) watch(ctx context.Context, h host.Host) error {
+	sub, err := h.EventBus().Subscribe(new(event.EvtLocalReachabilityChanged))
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer sub.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-sub.Out():
+				if !ok {
+					return
+				}
+				r.v.Store(int32(e.(event.EvtLocalReachabilityChanged).Reachability))
+			}
+		}
+	}()
+	return nil
+}
+
+// natStatus is this peer's reachability and announced addresses.
+func (n *Node) natStatus() client.NATStatus {
+	st := client.NATStatus{Reachability: "unknown", Announced: []string{}}
+	switch n.reach.get() {
+	case network.ReachabilityPublic:
+		st.Reachability = "public"
+	case network.ReachabilityPrivate:
+		st.Reachability = "private"
+	}
+	h := n.Host()
+	if h == nil {
+		return st
+	}
+	for _, a := range h.Addrs() {
+		st.Announced = append(st.Announced, a.String())
+		if _, err := a.ValueForProtocol(ma.P_CIRCUIT); err == nil {
+			st.Relayed = true
+		}
+	}
+	st.RelayService = n.cfg.NAT.RelayService != "off" && st.Reachability == "public"
+	return st
+}

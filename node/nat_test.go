@@ -1,0 +1,32 @@
+package node_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/node/nodetest"
+)
+
+// TestReachabilityInStatus: a forced reachability shows in the status API
+// with the addresses the peer announces.
+func TestReachabilityInStatus(t *testing.T) {
+	for _, want := range []string{"public", "private"} {
+		cfg := nodetest.Config(t.TempDir())
+		cfg.NAT.Reachability = want
+		p := nodetest.Start(t, cfg)
+		c := client.New(p.APIAddr(), "")
+		var st client.Status
+		nodetest.Eventually(t, 10*time.Second, "reachability "+want, func() bool {
+			var err error
+			st, err = c.Status(t.Context())
+			return err == nil && st.NAT.Reachability == want
+		})
+		if len(st.NAT.Announced) == 0 || st.NAT.Relayed {
+			t.Fatalf("%s: announced %v, relayed %v", want, st.NAT.Announced, st.NAT.Relayed)
+		}
+		if st.NAT.RelayService != (want == "public") {
+			t.Fatalf("%s: relay service %v", want, st.NAT.RelayService)
+		}
+	}
+}
