@@ -2,6 +2,7 @@ package moa
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -71,11 +72,36 @@ func (o *Originator) vetted(ctx context.Context, c *candidate) error {
 		return nil
 	}
 	claim := swarm.RoleClaim(c.role.ModelCID)
-	if err := o.Vet(ctx, c.peer.ID, claim); err != nil {
-		return err
+	vctx, cancel := context.WithTimeout(ctx, vetWait)
+	err := o.Vet(vctx, c.peer.ID, claim)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if banned, _ := o.bannedPeer(c.peer.ID); banned || !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		// Not proven a liar, only slow to check (a reference to fetch, a
+		// relayed link): asked, and its answer says it is unverified; the
+		// check goes on and bans it if it lies.
+		o.log().Info("agent asked unverified: its check did not finish in time", "peer", c.peer.ID, "model", claim.Model)
+		c.verified = false
+		return nil
 	}
 	c.verified = o.Trust != nil && o.Trust.Verified(c.peer.ID, claim)
 	return nil
+}
+
+// vetWait is how long a question waits for a role peer's check before it
+// asks the peer unverified.
+const vetWait = 15 * time.Second
+
+func (o *Originator) bannedPeer(id peer.ID) (bool, string) {
+	if o.Trust == nil {
+		return false, ""
+	}
+	return o.Trust.Banned(id)
 }
 
 // decodeRate measures a peer's decode speed from the tokens as they

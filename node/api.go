@@ -110,7 +110,16 @@ func (a *apiServer) peers(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	out := client.Peers{Peers: []client.Peer{}}
 	for _, p := range s.View().Peers() {
-		out.Peers = append(out.Peers, peerOut(p, now, p.Self || h.Network().Connectedness(p.ID) == network.Connected))
+		po := peerOut(p, now, p.Self || h.Network().Connectedness(p.ID) == network.Connected)
+		for _, c := range h.Network().ConnsToPeer(p.ID) {
+			kind := "direct"
+			if c.Stat().Limited {
+				kind = "relayed"
+			}
+			po.Conns = append(po.Conns, client.Conn{Addr: c.RemoteMultiaddr().String(), Kind: kind,
+				Direction: strings.ToLower(c.Stat().Direction.String())})
+		}
+		out.Peers = append(out.Peers, po)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

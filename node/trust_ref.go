@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
@@ -156,7 +157,9 @@ func (r *reference) fetch(ctx context.Context, model string, l int) (shards.Slic
 	}
 	var errs []error
 	for _, id := range sources {
-		fctx, cancel := context.WithTimeout(ctx, refFetchLimit)
+		// A source reached only through a relay cannot send layers (relays
+		// limit bytes): the dial for a direct connection is bounded too.
+		fctx, cancel := context.WithTimeout(network.WithDialPeerTimeout(ctx, refResponse), refFetchLimit)
 		// A source that stalls is dropped quickly for the next one; what it
 		// sent is not kept (reference fetches are not resumed).
 		se, err := shards.Fetch(fctx, n.host, id, n.pipe.store, model, l, l+1, shards.WithFetchLogger(n.log),

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 )
@@ -184,7 +185,9 @@ var ErrNoPong = errors.New("swarm: no answer to ping")
 // Ping sends one libp2p ping to id and waits for the answer until ctx
 // ends.
 func Ping(ctx context.Context, h host.Host, id peer.ID) error {
-	pctx, cancel := context.WithCancel(ctx)
+	// Over a relayed (limited) connection too: an answer proves the peer
+	// is there, however it is reached.
+	pctx, cancel := context.WithCancel(network.WithAllowLimitedConn(ctx, "ping"))
 	defer cancel()
 	select {
 	case r, ok := <-ping.Ping(pctx, h, id):

@@ -45,6 +45,17 @@ type Peer struct {
 	Capacity   int      `json:"capacity"`
 	Thermal    string   `json:"thermal,omitempty"`
 	Battery    *Battery `json:"battery,omitempty"`
+	// Conns are this peer's open connections to it.
+	Conns []Conn `json:"conns,omitempty"`
+}
+
+// Conn is one open connection to a peer.
+type Conn struct {
+	Addr string `json:"addr"` // the remote multiaddr
+	// Kind is "direct", or "relayed" (through a circuit relay: limited in
+	// time and bytes by the relay).
+	Kind      string `json:"kind"`
+	Direction string `json:"direction"` // "inbound" or "outbound"
 }
 
 // Role is a model serving a Mixture-of-Agents role.

@@ -1,0 +1,228 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// natTopo is a small internet in network namespaces: a relay on the
+// "internet" (198.51.100.0/24, a documentation range, treated as public
+// by the peers through nat.public_cidrs), and two LANs (192.0.2.0/24 and
+// 203.0.113.0/24), each behind its own NAT router that masquerades and
+// silently drops unsolicited traffic, as a home router does. Nothing is
+// linked to the root namespace.
+type natTopo struct {
+	inet, relay, nat1, nat2, a, b string
+}
+
+const (
+	relayIP = "198.51.100.10"
+	lanA    = "192.0.2.10"
+	lanB    = "203.0.113.10"
+)
+
+func (tp natTopo) all() []string { return []string{tp.inet, tp.relay, tp.nat1, tp.nat2, tp.a, tp.b} }
+
+func ipRun(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func nsRun(t *testing.T, ns string, stdin string, name string, args ...string) {
+	t.Helper()
+	cmd := netnsCmd(ns, name, args...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %s %s: %v\n%s", ns, name, strings.Join(args, " "), err, out)
+	}
+}
+
+// newNATTopo builds the topology; symmetric makes the NATs pick random
+// source ports (hole punching cannot work through them).
+func newNATTopo(t *testing.T, symmetric bool) natTopo {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root")
+	}
+	for _, tool := range []string{"ip", "nft"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed: run scripts/install-deps.sh", tool)
+		}
+	}
+	p := fmt.Sprintf("swn%d%d", os.Getpid()%1000, time.Now().UnixNano()%1000)
+	tp := natTopo{inet: p + "-i", relay: p + "-r", nat1: p + "-n1", nat2: p + "-n2", a: p + "-a", b: p + "-b"}
+	t.Cleanup(func() {
+		for _, ns := range tp.all() {
+			if out, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
+				for _, pid := range strings.Fields(string(out)) {
+					exec.Command("kill", "-9", pid).Run()
+				}
+			}
+			exec.Command("ip", "netns", "del", ns).Run()
+		}
+	})
+	for _, ns := range tp.all() {
+		ipRun(t, "netns", "add", ns)
+		ipRun(t, "-n", ns, "link", "set", "lo", "up")
+	}
+	veth := func(ns1, if1, ns2, if2 string) {
+		ipRun(t, "link", "add", if1, "netns", ns1, "type", "veth", "peer", "name", if2, "netns", ns2)
+		ipRun(t, "-n", ns1, "link", "set", if1, "up")
+		ipRun(t, "-n", ns2, "link", "set", if2, "up")
+	}
+	ipRun(t, "-n", tp.inet, "link", "add", "br0", "type", "bridge")
+	ipRun(t, "-n", tp.inet, "link", "set", "br0", "up")
+	veth(tp.relay, "eth0", tp.inet, "v-relay")
+	veth(tp.nat1, "wan0", tp.inet, "v-nat1")
+	veth(tp.nat2, "wan0", tp.inet, "v-nat2")
+	for _, v := range []string{"v-relay", "v-nat1", "v-nat2"} {
+		ipRun(t, "-n", tp.inet, "link", "set", v, "master", "br0")
+	}
+	veth(tp.a, "eth0", tp.nat1, "lan0")
+	veth(tp.b, "eth0", tp.nat2, "lan0")
+	ipRun(t, "-n", tp.relay, "addr", "add", relayIP+"/24", "dev", "eth0")
+	flags := ""
+	if symmetric {
+		flags = "random,fully-random"
+	}
+	router := func(ns, wan, lan, lanNet string) {
+		ipRun(t, "-n", ns, "addr", "add", wan+"/24", "dev", "wan0")
+		ipRun(t, "-n", ns, "addr", "add", lan+"/24", "dev", "lan0")
+		nsRun(t, ns, "", "sysctl", "-qw", "net.ipv4.ip_forward=1")
+		nsRun(t, ns, fmt.Sprintf(`table ip nat {
+  chain postrouting { type nat hook postrouting priority srcnat; policy accept;
+    oifname "wan0" ip saddr %s masquerade %s
+  }
+}
+table inet filter {
+  chain forward { type filter hook forward priority filter; policy drop;
+    ct state established,related accept
+    iifname "lan0" oifname "wan0" accept
+  }
+  chain input { type filter hook input priority filter; policy accept;
+    iifname "wan0" ct state established,related accept
+    iifname "wan0" drop
+  }
+}
+`, lanNet, flags), "nft", "-f", "-")
+	}
+	router(tp.nat1, "198.51.100.1", "192.0.2.1", "192.0.2.0/24")
+	router(tp.nat2, "198.51.100.2", "203.0.113.1", "203.0.113.0/24")
+	ipRun(t, "-n", tp.a, "addr", "add", lanA+"/24", "dev", "eth0")
+	ipRun(t, "-n", tp.a, "route", "add", "default", "via", "192.0.2.1")
+	ipRun(t, "-n", tp.b, "addr", "add", lanB+"/24", "dev", "eth0")
+	ipRun(t, "-n", tp.b, "route", "add", "default", "via", "203.0.113.1")
+	return tp
+}
+
+// natDaemon starts swarmd in ns listening on ip, with cfg (nat keys and
+// the rest) as its config file.
+func natDaemon(t *testing.T, ns, ip string, cfg map[string]any, extra ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, dir: t.TempDir(), netns: ns}
+	b, _ := json.Marshal(cfg)
+	conf := filepath.Join(d.dir, "config.json")
+	if err := os.WriteFile(conf, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.args = append([]string{"--data", d.dir, "--config", conf, "--listen", "/ip4/" + ip + "/tcp/4001",
+		"--api", "127.0.0.1:0", "--no-mdns", "--log-level", "debug"}, extra...)
+	d.start()
+	t.Cleanup(d.kill)
+	return d
+}
+
+type natStatus struct {
+	NAT struct {
+		Reachability string   `json:"reachability"`
+		Announced    []string `json:"announced"`
+		Relayed      bool     `json:"relayed"`
+		RelayService bool     `json:"relay_service"`
+	} `json:"nat"`
+}
+
+// TestNATRelay: two peers, each behind its own NAT that drops unsolicited
+// traffic, join through a relay on the internet: they reserve a slot on
+// it, announce the circuit, see each other alive (their liveness probes
+// and pings go over the relay), and an MoA question from A is answered by
+// B's role model over the relayed connection.
+func TestNATRelay(t *testing.T) {
+	tp := newNATTopo(t, false)
+	model := tinyModel(t)
+	public := []string{"198.51.100.0/24"}
+	relay := natDaemon(t, tp.relay, relayIP, map[string]any{
+		"nat": map[string]any{"reachability": "public", "public_cidrs": public, "port_mapping": "off"}})
+	relayAddr := fmt.Sprintf("/ip4/%s/tcp/4001/p2p/%s", relayIP, relay.peerID())
+	boot := []string{relayAddr}
+	behind := func(ns, ip string, extra ...string) *daemon {
+		return natDaemon(t, ns, ip, map[string]any{
+			"bootstrap": boot,
+			"nat": map[string]any{"reachability": "private", "public_cidrs": public, "port_mapping": "off",
+				"relays": []string{relayAddr}}}, extra...)
+	}
+	start := time.Now()
+	b := behind(tp.b, lanB, "--role", "concise="+model)
+	a := behind(tp.a, lanA)
+	for _, d := range []*daemon{a, b} {
+		took := eventually(t, 30*time.Second, "a reservation on the relay", func() bool {
+			var st natStatus
+			d.ctlJSON(&st, "status")
+			return st.NAT.Relayed && st.NAT.Reachability == "private"
+		})
+		t.Logf("%s reachable through the relay after %v", d.netns, took)
+	}
+	var rs natStatus
+	relay.ctlJSON(&rs, "status")
+	if rs.NAT.Reachability != "public" || !rs.NAT.RelayService {
+		t.Fatalf("the relay: %+v", rs.NAT)
+	}
+	bID, aID := b.peerID(), a.peerID()
+	eventually(t, 30*time.Second, "A sees B alive", func() bool { return a.peers()[bID] })
+	eventually(t, 30*time.Second, "B sees A alive", func() bool { return b.peers()[aID] })
+	t.Logf("A and B alive to each other %v after B started", time.Since(start))
+
+	t0 := time.Now()
+	out, errOut, code := runCtlWithin(90*time.Second, a.netns, "--api", a.api, "--json", "ask", "--mode", "moa", "--timeout", "60s", "What is a relay?")
+	t.Logf("ask took %v", time.Since(t0))
+	if code != 0 {
+		for _, l := range strings.Split(a.log.String(), "\n") {
+			if !strings.Contains(l, "pubsub") && !strings.Contains(l, "identify") {
+				t.Log("A: " + l)
+			}
+		}
+		for _, l := range strings.Split(b.log.String(), "\n") {
+			if strings.Contains(l, "moa") || strings.Contains(l, "verify") || strings.Contains(l, "shards") {
+				t.Log("B: " + l)
+			}
+		}
+		t.Fatalf("ask from A: exit %d: %s", code, errOut)
+	}
+	var res struct {
+		Agents []struct {
+			Peer string `json:"peer"`
+			Role string `json:"role"`
+		} `json:"agent_responses"`
+		Final string `json:"final_answer"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("ask: %v\n%s", err, out)
+	}
+	answered := false
+	for _, ag := range res.Agents {
+		answered = answered || ag.Peer == bID
+	}
+	if !answered || res.Final == "" {
+		t.Fatalf("B's role did not answer A: %s", out)
+	}
+
+}
