@@ -2,7 +2,6 @@ package moa
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -79,13 +78,14 @@ func (o *Originator) vetted(ctx context.Context, c *candidate) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if banned, _ := o.bannedPeer(c.peer.ID); banned || !errors.Is(err, context.DeadlineExceeded) {
+		if banned, _ := o.bannedPeer(c.peer.ID); banned {
 			return err
 		}
-		// Not proven a liar, only slow to check (a reference to fetch, a
-		// relayed link): asked, and its answer says it is unverified; the
-		// check goes on and bans it if it lies.
-		o.log().Info("agent asked unverified: its check did not finish in time", "peer", c.peer.ID, "model", claim.Model)
+		// Not proven a liar: slow to check, busy, or reached through a
+		// relay whose limits a check's trace exceeds. Asked, weighed low,
+		// and its answer says it is unverified; a check still running goes
+		// on and bans it if it lies.
+		o.log().Info("agent asked unverified: its check did not finish", "peer", c.peer.ID, "model", claim.Model, "err", err)
 		c.verified = false
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -157,8 +158,14 @@ func (r *reference) fetch(ctx context.Context, model string, l int) (shards.Slic
 	}
 	var errs []error
 	for _, id := range sources {
-		// A source reached only through a relay cannot send layers (relays
-		// limit bytes): the dial for a direct connection is bounded too.
+		if relayedOnly(n.host, id) {
+			// Relays limit bytes: a source reached only through one cannot
+			// send layers, and a direct dial through its NAT would only
+			// time out.
+			errs = append(errs, fmt.Errorf("%s: reachable only through a relay", id))
+			continue
+		}
+		// The dial for a direct connection is bounded too.
 		fctx, cancel := context.WithTimeout(network.WithDialPeerTimeout(ctx, refResponse), refFetchLimit)
 		// A source that stalls is dropped quickly for the next one; what it
 		// sent is not kept (reference fetches are not resumed).
@@ -238,4 +245,16 @@ func (r *reference) close() {
 		rm.m.Close()
 		delete(r.loaded, p)
 	}
+}
+
+// relayedOnly reports whether every open connection to id goes through a
+// relay (and there is at least one).
+func relayedOnly(h host.Host, id peer.ID) bool {
+	conns := h.Network().ConnsToPeer(id)
+	for _, c := range conns {
+		if !c.Stat().Limited {
+			return false
+		}
+	}
+	return len(conns) > 0
 }
