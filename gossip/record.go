@@ -1,9 +1,7 @@
 package gossip
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +10,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
+
+	"github.com/llmswarm/llmswarm/internal/wire"
 )
 
 // signedRecord is what every gossip record is: a libp2p record that checks
@@ -37,14 +37,9 @@ func unmarshalStrict[T any, P interface {
 	if len(b) > MaxRecordBytes {
 		return fmt.Errorf("%w: %d bytes", ErrTooLarge, len(b))
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var tmp T
-	if err := dec.Decode(&tmp); err != nil {
+	if err := wire.DecodeJSON(b, &tmp); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: trailing data after record", ErrMalformed)
 	}
 	if err := P(&tmp).Validate(); err != nil {
 		return err

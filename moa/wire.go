@@ -2,7 +2,6 @@ package moa
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/llmswarm/llmswarm/internal/wire"
 )
 
 // ProtocolID is the MoA stream protocol: one request frame from the
@@ -232,57 +233,17 @@ func readFrame(r *bufio.Reader, v any, budget Budget, prio uint8) error {
 			budget.ReleaseMemory(held)
 		}
 	}()
-	b, err := readN(r, int(n), grow)
+	b, err := wire.ReadN(r, int(n), grow)
 	if err != nil {
 		if errors.Is(err, ErrNoMemory) {
 			return err
 		}
 		return fmt.Errorf("%w: truncated frame: %v", ErrProtocol, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := wire.DecodeJSON(b, v); err != nil {
 		return fmt.Errorf("%w: %v", ErrProtocol, err)
 	}
-	if dec.More() {
-		return fmt.Errorf("%w: trailing data in frame", ErrProtocol)
-	}
 	return nil
-}
-
-// readN reads exactly n bytes, growing its buffer (from 64 KiB, doubling)
-// only as they arrive; reserve is asked for each size before the buffer
-// grows to it (nil: no budget).
-func readN(r io.Reader, n int, reserve func(size int) error) ([]byte, error) {
-	size := min(n, 64<<10)
-	if reserve != nil {
-		if err := reserve(size); err != nil {
-			return nil, err
-		}
-	}
-	b := make([]byte, 0, size)
-	for len(b) < n {
-		if len(b) == cap(b) {
-			size := min(n, 2*cap(b))
-			if reserve != nil {
-				if err := reserve(size); err != nil {
-					return nil, err
-				}
-			}
-			nb := make([]byte, len(b), size)
-			copy(nb, b)
-			b = nb
-		}
-		m, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+m]
-		if err != nil && len(b) < n {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-	}
-	return b, nil
 }
 
 // DecodeRequest reads and validates a request frame.

@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/llmswarm/llmswarm/internal/wire"
 	"github.com/llmswarm/llmswarm/moa"
 )
 
@@ -186,13 +187,8 @@ func LoadConfig(path string) (Config, error) {
 	if err != nil {
 		return c, fmt.Errorf("config: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	if err := wire.DecodeJSON(b, &c); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
-	}
-	if dec.More() {
-		return c, fmt.Errorf("config %s: trailing data after the JSON object", path)
 	}
 	return c, nil
 }

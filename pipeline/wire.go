@@ -2,13 +2,14 @@ package pipeline
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/llmswarm/llmswarm/internal/wire"
 )
 
 // ProtocolID is the stage protocol.
@@ -274,25 +275,16 @@ func readFrame(r *bufio.Reader, limit uint64) (byte, []byte, error) {
 	if (typ == frameOpen || typ == frameOpened || typ == frameError) && n-1 > maxJSONFrame {
 		return 0, nil, fmt.Errorf("%w: JSON frame of %d bytes", ErrBadFrame, n-1)
 	}
-	var buf bytes.Buffer
-	buf.Grow(int(min(n-1, 64<<10)))
-	if _, err := io.CopyN(&buf, r, int64(n-1)); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
+	body, err := wire.ReadN(r, int(n-1), nil)
+	if err != nil {
 		return 0, nil, err
 	}
-	return typ, buf.Bytes(), nil
+	return typ, body, nil
 }
 
 func decodeJSON(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := wire.DecodeJSON(body, v); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadFrame, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: trailing data", ErrBadFrame)
 	}
 	return nil
 }

@@ -2,13 +2,14 @@ package verify
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/llmswarm/llmswarm/internal/wire"
 )
 
 // ProtocolID is the challenge protocol: one challenge per stream.
@@ -297,27 +298,21 @@ func readFrame(r *bufio.Reader, limit int) (byte, []byte, error) {
 	if typ == frameError && n-1 > maxJSON {
 		return 0, nil, fmt.Errorf("%w: error frame of %d bytes", ErrBadFrame, n-1)
 	}
-	var buf bytes.Buffer
-	buf.Grow(int(min(n-1, 64<<10)))
-	if _, err := io.CopyN(&buf, r, int64(n-1)); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
+	body, err := wire.ReadN(r, int(n-1), nil)
+	if err != nil {
 		return 0, nil, err
 	}
-	return typ, buf.Bytes(), nil
+	return typ, body, nil
 }
 
 // decodeError parses an error frame strictly.
 func decodeError(body []byte) (*WireError, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	var we WireError
-	if err := dec.Decode(&we); err != nil {
+	if err := wire.DecodeJSON(body, &we); err != nil {
 		return nil, fmt.Errorf("%w: error frame: %v", ErrBadFrame, err)
 	}
-	if dec.More() || we.Code == "" {
-		return nil, fmt.Errorf("%w: error frame without a code or with trailing data", ErrBadFrame)
+	if we.Code == "" {
+		return nil, fmt.Errorf("%w: error frame without a code", ErrBadFrame)
 	}
 	return &we, nil
 }

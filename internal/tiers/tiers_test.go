@@ -20,6 +20,7 @@ var tier = map[string]int{
 	"internal/engine":  0,
 	"internal/version": 0,
 	"internal/cli":     0,
+	"internal/wire":    0,
 	"shards":           0,
 	"bmc":              0,
 	"node/client":      0,

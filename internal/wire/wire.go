@@ -1,0 +1,68 @@
+// Package wire holds the two pieces every stream protocol and record of
+// the swarm reads input with: strict JSON decoding (unknown fields and
+// trailing data are errors) and reading a declared number of bytes with
+// a buffer that grows only as they arrive, so a peer that declares a
+// large frame and sends little costs little.
+//
+// It is standard library only and imports nothing of the module.
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+)
+
+// ErrTrailing is data after the JSON value.
+var ErrTrailing = errors.New("trailing data after the JSON value")
+
+// DecodeJSON decodes b into v strictly: an unknown field or anything after
+// the value is an error. Callers wrap the error in their own terms.
+func DecodeJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return ErrTrailing
+	}
+	return nil
+}
+
+// ReadN reads exactly n bytes from r. The buffer starts at 64 KiB (or n)
+// and doubles only as bytes arrive; reserve, when not nil, is asked for
+// each size before the buffer grows to it, and its error ends the read.
+// A short read ends with io.ErrUnexpectedEOF.
+func ReadN(r io.Reader, n int, reserve func(size int) error) ([]byte, error) {
+	size := min(n, 64<<10)
+	if reserve != nil {
+		if err := reserve(size); err != nil {
+			return nil, err
+		}
+	}
+	b := make([]byte, 0, size)
+	for len(b) < n {
+		if len(b) == cap(b) {
+			size := min(n, 2*cap(b))
+			if reserve != nil {
+				if err := reserve(size); err != nil {
+					return nil, err
+				}
+			}
+			nb := make([]byte, len(b), size)
+			copy(nb, b)
+			b = nb
+		}
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err != nil && len(b) < n {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return b, nil
+}
