@@ -78,7 +78,7 @@ func (o *Originator) vetted(ctx context.Context, c *candidate) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if banned, _ := o.bannedPeer(c.peer.ID); banned {
+		if o.banned(c.peer.ID) {
 			return err
 		}
 		// Not proven a liar: slow to check, busy, or reached through a
@@ -97,12 +97,6 @@ func (o *Originator) vetted(ctx context.Context, c *candidate) error {
 // asks the peer unverified.
 const vetWait = 15 * time.Second
 
-func (o *Originator) bannedPeer(id peer.ID) (bool, string) {
-	if o.Trust == nil {
-		return false, ""
-	}
-	return o.Trust.Banned(id)
-}
 
 // decodeRate measures a peer's decode speed from the tokens as they
 // arrive here: (tokens − 1) over the time from the first to the last.

@@ -36,7 +36,9 @@ type Store struct {
 	models  map[string]ModelEntry
 	slices  map[string]SliceEntry  // by slice file name
 	headers map[string]HeaderEntry // by model CID
-	busy    map[string]chan struct{}
+	// manifests caches the stored manifests read so far, by root.
+	manifests map[string]cachedManifest
+	busy      map[string]chan struct{}
 }
 
 // ModelEntry is a full model the store can slice and serve.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 func manifestName(root string) string { return root + ".manifest.json" }
@@ -43,7 +44,20 @@ func (s *Store) Manifest(root string) (*Manifest, []byte, bool) {
 	if err != nil || !IsRoot(c) {
 		return nil, nil, false
 	}
-	b, err := os.ReadFile(filepath.Join(s.dir, manifestName(c.String())))
+	path := filepath.Join(s.dir, manifestName(c.String()))
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, false
+	}
+	// Checked once per version of the file: originators ask for it on
+	// every generation.
+	s.mu.Lock()
+	cm, ok := s.manifests[c.String()]
+	s.mu.Unlock()
+	if ok && cm.size == st.Size() && cm.mod.Equal(st.ModTime()) {
+		return cm.m, cm.b, true
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, false
 	}
@@ -52,7 +66,22 @@ func (s *Store) Manifest(root string) (*Manifest, []byte, bool) {
 		s.log.Warn("shards: stored manifest does not match its root; ignoring it", "model", root, "err", err)
 		return nil, nil, false
 	}
+	s.mu.Lock()
+	if s.manifests == nil {
+		s.manifests = map[string]cachedManifest{}
+	}
+	s.manifests[c.String()] = cachedManifest{m: m, b: b, size: st.Size(), mod: st.ModTime()}
+	s.mu.Unlock()
 	return m, b, true
+}
+
+// cachedManifest is a stored manifest already checked against its root,
+// with the size and time of the file it was read from.
+type cachedManifest struct {
+	m    *Manifest
+	b    []byte
+	size int64
+	mod  time.Time
 }
 
 // RootOf returns the model root a name stands for in this store: a root
