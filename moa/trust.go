@@ -97,7 +97,6 @@ func (o *Originator) vetted(ctx context.Context, c *candidate) error {
 // asks the peer unverified.
 const vetWait = 15 * time.Second
 
-
 // decodeRate measures a peer's decode speed from the tokens as they
 // arrive here: (tokens − 1) over the time from the first to the last.
 type decodeRate struct {

@@ -55,17 +55,8 @@ const (
 // Layer implements verify.Reference.
 func (r *reference) Layer(ctx context.Context, model string, l int) (*engine.Model, error) {
 	n := r.n
-	if p := n.pipe; p != nil {
-		for _, sh := range p.stages.Local() {
-			if sh.ModelCID == model && sh.Start <= l && l < sh.End {
-				return sh.Model, nil
-			}
-		}
-	}
-	if n.moaServer != nil {
-		if m := n.moaServer.ModelOf(model); m != nil {
-			return m, nil
-		}
+	if m := n.verifyLookup(model, l, l+1); m != nil {
+		return m, nil // this peer's own shard or role model
 	}
 	select {
 	case r.sem <- struct{}{}:
