@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
@@ -19,7 +20,7 @@ import (
 // natOptions are the libp2p options of cfg: AutoNAT (asking and answering
 // dial-backs), port mapping, the relay service, relays to reserve on, and
 // hole punching.
-func natOptions(cfg NATConfig) ([]libp2p.Option, error) {
+func natOptions(cfg NATConfig, tel *natCounters) ([]libp2p.Option, error) {
 	relays, err := cfg.relays()
 	if err != nil {
 		return nil, err
@@ -39,13 +40,10 @@ func natOptions(cfg NATConfig) ([]libp2p.Option, error) {
 	if cfg.RelayService != "off" {
 		// The relay manager runs the service only while this peer is
 		// publicly reachable.
-		opts = append(opts, libp2p.EnableRelayService())
+		opts = append(opts, libp2p.EnableRelayService(relay.WithMetricsTracer(tel)))
 	}
 	if len(relays) > 0 {
 		opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(relays))
-	}
-	if cfg.HolePunching != "off" {
-		opts = append(opts, libp2p.EnableHolePunching())
 	}
 	if cfg.PortMapping != "off" {
 		opts = append(opts, libp2p.NATPortMap())
@@ -135,5 +133,6 @@ func (n *Node) natStatus() client.NATStatus {
 		}
 	}
 	st.RelayService = n.cfg.NAT.RelayService != "off" && st.Reachability == "public"
+	st.Counters = n.natc.status()
 	return st
 }

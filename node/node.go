@@ -62,6 +62,8 @@ type Node struct {
 	bmcDead atomic.Pointer[func(peer.ID) bool]
 	bmc     *bmcService // nil unless bmc_peers or bmc_serial is set
 	reach   reachability
+	natc    *natCounters
+	punch   *puncher // nil with nat.hole_punching off
 }
 
 // APIAddrFile, in the data dir, holds the address the API listens on while
@@ -130,7 +132,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.newGate()
-	h, notes, err := newHost(n.cfg, n.key, psk, n.gate)
+	n.natc = newNATCounters(n.log)
+	h, notes, err := newHost(n.cfg, n.key, psk, n.gate, n.natc)
 	if err != nil {
 		if apiLn != nil {
 			apiLn.Close()
@@ -148,6 +151,14 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			apiLn.Close()
 		}
 		return err
+	}
+	if n.cfg.NAT.HolePunching != "off" {
+		if n.punch, err = newPuncher(h, n.natc, n.log); err != nil {
+			if apiLn != nil {
+				apiLn.Close()
+			}
+			return err
+		}
 	}
 	// The pipeline's store first: role models are registered in it too,
 	// so peers can fetch their manifests and layers to check them.
@@ -301,6 +312,10 @@ func (n *Node) teardownLocked() error {
 	}
 	if n.cancel != nil {
 		n.cancel()
+	}
+	if n.punch != nil {
+		n.punch.close()
+		n.punch = nil
 	}
 	if n.host != nil {
 		errs = append(errs, n.host.Close())

@@ -124,6 +124,30 @@ type NATStatus struct {
 	Relayed bool `json:"relayed"`
 	// RelayService is true while this peer serves as a relay for others.
 	RelayService bool `json:"relay_service"`
+	// Counters of hole punching and relaying since start.
+	Counters NATCounters `json:"counters"`
+}
+
+// NATCounters count hole punches this peer took part in and, while it
+// relays, the circuits and bytes it relayed.
+type NATCounters struct {
+	PunchAttempts  int64 `json:"punch_attempts"`  // simultaneous-open tries
+	PunchSuccesses int64 `json:"punch_successes"` // punches that ended direct
+	PunchFailures  int64 `json:"punch_failures"`  // punches that gave up: the connection stays relayed
+	// DirectDials: relayed connections upgraded by a plain direct dial,
+	// no punch needed.
+	DirectDials int64 `json:"direct_dials"`
+	// PunchMSMedian and PunchMSLast: time from the start of a hole punch
+	// to the direct connection (median of the last 64, and the last).
+	PunchMSMedian float64 `json:"punch_ms_median,omitempty"`
+	PunchMSLast   float64 `json:"punch_ms_last,omitempty"`
+	// As a relay: circuits opened (and open now), circuit requests
+	// refused, reservations granted, and bytes relayed (both directions).
+	RelayCircuits     int64 `json:"relay_circuits"`
+	RelayOpen         int64 `json:"relay_open"`
+	RelayRefused      int64 `json:"relay_refused"`
+	RelayReservations int64 `json:"relay_reservations"`
+	RelayedBytes      int64 `json:"relayed_bytes"`
 }
 
 // Queue is the slot queue of a peer's models, summed.

@@ -1,0 +1,124 @@
+package node
+
+import (
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/pb"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
+	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
+
+	"github.com/llmswarm/llmswarm/node/client"
+)
+
+// natCounters counts what this peer's NAT traversal did: hole punches
+// (DCUtR) it took part in, and, while it relays for others, the circuits
+// and bytes it relayed. It is libp2p's hole punch event tracer and relay
+// metrics tracer.
+type natCounters struct {
+	log *slog.Logger
+
+	punchAttempts  atomic.Int64 // individual simultaneous-open tries
+	punchSuccesses atomic.Int64 // hole punches that ended with a direct connection
+	punchFailures  atomic.Int64 // hole punches that gave up
+	directDials    atomic.Int64 // direct dials that made punching unneeded
+
+	mu       sync.Mutex
+	toDirect []time.Duration // the last successful punches' durations, newest last
+
+	circuitsOpen    atomic.Int64
+	circuitsTotal   atomic.Int64
+	circuitsRefused atomic.Int64
+	reservations    atomic.Int64
+	relayedBytes    atomic.Int64
+}
+
+const keepPunchTimes = 64
+
+func newNATCounters(log *slog.Logger) *natCounters {
+	return &natCounters{log: log}
+}
+
+// Trace is libp2p's hole punch event hook.
+func (c *natCounters) Trace(e *holepunch.Event) {
+	switch ev := e.Evt.(type) {
+	case *holepunch.HolePunchAttemptEvt:
+		c.punchAttempts.Add(1)
+	case *holepunch.DirectDialEvt:
+		if ev.Success {
+			c.directDials.Add(1)
+			c.log.Info("nat: direct dial succeeded, no hole punch needed", "peer", e.Remote, "took", ev.EllapsedTime)
+		} else {
+			c.log.Debug("nat: direct dial failed, punching", "peer", e.Remote, "err", ev.Error)
+		}
+	case *holepunch.StartHolePunchEvt:
+		c.log.Debug("nat: hole punch starting", "peer", e.Remote, "their_addrs", ev.RemoteAddrs, "rtt", ev.RTT)
+	case *holepunch.EndHolePunchEvt:
+		if ev.Success {
+			c.punchSuccesses.Add(1)
+			c.mu.Lock()
+			c.toDirect = append(c.toDirect, ev.EllapsedTime)
+			if len(c.toDirect) > keepPunchTimes {
+				c.toDirect = c.toDirect[1:]
+			}
+			c.mu.Unlock()
+			c.log.Info("nat: hole punched, direct connection", "peer", e.Remote, "took", ev.EllapsedTime)
+		} else {
+			c.punchFailures.Add(1)
+			c.log.Info("nat: hole punch failed, staying relayed", "peer", e.Remote, "took", ev.EllapsedTime, "err", ev.Error)
+		}
+	case *holepunch.ProtocolErrorEvt:
+		c.punchFailures.Add(1)
+		c.log.Info("nat: hole punch protocol error, staying relayed", "peer", e.Remote, "err", ev.Error)
+	}
+}
+
+// The relay service's metrics hooks.
+
+func (c *natCounters) RelayStatus(enabled bool) {
+	c.log.Info("nat: relay service", "serving", enabled)
+}
+func (c *natCounters) ConnectionOpened() { c.circuitsOpen.Add(1); c.circuitsTotal.Add(1) }
+func (c *natCounters) ConnectionClosed(time.Duration) {
+	c.circuitsOpen.Add(-1)
+}
+func (c *natCounters) ConnectionRequestHandled(st pb.Status) {
+	if st != pb.Status_OK {
+		c.circuitsRefused.Add(1)
+	}
+}
+func (c *natCounters) ReservationAllowed(bool)             { c.reservations.Add(1) }
+func (c *natCounters) ReservationClosed(int)               {}
+func (c *natCounters) ReservationRequestHandled(pb.Status) {}
+func (c *natCounters) BytesTransferred(n int)              { c.relayedBytes.Add(int64(n)) }
+
+var _ relay.MetricsTracer = (*natCounters)(nil)
+
+// status is the counters for the status API.
+func (c *natCounters) status() client.NATCounters {
+	out := client.NATCounters{
+		PunchAttempts:     c.punchAttempts.Load(),
+		PunchSuccesses:    c.punchSuccesses.Load(),
+		PunchFailures:     c.punchFailures.Load(),
+		DirectDials:       c.directDials.Load(),
+		RelayCircuits:     c.circuitsTotal.Load(),
+		RelayOpen:         c.circuitsOpen.Load(),
+		RelayRefused:      c.circuitsRefused.Load(),
+		RelayedBytes:      c.relayedBytes.Load(),
+		RelayReservations: c.reservations.Load(),
+	}
+	c.mu.Lock()
+	ts := slices.Clone(c.toDirect)
+	c.mu.Unlock()
+	if len(ts) > 0 {
+		out.PunchMSLast = ms(ts[len(ts)-1])
+		slices.Sort(ts)
+		out.PunchMSMedian = ms(ts[len(ts)/2])
+	}
+	return out
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,290 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
+	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+)
+
+// puncher turns relayed connections into direct ones with DCUtR.
+//
+// libp2p's own hole punching service only punches connections that open
+// after it has learned a public address of this peer, which it polls for
+// with a backoff; a peer dialed through a relay in the first quarter
+// second after joining (the usual case: its record spreads as soon as it
+// has a relay slot) stayed relayed for good. This service punches every
+// inbound relayed connection once it can, and tries again while the peer
+// is reached only through a relay.
+type puncher struct {
+	h   host.Host
+	ids identify.IDService
+	svc *holepunch.Service
+	log *slog.Logger
+
+	mu       sync.Mutex
+	observed map[string]observation // our own address as peers see it
+	active   map[peer.ID]bool       // punches in progress, by peer
+	wg       sync.WaitGroup
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+type observation struct {
+	addr ma.Multiaddr
+	by   map[string]bool // observers' IPs
+	seen time.Time
+}
+
+const (
+	maxObserved     = 16
+	observedFor     = 30 * time.Minute
+	punchRetries    = 3 // DirectConnect calls per relayed connection, each of up to 3 attempts
+	punchRetryDelay = 5 * time.Second
+)
+
+// newPuncher starts hole punching on h; tel traces each punch.
+func newPuncher(h host.Host, tel *natCounters, log *slog.Logger) (*puncher, error) {
+	idh, ok := h.(interface{ IDService() identify.IDService })
+	if !ok {
+		return nil, errors.New("hole punching: the libp2p host has no identify service")
+	}
+	p := &puncher{h: h, ids: idh.IDService(), log: log, observed: map[string]observation{}, active: map[peer.ID]bool{}}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	svc, err := holepunch.NewService(h, p.ids, p.publicAddrs, holepunch.WithTracer(tel))
+	if err != nil {
+		p.cancel()
+		return nil, err
+	}
+	p.svc = svc
+	sub, err := h.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
+	if err != nil {
+		svc.Close()
+		p.cancel()
+		return nil, err
+	}
+	p.wg.Add(1)
+	go p.watchIdentify(sub)
+	h.Network().Notify(&network.NotifyBundle{ConnectedF: p.connected})
+	return p, nil
+}
+
+// close stops punching and waits for punches in progress.
+func (p *puncher) close() {
+	p.cancel()
+	p.svc.Close()
+	p.wg.Wait()
+}
+
+// watchIdentify records the address each identified peer sees us at, when
+// it is a public address of one of our listeners.
+func (p *puncher) watchIdentify(sub event.Subscription) {
+	defer p.wg.Done()
+	defer sub.Close()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case e, ok := <-sub.Out():
+			if !ok {
+				return
+			}
+			ev := e.(event.EvtPeerIdentificationCompleted)
+			p.observe(ev.Conn, ev.ObservedAddr)
+		}
+	}
+}
+
+func (p *puncher) observe(c network.Conn, obs ma.Multiaddr) {
+	if c == nil || obs == nil || c.Stat().Limited || !manet.IsPublicAddr(obs) {
+		return
+	}
+	if _, err := obs.ValueForProtocol(ma.P_CIRCUIT); err == nil {
+		return
+	}
+	if !p.fromListener(c.LocalMultiaddr(), obs) {
+		return // an ephemeral port: nobody can reach us there
+	}
+	observer, err := manet.ToIP(c.RemoteMultiaddr())
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := obs.String()
+	o, ok := p.observed[k]
+	if !ok {
+		o = observation{addr: obs, by: map[string]bool{}}
+	}
+	o.by[observer.String()] = true
+	o.seen = time.Now()
+	p.observed[k] = o
+	if len(p.observed) > maxObserved {
+		oldest := ""
+		for k, o := range p.observed {
+			if oldest == "" || o.seen.Before(p.observed[oldest].seen) {
+				oldest = k
+			}
+		}
+		delete(p.observed, oldest)
+	}
+}
+
+// fromListener reports whether local, a connection's local address, is
+// one of our listen addresses (the port peers can punch to) and obs is of
+// the same transport.
+func (p *puncher) fromListener(local, obs ma.Multiaddr) bool {
+	if len(local) < 2 || len(obs) < 2 || len(local) != len(obs) {
+		return false
+	}
+	for i := range local {
+		if local[i].Code() != obs[i].Code() {
+			return false
+		}
+	}
+	for _, l := range p.h.Network().ListenAddresses() {
+		if len(l) != len(local) || l[1].Value() != local[1].Value() || l[1].Code() != local[1].Code() {
+			continue
+		}
+		if l[0].Value() == local[0].Value() || manet.IsIPUnspecified(l) {
+			return true
+		}
+	}
+	return false
+}
+
+// publicAddrs are this peer's public direct addresses: announced ones
+// (public interfaces, port mappings) and those peers observed recently.
+func (p *puncher) publicAddrs() []ma.Multiaddr {
+	var out []ma.Multiaddr
+	for _, a := range p.h.Addrs() {
+		if _, err := a.ValueForProtocol(ma.P_CIRCUIT); err != nil && manet.IsPublicAddr(a) {
+			out = append(out, a)
+		}
+	}
+	p.mu.Lock()
+	obs := make([]observation, 0, len(p.observed))
+	for _, o := range p.observed {
+		if time.Since(o.seen) < observedFor {
+			obs = append(obs, o)
+		}
+	}
+	p.mu.Unlock()
+	// Most observers first: a single liar cannot push out what many saw.
+	slices.SortFunc(obs, func(a, b observation) int { return len(b.by) - len(a.by) })
+	for _, o := range obs {
+		out = append(out, o.addr)
+	}
+	return ma.Unique(out)
+}
+
+// connected starts a punch for an inbound relayed connection: in DCUtR the
+// peer that was dialed through the relay initiates.
+func (p *puncher) connected(_ network.Network, c network.Conn) {
+	if c.Stat().Direction != network.DirInbound {
+		return
+	}
+	if _, err := c.RemoteMultiaddr().ValueForProtocol(ma.P_CIRCUIT); err != nil {
+		return
+	}
+	rp := c.RemotePeer()
+	p.mu.Lock()
+	if p.active[rp] || p.ctx.Err() != nil {
+		p.mu.Unlock()
+		return
+	}
+	p.active[rp] = true
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go p.punch(c)
+}
+
+// punch waits until this peer knows a public address of its own, then
+// punches, again after a pause while the peer is still reached only
+// through relays.
+func (p *puncher) punch(c network.Conn) {
+	rp := c.RemotePeer()
+	defer func() {
+		p.mu.Lock()
+		delete(p.active, rp)
+		p.mu.Unlock()
+		p.wg.Done()
+	}()
+	select {
+	case <-p.ids.IdentifyWait(c):
+	case <-p.ctx.Done():
+		return
+	}
+	for try := 0; try < punchRetries; try++ {
+		if try > 0 && !p.sleep(punchRetryDelay<<(try-1)) {
+			return
+		}
+		// libp2p's service answers and punches only once it has seen a
+		// public address of ours; until then DirectConnect would block.
+		for !p.ready() {
+			if !p.onlyRelayed(rp) || !p.sleep(250*time.Millisecond) {
+				return
+			}
+		}
+		if !p.onlyRelayed(rp) {
+			return
+		}
+		done := make(chan error, 1)
+		go func() { done <- p.svc.DirectConnect(rp) }()
+		var err error
+		select {
+		case err = <-done:
+		case <-p.ctx.Done():
+			return
+		}
+		switch {
+		case err == nil && !p.onlyRelayed(rp):
+			return
+		case errors.Is(err, holepunch.ErrHolePunchActive):
+			// libp2p's own notifee got there first; see how it ends.
+		case err != nil:
+			p.log.Debug("nat: hole punch did not connect", "peer", rp, "try", try+1, "err", err)
+		}
+	}
+}
+
+// ready reports whether the hole punching service has started: it
+// handles the DCUtR protocol once it knows a public address of ours.
+func (p *puncher) ready() bool {
+	return slices.Contains(p.h.Mux().Protocols(), holepunch.Protocol)
+}
+
+// sleep waits d; false when the puncher closes first.
+func (p *puncher) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// onlyRelayed reports whether every open connection to rp goes through a
+// relay (and there is at least one).
+func (p *puncher) onlyRelayed(rp peer.ID) bool {
+	conns := p.h.Network().ConnsToPeer(rp)
+	for _, c := range conns {
+		if _, err := c.RemoteMultiaddr().ValueForProtocol(ma.P_CIRCUIT); err != nil {
+			return false
+		}
+	}
+	return len(conns) > 0
+}
