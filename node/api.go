@@ -112,12 +112,13 @@ func (a *apiServer) peers(w http.ResponseWriter, r *http.Request) {
 	for _, p := range s.View().Peers() {
 		po := peerOut(p, now, p.Self || h.Network().Connectedness(p.ID) == network.Connected)
 		for _, c := range h.Network().ConnsToPeer(p.ID) {
-			kind := "direct"
-			if c.Stat().Limited {
-				kind = "relayed"
-			}
-			po.Conns = append(po.Conns, client.Conn{Addr: c.RemoteMultiaddr().String(), Kind: kind,
+			po.Conns = append(po.Conns, client.Conn{Addr: c.RemoteMultiaddr().String(), Kind: a.n.punch.kind(c),
 				Direction: strings.ToLower(c.Stat().Direction.String())})
+		}
+		if !p.Self {
+			if rtt := h.Peerstore().LatencyEWMA(p.ID); rtt > 0 {
+				po.RTTMS = ms(rtt)
+			}
 		}
 		out.Peers = append(out.Peers, po)
 	}

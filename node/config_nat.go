@@ -19,6 +19,12 @@ type NATConfig struct {
 	// RelayService: "auto" (default: serve circuit relay v2 to others while
 	// this peer is publicly reachable) or "off".
 	RelayService string `json:"relay_service,omitempty"`
+	// RelayLimit: what one circuit through this peer's relay may carry:
+	// "control" (libp2p's defaults: 2 minutes and 128 KiB each way; pings,
+	// records, short answers) or "member" (1 hour and 1 GiB each way, so
+	// pipeline and MoA traffic can flow where no direct path exists).
+	// Default: "member" in a private swarm, "control" otherwise.
+	RelayLimit string `json:"relay_limit,omitempty"`
 	// Relays are relays to reserve a slot on while this peer is not
 	// publicly reachable: multiaddrs ending in /p2p/ID.
 	Relays []string `json:"relays,omitempty"`
@@ -51,6 +57,9 @@ func (c NATConfig) validate() error {
 		return err
 	}
 	if err := oneOf("relay_service", c.RelayService, "auto", "off"); err != nil {
+		return err
+	}
+	if err := oneOf("relay_limit", c.RelayLimit, "control", "member"); err != nil {
 		return err
 	}
 	if err := oneOf("hole_punching", c.HolePunching, "on", "off"); err != nil {

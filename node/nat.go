@@ -5,11 +5,14 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -20,11 +23,12 @@ import (
 // natOptions are the libp2p options of cfg: AutoNAT (asking and answering
 // dial-backs), port mapping, the relay service, relays to reserve on, and
 // hole punching.
-func natOptions(cfg NATConfig, tel *natCounters) ([]libp2p.Option, error) {
+func natOptions(cfg NATConfig, tel *natCounters, acl *relayACL, src *relaySource) ([]libp2p.Option, error) {
 	relays, err := cfg.relays()
 	if err != nil {
 		return nil, err
 	}
+	src.static = relays
 	applyPublicCIDRs(cfg.PublicCIDRs)
 	opts := []libp2p.Option{libp2p.EnableRelay(), libp2p.EnableAutoNATv2()}
 	switch cfg.Reachability {
@@ -40,11 +44,14 @@ func natOptions(cfg NATConfig, tel *natCounters) ([]libp2p.Option, error) {
 	if cfg.RelayService != "off" {
 		// The relay manager runs the service only while this peer is
 		// publicly reachable.
-		opts = append(opts, libp2p.EnableRelayService(relay.WithMetricsTracer(tel)))
+		opts = append(opts, libp2p.EnableRelayService(relay.WithMetricsTracer(tel),
+			relay.WithLimit(relayLimit(cfg.RelayLimit, acl.private)), relay.WithACL(acl)))
 	}
-	if len(relays) > 0 {
-		opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(relays))
-	}
+	// While this peer is not publicly reachable, reserve slots on relays:
+	// configured ones, and swarm peers that relay.
+	opts = append(opts, libp2p.EnableAutoRelayWithPeerSource(src.candidates,
+		autorelay.WithNumRelays(2), autorelay.WithMinCandidates(1), autorelay.WithBootDelay(0),
+		autorelay.WithMinInterval(10*time.Second), autorelay.WithBackoff(30*time.Second)))
 	if cfg.PortMapping != "off" {
 		opts = append(opts, libp2p.NATPortMap())
 	}
@@ -132,7 +139,34 @@ func (n *Node) natStatus() client.NATStatus {
 			st.Relayed = true
 		}
 	}
-	st.RelayService = n.cfg.NAT.RelayService != "off" && st.Reachability == "public"
+	st.RelayService = n.relaying()
 	st.Counters = n.natc.status()
 	return st
+}
+
+// relaying reports whether this peer's relay service runs: it is not
+// turned off and the peer is publicly reachable.
+func (n *Node) relaying() bool {
+	return n.cfg.NAT.RelayService != "off" && n.reach.get() == network.ReachabilityPublic
+}
+
+// connKind is how this peer reaches id: "local" (itself), "punched",
+// "direct" or "relayed" (the best of its open connections), or "" when
+// none is open.
+func (n *Node) connKind(id peer.ID) string {
+	h := n.Host()
+	if h == nil {
+		return ""
+	}
+	if id == h.ID() {
+		return "local"
+	}
+	best := ""
+	rank := map[string]int{"": 0, "relayed": 1, "direct": 2, "punched": 2}
+	for _, c := range h.Network().ConnsToPeer(id) {
+		if k := n.punch.kind(c); rank[k] > rank[best] {
+			best = k
+		}
+	}
+	return best
 }

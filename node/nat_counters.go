@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/pb"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
@@ -28,6 +29,7 @@ type natCounters struct {
 
 	mu       sync.Mutex
 	toDirect []time.Duration // the last successful punches' durations, newest last
+	punched  func(peer.ID)   // told of each peer a punch reached
 
 	circuitsOpen    atomic.Int64
 	circuitsTotal   atomic.Int64
@@ -40,6 +42,13 @@ const keepPunchTimes = 64
 
 func newNATCounters(log *slog.Logger) *natCounters {
 	return &natCounters{log: log}
+}
+
+// onPunched sets f to be told of each peer a hole punch reached.
+func (c *natCounters) onPunched(f func(peer.ID)) {
+	c.mu.Lock()
+	c.punched = f
+	c.mu.Unlock()
 }
 
 // Trace is libp2p's hole punch event hook.
@@ -64,7 +73,11 @@ func (c *natCounters) Trace(e *holepunch.Event) {
 			if len(c.toDirect) > keepPunchTimes {
 				c.toDirect = c.toDirect[1:]
 			}
+			punched := c.punched
 			c.mu.Unlock()
+			if punched != nil {
+				punched(e.Remote)
+			}
 			c.log.Info("nat: hole punched, direct connection", "peer", e.Remote, "took", ev.EllapsedTime)
 		} else {
 			c.punchFailures.Add(1)

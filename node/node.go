@@ -59,11 +59,13 @@ type Node struct {
 
 	// bmcDead, once a BMC table is in force, reports the peers it declares
 	// dead; routing never uses them.
-	bmcDead atomic.Pointer[func(peer.ID) bool]
-	bmc     *bmcService // nil unless bmc_peers or bmc_serial is set
-	reach   reachability
-	natc    *natCounters
-	punch   *puncher // nil with nat.hole_punching off
+	bmcDead  atomic.Pointer[func(peer.ID) bool]
+	bmc      *bmcService // nil unless bmc_peers or bmc_serial is set
+	reach    reachability
+	natc     *natCounters
+	relayACL *relayACL
+	relaySrc *relaySource
+	punch    *puncher // nil with nat.hole_punching off
 }
 
 // APIAddrFile, in the data dir, holds the address the API listens on while
@@ -133,7 +135,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.newGate()
 	n.natc = newNATCounters(n.log)
-	h, notes, err := newHost(n.cfg, n.key, psk, n.gate, n.natc)
+	n.relayACL = &relayACL{private: psk != nil}
+	ledger := n.trust
+	banned := func(id peer.ID) bool { b, _ := ledger.Banned(id); return b }
+	n.relayACL.banned.Store(&banned)
+	n.relaySrc = &relaySource{}
+	h, notes, err := newHost(n.cfg, n.key, psk, n.gate, n.natc, n.relayACL, n.relaySrc)
 	if err != nil {
 		if apiLn != nil {
 			apiLn.Close()
@@ -141,6 +148,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.host = h
+	ps := h.Peerstore()
+	n.relayACL.ps.Store(&ps)
+	n.relaySrc.self = h.ID()
 	for _, note := range notes {
 		n.log.Warn(note)
 	}
@@ -196,6 +206,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	live := swarm.Liveness{Heartbeat: time.Duration(n.cfg.Heartbeat), Misses: n.cfg.DeadAfterMisses, MaxPeers: n.cfg.PeerTable.MaxPeers}
 	n.swarm = swarm.New(h, n.router, n.dht, n.selfCapability, live, n.log, n.swarmOptions()...)
+	n.relaySrc.view.Store(n.swarm.View())
 	if err = n.swarm.Start(runCtx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()

@@ -319,6 +319,7 @@ func (n *Node) newPipelineOriginator() *pipeline.Originator {
 		Host: n.host, View: n.swarm.View(), Local: n.pipe.stages, Exclude: n.excluded, Tokenizer: n.tokenizer, Log: n.log,
 		Manifest:  n.manifest,
 		RTT:       func(id peer.ID) time.Duration { return n.host.Peerstore().LatencyEWMA(id) },
+		ConnKind:  n.connKind,
 		Progress:  n.cfg.Progress.swarm(),
 		SpotCheck: pipeline.SpotCheck{Probability: n.cfg.Pipeline.SpotCheck, Tolerance: n.cfg.Pipeline.SpotTolerance},
 	}

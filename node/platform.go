@@ -24,6 +24,7 @@ func (n *Node) selfCapability() gossip.Capability {
 		},
 		Thermal: thermalState(),
 		Battery: battery(),
+		Relay:   n.relaying(),
 	}
 	if srv := n.moaServer; srv != nil {
 		c.Roles = srv.Roles()

@@ -36,6 +36,7 @@ type puncher struct {
 	mu       sync.Mutex
 	observed map[string]observation // our own address as peers see it
 	active   map[peer.ID]bool       // punches in progress, by peer
+	punched  map[string]bool        // IDs of direct connections a hole punch made
 	wg       sync.WaitGroup
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -60,7 +61,7 @@ func newPuncher(h host.Host, tel *natCounters, log *slog.Logger) (*puncher, erro
 	if !ok {
 		return nil, errors.New("hole punching: the libp2p host has no identify service")
 	}
-	p := &puncher{h: h, ids: idh.IDService(), log: log, observed: map[string]observation{}, active: map[peer.ID]bool{}}
+	p := &puncher{h: h, ids: idh.IDService(), log: log, observed: map[string]observation{}, active: map[peer.ID]bool{}, punched: map[string]bool{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	svc, err := holepunch.NewService(h, p.ids, p.publicAddrs, holepunch.WithTracer(tel))
 	if err != nil {
@@ -76,7 +77,8 @@ func newPuncher(h host.Host, tel *natCounters, log *slog.Logger) (*puncher, erro
 	}
 	p.wg.Add(1)
 	go p.watchIdentify(sub)
-	h.Network().Notify(&network.NotifyBundle{ConnectedF: p.connected})
+	tel.onPunched(p.markPunched)
+	h.Network().Notify(&network.NotifyBundle{ConnectedF: p.connected, DisconnectedF: p.disconnected})
 	return p, nil
 }
 
@@ -195,7 +197,7 @@ func (p *puncher) connected(_ network.Network, c network.Conn) {
 	if c.Stat().Direction != network.DirInbound {
 		return
 	}
-	if _, err := c.RemoteMultiaddr().ValueForProtocol(ma.P_CIRCUIT); err != nil {
+	if !isRelayed(c) {
 		return
 	}
 	rp := c.RemotePeer()
@@ -277,12 +279,53 @@ func (p *puncher) sleep(d time.Duration) bool {
 	}
 }
 
-// onlyRelayed reports whether every open connection to rp goes through a
+func (p *puncher) onlyRelayed(rp peer.ID) bool { return relayedOnly(p.h, rp) }
+
+// markPunched remembers rp's direct connections as made by a hole punch.
+func (p *puncher) markPunched(rp peer.ID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.h.Network().ConnsToPeer(rp) {
+		if !isRelayed(c) {
+			p.punched[c.ID()] = true
+		}
+	}
+}
+
+func (p *puncher) disconnected(_ network.Network, c network.Conn) {
+	p.mu.Lock()
+	delete(p.punched, c.ID())
+	p.mu.Unlock()
+}
+
+// kind is how c reaches its peer: "relayed" (through a circuit relay),
+// "punched" (direct, made by a hole punch) or "direct".
+func (p *puncher) kind(c network.Conn) string {
+	if isRelayed(c) {
+		return "relayed"
+	}
+	if p != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.punched[c.ID()] {
+			return "punched"
+		}
+	}
+	return "direct"
+}
+
+// isRelayed reports whether c goes through a circuit relay.
+func isRelayed(c network.Conn) bool {
+	_, err := c.RemoteMultiaddr().ValueForProtocol(ma.P_CIRCUIT)
+	return err == nil
+}
+
+// relayedOnly reports whether every open connection to id goes through a
 // relay (and there is at least one).
-func (p *puncher) onlyRelayed(rp peer.ID) bool {
-	conns := p.h.Network().ConnsToPeer(rp)
+func relayedOnly(h host.Host, id peer.ID) bool {
+	conns := h.Network().ConnsToPeer(id)
 	for _, c := range conns {
-		if _, err := c.RemoteMultiaddr().ValueForProtocol(ma.P_CIRCUIT); err != nil {
+		if !isRelayed(c) {
 			return false
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -236,16 +235,4 @@ func (r *reference) close() {
 		rm.m.Close()
 		delete(r.loaded, p)
 	}
-}
-
-// relayedOnly reports whether every open connection to id goes through a
-// relay (and there is at least one).
-func relayedOnly(h host.Host, id peer.ID) bool {
-	conns := h.Network().ConnsToPeer(id)
-	for _, c := range conns {
-		if !c.Stat().Limited {
-			return false
-		}
-	}
-	return len(conns) > 0
 }

@@ -487,6 +487,11 @@ func (g *generation) account(res *Result, took time.Duration) {
 func (g *generation) stats() {
 	for i, h := range g.hops {
 		hs := HopStat{Peer: h.Peer, Start: h.Start, End: h.End}
+		if from := g.o.Host.ID().String(); g.o.ConnKind != nil && (i == 0 || g.hops[i-1].Peer == from) {
+			if id, err := peer.Decode(h.Peer); err == nil {
+				hs.Conn = g.o.ConnKind(id)
+			}
+		}
 		if g.decodes > 0 {
 			hs.ComputeMS = g.compute[i] / float64(g.decodes)
 			hs.TransferMS = g.xfer[i] / float64(g.decodes)

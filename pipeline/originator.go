@@ -32,6 +32,9 @@ type Originator struct {
 	Host  host.Host
 	View  *swarm.View
 	Local *StageServer // this peer's own stages; may be nil
+	// ConnKind, if set, says how this peer reaches a peer: "local" (itself),
+	// "direct", "punched" or "relayed"; traces show it per hop.
+	ConnKind func(peer.ID) string
 	// Exclude reports peers routing must avoid (e.g. declared dead by the
 	// BMC). nil: none.
 	Exclude func(peer.ID) bool
@@ -129,6 +132,10 @@ type HopStat struct {
 	End        int     `json:"end"`
 	ComputeMS  float64 `json:"compute_ms_per_token"`
 	TransferMS float64 `json:"transfer_ms_per_token"` // to this hop and back, beyond the hops after it
+	// Conn is how the previous hop (the originator, for the first) reaches
+	// this one: "local", "direct", "punched" or "relayed"; known, and set,
+	// only where that is this peer.
+	Conn string `json:"conn,omitempty"`
 }
 
 // Reroute records a failover. DetectMS is how long the failed step ran

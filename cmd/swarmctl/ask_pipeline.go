@@ -14,6 +14,7 @@ type pipeHop struct {
 	End        int     `json:"end"`
 	ComputeMS  float64 `json:"compute_ms_per_token"`
 	TransferMS float64 `json:"transfer_ms_per_token"`
+	Conn       string  `json:"conn"`
 }
 
 type pipeTrace struct {
@@ -111,8 +112,12 @@ func pipelineFooter(e *env, res *client.QueryResult, trace bool) error {
 	}
 	if trace {
 		for i, h := range p.Hops {
-			fmt.Fprintf(e.stderr, "hop %-6d %-12s layers [%d,%d): compute %.2f ms/token, transfer %.3f ms/token\n",
-				i, shortID(h.Peer), h.Start, h.End, h.ComputeMS, h.TransferMS)
+			conn := ""
+			if h.Conn != "" {
+				conn = ", " + h.Conn
+			}
+			fmt.Fprintf(e.stderr, "hop %-6d %-12s layers [%d,%d): compute %.2f ms/token, transfer %.3f ms/token%s\n",
+				i, shortID(h.Peer), h.Start, h.End, h.ComputeMS, h.TransferMS, conn)
 		}
 	}
 	s := fmt.Sprintf("— pipeline, %s: %d prompt + %d generated tokens (%s hidden states), first token %s, %.1f tok/s, total %s",

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -25,10 +26,10 @@ func printPeers(e *env, ps client.Peers) error {
 		return printJSON(e.stdout, ps)
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "PEER\tSTATE\tSEEN\tPLATFORM\tROLES\tSHARDS\tLOAD")
+	fmt.Fprintln(w, "PEER\tSTATE\tSEEN\tCONN\tRTT\tPLATFORM\tROLES\tSHARDS\tLOAD")
 	for _, p := range ps.Peers {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\n", shortID(p.PeerID), state(p), seen(p),
-			platform(p.Platform), roles(p.Roles), shardList(p.Shards), p.Active, p.Capacity)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\n", shortID(p.PeerID), state(p), seen(p),
+			connKinds(p), rtt(p), platform(p.Platform), roles(p.Roles), shardList(p.Shards), p.Active, p.Capacity)
 	}
 	return w.Flush()
 }
@@ -50,6 +51,31 @@ func state(p client.Peer) string {
 		return "alive"
 	}
 	return fmt.Sprintf("dead %s", (time.Duration(p.DeadForMS) * time.Millisecond).Round(time.Second))
+}
+
+// connKinds lists the kinds of the open connections to p ("punched",
+// "direct", "relayed"), each once.
+func connKinds(p client.Peer) string {
+	if p.Self {
+		return "-"
+	}
+	var kinds []string
+	for _, c := range p.Conns {
+		if !slices.Contains(kinds, c.Kind) {
+			kinds = append(kinds, c.Kind)
+		}
+	}
+	if len(kinds) == 0 {
+		return "none"
+	}
+	return strings.Join(kinds, "+")
+}
+
+func rtt(p client.Peer) string {
+	if p.RTTMS <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fms", p.RTTMS)
 }
 
 func seen(p client.Peer) string {

@@ -48,6 +48,17 @@ func printStatus(e *env, st client.Status) error {
 		reach += ", relaying for others"
 	}
 	row("reachability", reach)
+	if c := st.NAT.Counters; c.PunchAttempts+c.DirectDials > 0 {
+		punch := fmt.Sprintf("%d punched, %d failed attempts, %d direct dials", c.PunchSuccesses, c.PunchFailures, c.DirectDials)
+		if c.PunchMSMedian > 0 {
+			punch += fmt.Sprintf("; median %.1f ms to direct", c.PunchMSMedian)
+		}
+		row("hole punching", punch)
+	}
+	if c := st.NAT.Counters; c.RelayReservations+c.RelayCircuits > 0 {
+		row("relayed", fmt.Sprintf("%d reservations, %d circuits (%d open, %d refused), %s",
+			c.RelayReservations, c.RelayCircuits, c.RelayOpen, c.RelayRefused, mib(c.RelayedBytes)))
+	}
 	for i, a := range st.NAT.Announced {
 		k := ""
 		if i == 0 {

@@ -45,15 +45,20 @@ type Peer struct {
 	Capacity   int      `json:"capacity"`
 	Thermal    string   `json:"thermal,omitempty"`
 	Battery    *Battery `json:"battery,omitempty"`
+	// Relay: its record says it relays for swarm members.
+	Relay bool `json:"relay,omitempty"`
 	// Conns are this peer's open connections to it.
 	Conns []Conn `json:"conns,omitempty"`
+	// RTTMS is the round-trip time to it (moving average of pings).
+	RTTMS float64 `json:"rtt_ms,omitempty"`
 }
 
 // Conn is one open connection to a peer.
 type Conn struct {
 	Addr string `json:"addr"` // the remote multiaddr
-	// Kind is "direct", or "relayed" (through a circuit relay: limited in
-	// time and bytes by the relay).
+	// Kind is "direct", "punched" (direct, made by a hole punch through
+	// both NATs) or "relayed" (through a circuit relay: limited in time and
+	// bytes by the relay).
 	Kind      string `json:"kind"`
 	Direction string `json:"direction"` // "inbound" or "outbound"
 }

@@ -1,0 +1,112 @@
+package node
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/llmswarm/llmswarm/shards"
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// Relay limits per circuit (each direction for bytes).
+const (
+	memberRelayDuration = time.Hour
+	memberRelayBytes    = 1 << 30
+)
+
+// relayLimit is the per-circuit limit of this peer's relay service:
+// "control" keeps libp2p's defaults (2 minutes, 128 KiB each way: pings,
+// records, a short MoA answer); "member" lets pipeline and MoA traffic
+// flow (1 hour, 1 GiB each way). The default is "member" in a private
+// swarm, whose every peer holds the swarm key, and "control" otherwise.
+func relayLimit(mode string, private bool) *relay.RelayLimit {
+	if mode == "member" || (mode == "" && private) {
+		return &relay.RelayLimit{Duration: memberRelayDuration, Data: memberRelayBytes}
+	}
+	return relay.DefaultLimit()
+}
+
+// relayACL lets only swarm members use this peer's relay: peers that
+// speak the swarm's protocols (in a private swarm, holding the key is
+// enough) and that this peer has not banned.
+type relayACL struct {
+	ps      atomic.Pointer[peerstore.Peerstore]
+	banned  atomic.Pointer[func(peer.ID) bool]
+	private bool
+}
+
+func (a *relayACL) member(p peer.ID) bool {
+	if b := a.banned.Load(); b != nil && (*b)(p) {
+		return false
+	}
+	if a.private {
+		return true
+	}
+	ps := a.ps.Load()
+	if ps == nil {
+		return false
+	}
+	got, err := (*ps).SupportsProtocols(p, shards.TransferProtocol)
+	return err == nil && len(got) > 0
+}
+
+func (a *relayACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool { return a.member(p) }
+
+func (a *relayACL) AllowConnect(src peer.ID, _ ma.Multiaddr, dst peer.ID) bool {
+	return a.member(src) && a.member(dst)
+}
+
+// relaySource offers AutoRelay relay candidates: the configured relays
+// first, then alive swarm peers whose records say they relay (AutoRelay
+// checks each one speaks the relay protocol and grants a slot; a peer's
+// word is only a hint).
+type relaySource struct {
+	static []peer.AddrInfo
+	view   atomic.Pointer[swarm.View]
+	self   peer.ID
+}
+
+func (s *relaySource) candidates(ctx context.Context, num int) <-chan peer.AddrInfo {
+	out := s.static
+	if v := s.view.Load(); v != nil {
+		var swarmRelays []peer.AddrInfo
+		for _, p := range v.Peers() {
+			if p.Self || !p.Alive || !p.Cap.Relay || p.ID == s.self {
+				continue
+			}
+			ai := peer.AddrInfo{ID: p.ID}
+			for _, a := range p.Cap.Addrs {
+				m, err := ma.NewMultiaddr(a)
+				if err != nil {
+					continue
+				}
+				if _, err := m.ValueForProtocol(ma.P_CIRCUIT); err == nil {
+					continue // a relay reached through a relay is no relay
+				}
+				ai.Addrs = append(ai.Addrs, m)
+			}
+			if len(ai.Addrs) > 0 && !slices.ContainsFunc(out, func(x peer.AddrInfo) bool { return x.ID == ai.ID }) {
+				swarmRelays = append(swarmRelays, ai)
+			}
+		}
+		rand.Shuffle(len(swarmRelays), func(i, j int) { swarmRelays[i], swarmRelays[j] = swarmRelays[j], swarmRelays[i] })
+		out = append(slices.Clip(out), swarmRelays...)
+	}
+	if len(out) > num {
+		out = out[:num]
+	}
+	c := make(chan peer.AddrInfo, len(out))
+	for _, ai := range out {
+		c <- ai
+	}
+	close(c)
+	return c
+}
