@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,9 +48,8 @@ func nsRun(t *testing.T, ns string, stdin string, name string, args ...string) {
 	}
 }
 
-// newNATTopo builds the topology; symmetric makes the NATs pick random
-// source ports (hole punching cannot work through them).
-func newNATTopo(t *testing.T, symmetric bool) natTopo {
+// newNATTopo builds the topology, both NATs port-preserving.
+func newNATTopo(t *testing.T) natTopo {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("network namespaces need root")
@@ -91,17 +91,13 @@ func newNATTopo(t *testing.T, symmetric bool) natTopo {
 	veth(tp.a, "eth0", tp.nat1, "lan0")
 	veth(tp.b, "eth0", tp.nat2, "lan0")
 	ipRun(t, "-n", tp.relay, "addr", "add", relayIP+"/24", "dev", "eth0")
-	flags := ""
-	if symmetric {
-		flags = "random,fully-random"
-	}
 	router := func(ns, wan, lan, lanNet string) {
 		ipRun(t, "-n", ns, "addr", "add", wan+"/24", "dev", "wan0")
 		ipRun(t, "-n", ns, "addr", "add", lan+"/24", "dev", "lan0")
 		nsRun(t, ns, "", "sysctl", "-qw", "net.ipv4.ip_forward=1")
 		nsRun(t, ns, fmt.Sprintf(`table ip nat {
   chain postrouting { type nat hook postrouting priority srcnat; policy accept;
-    oifname "wan0" ip saddr %s masquerade %s
+    oifname "wan0" ip saddr %s masquerade
   }
 }
 table inet filter {
@@ -114,7 +110,7 @@ table inet filter {
     iifname "wan0" drop
   }
 }
-`, lanNet, flags), "nft", "-f", "-")
+`, lanNet), "nft", "-f", "-")
 	}
 	router(tp.nat1, "198.51.100.1", "192.0.2.1", "192.0.2.0/24")
 	router(tp.nat2, "198.51.100.2", "203.0.113.1", "203.0.113.0/24")
@@ -148,81 +144,267 @@ type natStatus struct {
 		Announced    []string `json:"announced"`
 		Relayed      bool     `json:"relayed"`
 		RelayService bool     `json:"relay_service"`
+		Counters     struct {
+			PunchAttempts  int     `json:"punch_attempts"`
+			PunchSuccesses int     `json:"punch_successes"`
+			PunchFailures  int     `json:"punch_failures"`
+			PunchMSMedian  float64 `json:"punch_ms_median"`
+			RelayCircuits  int     `json:"relay_circuits"`
+			RelayedBytes   int64   `json:"relayed_bytes"`
+		} `json:"counters"`
 	} `json:"nat"`
 }
 
-// TestNATRelay: two peers, each behind its own NAT that drops unsolicited
-// traffic, join through a relay on the internet: they reserve a slot on
-// it, announce the circuit, see each other alive (their liveness probes
-// and pings go over the relay), and an MoA question from A is answered by
-// B's role model over the relayed connection.
-func TestNATRelay(t *testing.T) {
-	tp := newNATTopo(t, false)
-	model := tinyModel(t)
+// natSwarm is a relay on the internet and two peers behind their NATs:
+// A holds layers [0,2) of the tiny model, B layers [2,4) and a role.
+type natSwarm struct {
+	tp        natTopo
+	relay     *daemon
+	a, b      *daemon
+	aID, bID  string
+	model     string
+	relayAddr string
+	started   time.Time
+}
+
+// startNATSwarm starts the relay, then B and A; keyFile, if set, makes
+// the swarm private (the relay then lets members' traffic through).
+func startNATSwarm(t *testing.T, tp natTopo, model, keyFile string) *natSwarm {
+	t.Helper()
 	public := []string{"198.51.100.0/24"}
-	relay := natDaemon(t, tp.relay, relayIP, map[string]any{
-		"nat": map[string]any{"reachability": "public", "public_cidrs": public, "port_mapping": "off"}})
-	relayAddr := fmt.Sprintf("/ip4/%s/tcp/4001/p2p/%s", relayIP, relay.peerID())
-	boot := []string{relayAddr}
-	behind := func(ns, ip string, extra ...string) *daemon {
-		return natDaemon(t, ns, ip, map[string]any{
-			"bootstrap": boot,
-			"nat": map[string]any{"reachability": "private", "public_cidrs": public, "port_mapping": "off",
-				"relays": []string{relayAddr}}}, extra...)
+	var extra []string
+	if keyFile != "" {
+		extra = []string{"--swarm-key", keyFile}
 	}
-	start := time.Now()
-	b := behind(tp.b, lanB, "--role", "concise="+model)
-	a := behind(tp.a, lanA)
-	for _, d := range []*daemon{a, b} {
-		took := eventually(t, 30*time.Second, "a reservation on the relay", func() bool {
+	ns := &natSwarm{tp: tp, model: model}
+	ns.relay = natDaemon(t, tp.relay, relayIP, map[string]any{
+		"nat": map[string]any{"reachability": "public", "public_cidrs": public, "port_mapping": "off"}}, extra...)
+	ns.relayAddr = fmt.Sprintf("/ip4/%s/tcp/4001/p2p/%s", relayIP, ns.relay.peerID())
+	behind := func(netns, ip string, args ...string) *daemon {
+		return natDaemon(t, netns, ip, map[string]any{
+			"bootstrap": []string{ns.relayAddr},
+			"nat": map[string]any{"reachability": "private", "public_cidrs": public, "port_mapping": "off",
+				"relays": []string{ns.relayAddr}}}, append(append(args, "--threads", "1"), extra...)...)
+	}
+	ns.started = time.Now()
+	ns.b = behind(tp.b, lanB, "--role", "concise="+model, "--shard", model+":2-4")
+	ns.a = behind(tp.a, lanA, "--shard", model+":0-2")
+	for _, d := range []*daemon{ns.a, ns.b} {
+		eventually(t, 30*time.Second, "a reservation on the relay", func() bool {
 			var st natStatus
 			d.ctlJSON(&st, "status")
 			return st.NAT.Relayed && st.NAT.Reachability == "private"
 		})
-		t.Logf("%s reachable through the relay after %v", d.netns, took)
 	}
+	t.Logf("A and B reachable through the relay %v after B started", time.Since(ns.started).Round(time.Millisecond))
 	var rs natStatus
-	relay.ctlJSON(&rs, "status")
+	ns.relay.ctlJSON(&rs, "status")
 	if rs.NAT.Reachability != "public" || !rs.NAT.RelayService {
 		t.Fatalf("the relay: %+v", rs.NAT)
 	}
-	bID, aID := b.peerID(), a.peerID()
-	eventually(t, 30*time.Second, "A sees B alive", func() bool { return a.peers()[bID] })
-	eventually(t, 30*time.Second, "B sees A alive", func() bool { return b.peers()[aID] })
-	t.Logf("A and B alive to each other %v after B started", time.Since(start))
+	ns.aID, ns.bID = ns.a.peerID(), ns.b.peerID()
+	eventually(t, 30*time.Second, "A sees B alive", func() bool { return ns.a.peers()[ns.bID] })
+	eventually(t, 30*time.Second, "B sees A alive", func() bool { return ns.b.peers()[ns.aID] })
+	t.Logf("A and B alive to each other %v after B started", time.Since(ns.started).Round(time.Millisecond))
+	return ns
+}
 
+// connKinds are the kinds of d's open connections to the peer id.
+func connKinds(d *daemon, id string) []string {
+	d.t.Helper()
+	var ps struct {
+		Peers []struct {
+			PeerID string `json:"peer_id"`
+			Conns  []struct {
+				Kind string `json:"kind"`
+			} `json:"conns"`
+		} `json:"peers"`
+	}
+	d.ctlJSON(&ps, "peers")
+	var out []string
+	for _, p := range ps.Peers {
+		if p.PeerID == id {
+			for _, c := range p.Conns {
+				out = append(out, c.Kind)
+			}
+		}
+	}
+	return out
+}
+
+// askMoA asks A's swarm in MoA mode and checks B's role answered.
+func (ns *natSwarm) askMoA(t *testing.T, what string) {
+	t.Helper()
 	t0 := time.Now()
-	out, errOut, code := runCtlWithin(90*time.Second, a.netns, "--api", a.api, "--json", "ask", "--mode", "moa", "--timeout", "60s", "What is a relay?")
-	t.Logf("ask took %v", time.Since(t0))
+	out, errOut, code := runCtlWithin(90*time.Second, ns.a.netns, "--api", ns.a.api, "--json", "ask", "--mode", "moa",
+		"--timeout", "60s", "What is a relay?")
 	if code != 0 {
-		for _, l := range strings.Split(a.log.String(), "\n") {
-			if !strings.Contains(l, "pubsub") && !strings.Contains(l, "identify") {
-				t.Log("A: " + l)
-			}
-		}
-		for _, l := range strings.Split(b.log.String(), "\n") {
-			if strings.Contains(l, "moa") || strings.Contains(l, "verify") || strings.Contains(l, "shards") {
-				t.Log("B: " + l)
-			}
-		}
-		t.Fatalf("ask from A: exit %d: %s", code, errOut)
+		ns.dumpLogs(t)
+		t.Fatalf("%s: MoA ask from A: exit %d: %s", what, code, errOut)
 	}
 	var res struct {
 		Agents []struct {
 			Peer string `json:"peer"`
-			Role string `json:"role"`
 		} `json:"agent_responses"`
 		Final string `json:"final_answer"`
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("ask: %v\n%s", err, out)
+		t.Fatalf("%s: ask: %v\n%s", what, err, out)
 	}
 	answered := false
 	for _, ag := range res.Agents {
-		answered = answered || ag.Peer == bID
+		answered = answered || ag.Peer == ns.bID
 	}
 	if !answered || res.Final == "" {
-		t.Fatalf("B's role did not answer A: %s", out)
+		t.Fatalf("%s: B's role did not answer A: %s", what, out)
 	}
+	t.Logf("%s: MoA answered by B in %v", what, time.Since(t0).Round(time.Millisecond))
+}
+
+// askPipeline runs the 2-stage pipeline A|B from A and checks its tokens
+// are want's; it returns how A reached B.
+func (ns *natSwarm) askPipeline(t *testing.T, what, prompt string, want []int32) string {
+	t.Helper()
+	var res struct {
+		Pipeline struct {
+			Tokens    []int32 `json:"tokens"`
+			DecodeTPS float64 `json:"decode_tok_s"`
+			Hops      []struct {
+				Peer       string  `json:"peer"`
+				Conn       string  `json:"conn"`
+				TransferMS float64 `json:"transfer_ms_per_token"`
+			} `json:"hops"`
+		} `json:"pipeline"`
+	}
+	out, errOut, code := runCtlWithin(90*time.Second, ns.a.netns, append([]string{"--api", ns.a.api, "--json"},
+		append(pipeAsk, "--timeout", "60s", prompt)...)...)
+	if code != 0 {
+		ns.dumpLogs(t)
+		t.Fatalf("%s: pipeline ask from A: exit %d: %s", what, code, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, out)
+	}
+	p := res.Pipeline
+	if len(p.Hops) != 2 || p.Hops[0].Peer != ns.aID || p.Hops[1].Peer != ns.bID {
+		t.Fatalf("%s: route %+v, want A then B", what, p.Hops)
+	}
+	if !slices.Equal(p.Tokens, want) {
+		t.Fatalf("%s: tokens differ from one machine's:\n got %v\nwant %v", what, p.Tokens, want)
+	}
+	t.Logf("%s: pipeline A|B gave one machine's %d tokens, %.1f tok/s, A→B %s, transfer %.2f ms/token",
+		what, len(p.Tokens), p.DecodeTPS, p.Hops[1].Conn, p.Hops[1].TransferMS)
+	return p.Hops[1].Conn
+}
+
+func (ns *natSwarm) dumpLogs(t *testing.T) {
+	for name, d := range map[string]*daemon{"A": ns.a, "B": ns.b} {
+		for _, l := range strings.Split(d.log.String(), "\n") {
+			if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "nat:") ||
+				strings.Contains(l, "pipeline") || strings.Contains(l, "moa") {
+				t.Log(name + ": " + l)
+			}
+		}
+	}
+}
+
+// pipeReference runs the whole tiny model on one daemon (outside the NAT
+// topology) and returns a prompt with 24 varied tokens, and the tokens.
+func pipeReference(t *testing.T, model string) (string, []int32) {
+	t.Helper()
+	d := startDaemon(t, "", "--no-mdns", "--threads", "1", "--shard", model+":0-4")
+	defer d.kill()
+	var res pipeResult
+	for _, p := range pipePrompts {
+		d.ctlJSON(&res, append(pipeAsk, p)...)
+		distinct := map[int32]bool{}
+		for _, w := range res.Pipeline.Tokens {
+			distinct[w] = true
+		}
+		if len(res.Pipeline.Tokens) == 24 && len(distinct) >= 4 {
+			return p, res.Pipeline.Tokens
+		}
+	}
+	t.Fatalf("no prompt gives 24 varied reference tokens (last: %v)", res.Pipeline.Tokens)
+	return "", nil
+}
+
+// TestNATPunch: two peers behind port-preserving NATs that drop
+// unsolicited traffic meet through the relay, then hole punching makes
+// their connection direct. An MoA question from A is answered by B's role,
+// and the pipeline A|B gives one machine's tokens over the punched
+// connection. Then the relay is killed: the asks keep working.
+func TestNATPunch(t *testing.T) {
+	model := tinyModel(t)
+	prompt, want := pipeReference(t, model)
+	ns := startNATSwarm(t, newNATTopo(t), model, "")
+	took := eventually(t, 30*time.Second, "a punched connection from A to B", func() bool {
+		return slices.Contains(connKinds(ns.a, ns.bID), "punched")
+	})
+	t.Logf("A reaches B directly (punched) %v after B started (%v after polling began)",
+		time.Since(ns.started).Round(time.Millisecond), took.Round(time.Millisecond))
+	var bs natStatus
+	ns.b.ctlJSON(&bs, "status")
+	if bs.NAT.Counters.PunchSuccesses < 1 {
+		t.Fatalf("B's counters show no successful punch: %+v", bs.NAT.Counters)
+	}
+	t.Logf("B's punch counters: %+v", bs.NAT.Counters)
+
+	ns.askMoA(t, "punched")
+	if conn := ns.askPipeline(t, "punched", prompt, want); conn != "punched" {
+		t.Fatalf("A reached B over %q, want the punched connection", conn)
+	}
+
+	ns.relay.kill()
+	// Past the dead-after time: liveness now runs over the punched path.
+	time.Sleep(7 * time.Second)
+	if !ns.a.peers()[ns.bID] || !ns.b.peers()[ns.aID] {
+		t.Fatal("A and B lost each other when the relay died")
+	}
+	ns.askMoA(t, "relay killed")
+	ns.askPipeline(t, "relay killed", prompt, want)
+}
+
+// TestNATSymmetric: B's NAT picks a random source port for every
+// connection (a symmetric NAT, as many carrier NATs are), so hole punching
+// fails and A reaches B only through the relay. In a private swarm the
+// relay lets members' traffic through: the MoA question and the pipeline
+// A|B still succeed over the relay, with one machine's tokens.
+func TestNATSymmetric(t *testing.T) {
+	model := tinyModel(t)
+	prompt, want := pipeReference(t, model)
+	key := filepath.Join(t.TempDir(), "swarm.key")
+	if err := os.WriteFile(key, []byte("/key/swarm/psk/1.0.0/\n/base16/\n"+strings.Repeat("5a", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tp := newNATTopo(t)
+	symmetricNAT(t, tp.nat2)
+	ns := startNATSwarm(t, tp, model, key)
+	eventually(t, 30*time.Second, "B's hole punch to fail", func() bool {
+		var bs natStatus
+		ns.b.ctlJSON(&bs, "status")
+		return bs.NAT.Counters.PunchFailures > 0
+	})
+	if kinds := connKinds(ns.a, ns.bID); slices.Contains(kinds, "punched") || slices.Contains(kinds, "direct") {
+		t.Fatalf("A reaches B through a symmetric NAT directly: %v", kinds)
+	}
+	ns.askMoA(t, "relayed")
+	if conn := ns.askPipeline(t, "relayed", prompt, want); conn != "relayed" {
+		t.Fatalf("A reached B over %q, want the relay", conn)
+	}
+	var rs natStatus
+	ns.relay.ctlJSON(&rs, "status")
+	if rs.NAT.Counters.RelayCircuits < 1 || rs.NAT.Counters.RelayedBytes < 1 {
+		t.Fatalf("the relay's counters: %+v", rs.NAT.Counters)
+	}
+	t.Logf("the relay's counters: %+v", rs.NAT.Counters)
+}
+
+// symmetricNAT makes router ns's masquerade pick a random source port for
+// every new connection.
+func symmetricNAT(t *testing.T, ns string) {
+	t.Helper()
+	nsRun(t, ns, "", "nft", "flush", "chain", "ip", "nat", "postrouting")
+	nsRun(t, ns, "", "nft", "add", "rule", "ip", "nat", "postrouting", "oifname", "wan0", "masquerade", "random,fully-random")
 
 }

@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
+	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/llmswarm/llmswarm/shards"
@@ -38,10 +39,14 @@ func relayLimit(mode string, private bool) *relay.RelayLimit {
 // speak the swarm's protocols (in a private swarm, holding the key is
 // enough) and that this peer has not banned.
 type relayACL struct {
-	ps      atomic.Pointer[peerstore.Peerstore]
+	h       atomic.Pointer[host.Host]
 	banned  atomic.Pointer[func(peer.ID) bool]
 	private bool
 }
+
+// identifyWait bounds how long a request waits for the requester's
+// identify exchange, which tells its protocols.
+const identifyWait = 5 * time.Second
 
 func (a *relayACL) member(p peer.ID) bool {
 	if b := a.banned.Load(); b != nil && (*b)(p) {
@@ -50,12 +55,33 @@ func (a *relayACL) member(p peer.ID) bool {
 	if a.private {
 		return true
 	}
-	ps := a.ps.Load()
-	if ps == nil {
+	hp := a.h.Load()
+	if hp == nil {
 		return false
 	}
-	got, err := (*ps).SupportsProtocols(p, shards.TransferProtocol)
-	return err == nil && len(got) > 0
+	h := *hp
+	speaks := func() bool {
+		got, err := h.Peerstore().SupportsProtocols(p, shards.TransferProtocol)
+		return err == nil && len(got) > 0
+	}
+	if speaks() {
+		return true
+	}
+	// A request can arrive before identify with its sender has finished.
+	idh, ok := h.(interface{ IDService() identify.IDService })
+	if !ok {
+		return false
+	}
+	timeout := time.NewTimer(identifyWait)
+	defer timeout.Stop()
+	for _, c := range h.Network().ConnsToPeer(p) {
+		select {
+		case <-idh.IDService().IdentifyWait(c):
+		case <-timeout.C:
+			return speaks()
+		}
+	}
+	return speaks()
 }
 
 func (a *relayACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool { return a.member(p) }

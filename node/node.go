@@ -148,8 +148,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.host = h
-	ps := h.Peerstore()
-	n.relayACL.ps.Store(&ps)
+	n.relayACL.h.Store(&h)
 	n.relaySrc.self = h.ID()
 	for _, note := range notes {
 		n.log.Warn(note)
