@@ -10,6 +10,11 @@ command -v avr-gcc >/dev/null || need_apt+=(gcc-avr avr-libc)
 [ -e /usr/include/simavr/parts/uart_pty.h ] || need_apt+=(simavr libsimavr-dev)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v nft >/dev/null || need_apt+=(nftables)
+# The UPnP NAT test runs its own miniupnpd inside a router namespace. The
+# -nftables package holds only the binary and nft helper scripts: no
+# service, no maintainer scripts, no debconf questions (the service lives
+# in the miniupnpd package, which is not installed).
+command -v miniupnpd >/dev/null || [ -x /usr/sbin/miniupnpd ] || need_apt+=(miniupnpd-nftables)
 command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
 
