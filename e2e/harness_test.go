@@ -55,7 +55,7 @@ func build() int {
 
 // daemon is one swarmd process.
 type daemon struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	netns  string
 	args   []string
@@ -97,13 +97,13 @@ func netnsCmd(ns, name string, args ...string) *exec.Cmd {
 
 // startDaemon starts swarmd on loopback with its own data dir and an
 // ephemeral API port, and waits until the API answers.
-func startDaemon(t *testing.T, netns string, extra ...string) *daemon {
+func startDaemon(t testing.TB, netns string, extra ...string) *daemon {
 	t.Helper()
 	return startDaemonThrottled(t, netns, nil, extra...)
 }
 
 // startDaemonThrottled is startDaemon for a slow device (th nil: full speed).
-func startDaemonThrottled(t *testing.T, netns string, th *throttle, extra ...string) *daemon {
+func startDaemonThrottled(t testing.TB, netns string, th *throttle, extra ...string) *daemon {
 	t.Helper()
 	d := &daemon{t: t, dir: t.TempDir(), netns: netns, throttle: th}
 	d.args = append([]string{"--data", d.dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0",
@@ -273,7 +273,7 @@ func (d *daemon) peers() map[string]bool {
 }
 
 // eventually polls cond until it holds or within passes; returns the time taken.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for !cond() {
@@ -318,7 +318,7 @@ func newNetns(t *testing.T) string {
 
 // runSwarmd runs swarmd to completion (for commands that exit by
 // themselves) and returns its combined output and exit code.
-func runSwarmd(t *testing.T, args ...string) (string, int) {
+func runSwarmd(t testing.TB, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -20,7 +20,7 @@ var (
 )
 
 // tinyModel makes a synthetic model with the real CLI, once per test run.
-func tinyModel(t *testing.T) string {
+func tinyModel(t testing.TB) string {
 	t.Helper()
 	tinyOnce.Do(func() {
 		p := filepath.Join(bin, "tiny-qwen3.gguf")

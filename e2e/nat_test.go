@@ -30,14 +30,14 @@ const (
 
 func (tp natTopo) all() []string { return []string{tp.inet, tp.relay, tp.nat1, tp.nat2, tp.a, tp.b} }
 
-func ipRun(t *testing.T, args ...string) {
+func ipRun(t testing.TB, args ...string) {
 	t.Helper()
 	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
 
-func nsRun(t *testing.T, ns string, stdin string, name string, args ...string) {
+func nsRun(t testing.TB, ns string, stdin string, name string, args ...string) {
 	t.Helper()
 	cmd := netnsCmd(ns, name, args...)
 	if stdin != "" {
@@ -49,7 +49,7 @@ func nsRun(t *testing.T, ns string, stdin string, name string, args ...string) {
 }
 
 // newNATTopo builds the topology, both NATs port-preserving.
-func newNATTopo(t *testing.T) natTopo {
+func newNATTopo(t testing.TB) natTopo {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("network namespaces need root")
@@ -123,7 +123,7 @@ table inet filter {
 
 // natDaemon starts swarmd in ns listening on ip, with cfg (nat keys and
 // the rest) as its config file.
-func natDaemon(t *testing.T, ns, ip string, cfg map[string]any, extra ...string) *daemon {
+func natDaemon(t testing.TB, ns, ip string, cfg map[string]any, extra ...string) *daemon {
 	t.Helper()
 	d := &daemon{t: t, dir: t.TempDir(), netns: ns}
 	b, _ := json.Marshal(cfg)
@@ -156,39 +156,54 @@ type natStatus struct {
 }
 
 // natSwarm is a relay on the internet and two peers behind their NATs:
-// A holds layers [0,2) of the tiny model, B layers [2,4) and a role.
+// with a model, A holds layers [0,2) of it, B layers [2,4) and a role.
 type natSwarm struct {
 	tp        natTopo
 	relay     *daemon
 	a, b      *daemon
 	aID, bID  string
-	model     string
 	relayAddr string
 	started   time.Time
+	toRelayed time.Duration // from B's start until both hold a relay slot
+	toAlive   time.Duration // until both see each other alive
 }
 
-// startNATSwarm starts the relay, then B and A; keyFile, if set, makes
-// the swarm private (the relay then lets members' traffic through).
-func startNATSwarm(t *testing.T, tp natTopo, model, keyFile string) *natSwarm {
+type natSwarmOpts struct {
+	model   string // "": peers serve nothing
+	keyFile string // set: a private swarm (the relay lets members' traffic through)
+	noPunch bool   // hole punching off on A and B
+}
+
+// startNATSwarm starts the relay, then B and A.
+func startNATSwarm(t testing.TB, tp natTopo, o natSwarmOpts) *natSwarm {
 	t.Helper()
 	public := []string{"198.51.100.0/24"}
 	var extra []string
-	if keyFile != "" {
-		extra = []string{"--swarm-key", keyFile}
+	if o.keyFile != "" {
+		extra = []string{"--swarm-key", o.keyFile}
 	}
-	ns := &natSwarm{tp: tp, model: model}
+	ns := &natSwarm{tp: tp}
 	ns.relay = natDaemon(t, tp.relay, relayIP, map[string]any{
 		"nat": map[string]any{"reachability": "public", "public_cidrs": public, "port_mapping": "off"}}, extra...)
 	ns.relayAddr = fmt.Sprintf("/ip4/%s/tcp/4001/p2p/%s", relayIP, ns.relay.peerID())
+	punch := "on"
+	if o.noPunch {
+		punch = "off"
+	}
 	behind := func(netns, ip string, args ...string) *daemon {
 		return natDaemon(t, netns, ip, map[string]any{
 			"bootstrap": []string{ns.relayAddr},
 			"nat": map[string]any{"reachability": "private", "public_cidrs": public, "port_mapping": "off",
-				"relays": []string{ns.relayAddr}}}, append(append(args, "--threads", "1"), extra...)...)
+				"hole_punching": punch, "relays": []string{ns.relayAddr}}}, append(append(args, "--threads", "1"), extra...)...)
+	}
+	var aArgs, bArgs []string
+	if o.model != "" {
+		bArgs = []string{"--role", "concise=" + o.model, "--shard", o.model + ":2-4"}
+		aArgs = []string{"--shard", o.model + ":0-2"}
 	}
 	ns.started = time.Now()
-	ns.b = behind(tp.b, lanB, "--role", "concise="+model, "--shard", model+":2-4")
-	ns.a = behind(tp.a, lanA, "--shard", model+":0-2")
+	ns.b = behind(tp.b, lanB, bArgs...)
+	ns.a = behind(tp.a, lanA, aArgs...)
 	for _, d := range []*daemon{ns.a, ns.b} {
 		eventually(t, 30*time.Second, "a reservation on the relay", func() bool {
 			var st natStatus
@@ -196,7 +211,7 @@ func startNATSwarm(t *testing.T, tp natTopo, model, keyFile string) *natSwarm {
 			return st.NAT.Relayed && st.NAT.Reachability == "private"
 		})
 	}
-	t.Logf("A and B reachable through the relay %v after B started", time.Since(ns.started).Round(time.Millisecond))
+	ns.toRelayed = time.Since(ns.started)
 	var rs natStatus
 	ns.relay.ctlJSON(&rs, "status")
 	if rs.NAT.Reachability != "public" || !rs.NAT.RelayService {
@@ -205,8 +220,21 @@ func startNATSwarm(t *testing.T, tp natTopo, model, keyFile string) *natSwarm {
 	ns.aID, ns.bID = ns.a.peerID(), ns.b.peerID()
 	eventually(t, 30*time.Second, "A sees B alive", func() bool { return ns.a.peers()[ns.bID] })
 	eventually(t, 30*time.Second, "B sees A alive", func() bool { return ns.b.peers()[ns.aID] })
-	t.Logf("A and B alive to each other %v after B started", time.Since(ns.started).Round(time.Millisecond))
+	ns.toAlive = time.Since(ns.started)
 	return ns
+}
+
+// logStart logs how long joining took.
+func (ns *natSwarm) logStart(t testing.TB) {
+	t.Logf("after B started: both hold a relay slot at %v, see each other alive at %v",
+		ns.toRelayed.Round(time.Millisecond), ns.toAlive.Round(time.Millisecond))
+}
+
+// stop kills the daemons (the topology's cleanup kills them too).
+func (ns *natSwarm) stop() {
+	for _, d := range []*daemon{ns.a, ns.b, ns.relay} {
+		d.kill()
+	}
 }
 
 // connKinds are the kinds of d's open connections to the peer id.
@@ -233,7 +261,7 @@ func connKinds(d *daemon, id string) []string {
 }
 
 // askMoA asks A's swarm in MoA mode and checks B's role answered.
-func (ns *natSwarm) askMoA(t *testing.T, what string) {
+func (ns *natSwarm) askMoA(t testing.TB, what string) {
 	t.Helper()
 	t0 := time.Now()
 	out, errOut, code := runCtlWithin(90*time.Second, ns.a.netns, "--api", ns.a.api, "--json", "ask", "--mode", "moa",
@@ -263,7 +291,7 @@ func (ns *natSwarm) askMoA(t *testing.T, what string) {
 
 // askPipeline runs the 2-stage pipeline A|B from A and checks its tokens
 // are want's; it returns how A reached B.
-func (ns *natSwarm) askPipeline(t *testing.T, what, prompt string, want []int32) string {
+func (ns *natSwarm) askPipeline(t testing.TB, what, prompt string, want []int32) string {
 	t.Helper()
 	var res struct {
 		Pipeline struct {
@@ -297,7 +325,7 @@ func (ns *natSwarm) askPipeline(t *testing.T, what, prompt string, want []int32)
 	return p.Hops[1].Conn
 }
 
-func (ns *natSwarm) dumpLogs(t *testing.T) {
+func (ns *natSwarm) dumpLogs(t testing.TB) {
 	for name, d := range map[string]*daemon{"A": ns.a, "B": ns.b} {
 		for _, l := range strings.Split(d.log.String(), "\n") {
 			if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "nat:") ||
@@ -310,7 +338,7 @@ func (ns *natSwarm) dumpLogs(t *testing.T) {
 
 // pipeReference runs the whole tiny model on one daemon (outside the NAT
 // topology) and returns a prompt with 24 varied tokens, and the tokens.
-func pipeReference(t *testing.T, model string) (string, []int32) {
+func pipeReference(t testing.TB, model string) (string, []int32) {
 	t.Helper()
 	d := startDaemon(t, "", "--no-mdns", "--threads", "1", "--shard", model+":0-4")
 	defer d.kill()
@@ -337,7 +365,8 @@ func pipeReference(t *testing.T, model string) (string, []int32) {
 func TestNATPunch(t *testing.T) {
 	model := tinyModel(t)
 	prompt, want := pipeReference(t, model)
-	ns := startNATSwarm(t, newNATTopo(t), model, "")
+	ns := startNATSwarm(t, newNATTopo(t), natSwarmOpts{model: model})
+	ns.logStart(t)
 	took := eventually(t, 30*time.Second, "a punched connection from A to B", func() bool {
 		return slices.Contains(connKinds(ns.a, ns.bID), "punched")
 	})
@@ -373,13 +402,11 @@ func TestNATPunch(t *testing.T) {
 func TestNATSymmetric(t *testing.T) {
 	model := tinyModel(t)
 	prompt, want := pipeReference(t, model)
-	key := filepath.Join(t.TempDir(), "swarm.key")
-	if err := os.WriteFile(key, []byte("/key/swarm/psk/1.0.0/\n/base16/\n"+strings.Repeat("5a", 32)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	key := swarmKeyFile(t)
 	tp := newNATTopo(t)
 	symmetricNAT(t, tp.nat2)
-	ns := startNATSwarm(t, tp, model, key)
+	ns := startNATSwarm(t, tp, natSwarmOpts{model: model, keyFile: key})
+	ns.logStart(t)
 	eventually(t, 30*time.Second, "B's hole punch to fail", func() bool {
 		var bs natStatus
 		ns.b.ctlJSON(&bs, "status")
@@ -402,9 +429,19 @@ func TestNATSymmetric(t *testing.T) {
 
 // symmetricNAT makes router ns's masquerade pick a random source port for
 // every new connection.
-func symmetricNAT(t *testing.T, ns string) {
+func symmetricNAT(t testing.TB, ns string) {
 	t.Helper()
 	nsRun(t, ns, "", "nft", "flush", "chain", "ip", "nat", "postrouting")
 	nsRun(t, ns, "", "nft", "add", "rule", "ip", "nat", "postrouting", "oifname", "wan0", "masquerade", "random,fully-random")
 
+}
+
+// swarmKeyFile writes a private swarm's key.
+func swarmKeyFile(t testing.TB) string {
+	t.Helper()
+	key := filepath.Join(t.TempDir(), "swarm.key")
+	if err := os.WriteFile(key, []byte("/key/swarm/psk/1.0.0/\n/base16/\n"+strings.Repeat("5a", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return key
 }

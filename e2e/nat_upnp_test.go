@@ -185,7 +185,7 @@ func connsTo(d *daemon, id string) []string {
 // role. The router forwards nothing but what miniupnpd added, and B has
 // no relay, so the mapping is the only way in.
 func TestNATUPnP(t *testing.T) {
-	tp := newNATTopo(t, false)
+	tp := newNATTopo(t)
 	routerLog := upnpRouter(t, tp)
 	cNS := internetHost(t, tp, inetHostIP)
 	model := tinyModel(t)
