@@ -172,6 +172,9 @@ type natSwarmOpts struct {
 	model   string // "": peers serve nothing
 	keyFile string // set: a private swarm (the relay lets members' traffic through)
 	noPunch bool   // hole punching off on A and B
+	// swarmRelay: B is not told of the relay, only bootstraps from it,
+	// and must find it among the swarm's peers.
+	swarmRelay bool
 }
 
 // startNATSwarm starts the relay, then B and A.
@@ -190,11 +193,15 @@ func startNATSwarm(t testing.TB, tp natTopo, o natSwarmOpts) *natSwarm {
 	if o.noPunch {
 		punch = "off"
 	}
-	behind := func(netns, ip string, args ...string) *daemon {
+	behind := func(netns, ip string, relays []string, args ...string) *daemon {
 		return natDaemon(t, netns, ip, map[string]any{
 			"bootstrap": []string{ns.relayAddr},
 			"nat": map[string]any{"reachability": "private", "public_cidrs": public, "port_mapping": "off",
-				"hole_punching": punch, "relays": []string{ns.relayAddr}}}, append(append(args, "--threads", "1"), extra...)...)
+				"hole_punching": punch, "relays": relays}}, append(append(args, "--threads", "1"), extra...)...)
+	}
+	bRelays := []string{ns.relayAddr}
+	if o.swarmRelay {
+		bRelays = nil
 	}
 	var aArgs, bArgs []string
 	if o.model != "" {
@@ -202,14 +209,16 @@ func startNATSwarm(t testing.TB, tp natTopo, o natSwarmOpts) *natSwarm {
 		aArgs = []string{"--shard", o.model + ":0-2"}
 	}
 	ns.started = time.Now()
-	ns.b = behind(tp.b, lanB, bArgs...)
-	ns.a = behind(tp.a, lanA, aArgs...)
-	for _, d := range []*daemon{ns.a, ns.b} {
-		eventually(t, 30*time.Second, "a reservation on the relay", func() bool {
-			var st natStatus
-			d.ctlJSON(&st, "status")
-			return st.NAT.Relayed && st.NAT.Reachability == "private"
-		})
+	ns.b = behind(tp.b, lanB, bRelays, bArgs...)
+	ns.a = behind(tp.a, lanA, []string{ns.relayAddr}, aArgs...)
+	for name, d := range map[string]*daemon{"A": ns.a, "B": ns.b} {
+		var st natStatus
+		for d.ctlJSON(&st, "status"); !st.NAT.Relayed || st.NAT.Reachability != "private"; d.ctlJSON(&st, "status") {
+			if time.Since(ns.started) > 30*time.Second {
+				t.Fatalf("%s holds no relay slot after 30 s: %+v", name, st.NAT)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	ns.toRelayed = time.Since(ns.started)
 	var rs natStatus
@@ -396,7 +405,9 @@ func TestNATPunch(t *testing.T) {
 
 // TestNATSymmetric: B's NAT picks a random source port for every
 // connection (a symmetric NAT, as many carrier NATs are), so hole punching
-// fails and A reaches B only through the relay. In a private swarm the
+// fails and A reaches B only through the relay, which B found among the
+// swarm's peers (it bootstraps from it but is not told it relays). In a
+// private swarm the
 // relay lets members' traffic through: the MoA question and the pipeline
 // A|B still succeed over the relay, with one machine's tokens.
 func TestNATSymmetric(t *testing.T) {
@@ -405,7 +416,7 @@ func TestNATSymmetric(t *testing.T) {
 	key := swarmKeyFile(t)
 	tp := newNATTopo(t)
 	symmetricNAT(t, tp.nat2)
-	ns := startNATSwarm(t, tp, natSwarmOpts{model: model, keyFile: key})
+	ns := startNATSwarm(t, tp, natSwarmOpts{model: model, keyFile: key, swarmRelay: true})
 	ns.logStart(t)
 	eventually(t, 30*time.Second, "B's hole punch to fail", func() bool {
 		var bs natStatus

@@ -9,7 +9,7 @@ import (
 
 func TestNATConfigKeys(t *testing.T) {
 	dir := t.TempDir()
-	good := Config{DataDir: dir, NAT: NATConfig{Reachability: "private", RelayService: "off", HolePunching: "on", PortMapping: "off",
+	good := Config{DataDir: dir, NAT: NATConfig{Reachability: "private", RelayService: "off", RelayLimit: "member", HolePunching: "on", PortMapping: "off",
 		Relays:      []string{"/ip4/198.51.100.10/tcp/4001/p2p/12D3KooWLiCRy7Nj2kBL6Rp4H3Ub2CnM4wqLRnK6ZCuQ8Qxr1qDU"},
 		PublicCIDRs: []string{"198.51.100.0/24"}}}
 	if err := good.Validate(); err != nil {
@@ -27,6 +27,7 @@ func TestNATConfigKeys(t *testing.T) {
 	}{
 		{"reachability", func(c *Config) { c.NAT.Reachability = "sometimes" }, "nat.reachability"},
 		{"relay service", func(c *Config) { c.NAT.RelayService = "yes" }, "nat.relay_service"},
+		{"relay limit", func(c *Config) { c.NAT.RelayLimit = "unlimited" }, "nat.relay_limit"},
 		{"hole punching", func(c *Config) { c.NAT.HolePunching = "true" }, "nat.hole_punching"},
 		{"port mapping", func(c *Config) { c.NAT.PortMapping = "upnp" }, "nat.port_mapping"},
 		{"relay without id", func(c *Config) { c.NAT.Relays = []string{"/ip4/198.51.100.10/tcp/4001"} }, "nat.relays"},

@@ -51,7 +51,7 @@ func natOptions(cfg NATConfig, tel *natCounters, acl *relayACL, src *relaySource
 	// configured ones, and swarm peers that relay.
 	opts = append(opts, libp2p.EnableAutoRelayWithPeerSource(src.candidates,
 		autorelay.WithNumRelays(2), autorelay.WithMinCandidates(1), autorelay.WithBootDelay(0),
-		autorelay.WithMinInterval(10*time.Second), autorelay.WithBackoff(30*time.Second)))
+		autorelay.WithMinInterval(3*time.Second), autorelay.WithBackoff(10*time.Second)))
 	if cfg.PortMapping != "off" {
 		opts = append(opts, libp2p.NATPortMap())
 	}
@@ -90,16 +90,32 @@ func applyPublicCIDRs(cidrs []string) {
 	}
 }
 
-// reachability follows what AutoNAT (or the config) says of this peer.
+// reachability follows what AutoNAT (or the config) says of this peer:
+// AutoNAT v1's verdict on the peer, and AutoNAT v2's on each address.
 type reachability struct {
-	v atomic.Int32 // network.Reachability
+	forced bool         // nat.reachability is set: v1's event carries it, v2 is ignored
+	v1     atomic.Int32 // network.Reachability
+	v2     atomic.Int32 // network.Reachability from v2: public once an address is confirmed reachable
 }
 
-func (r *reachability) get() network.Reachability { return network.Reachability(r.v.Load()) }
+// get prefers v2's per-address answer: an address confirmed reachable
+// makes the peer public; v1 decides otherwise.
+func (r *reachability) get() network.Reachability {
+	if r.forced {
+		return network.Reachability(r.v1.Load())
+	}
+	if v2 := network.Reachability(r.v2.Load()); v2 == network.ReachabilityPublic {
+		return v2
+	} else if v1 := network.Reachability(r.v1.Load()); v1 != network.ReachabilityUnknown {
+		return v1
+	} else {
+		return v2
+	}
+}
 
 // watch updates r from h's event bus until ctx ends.
 func (r *reachability) watch(ctx context.Context, h host.Host) error {
-	sub, err := h.EventBus().Subscribe(new(event.EvtLocalReachabilityChanged))
+	sub, err := h.EventBus().Subscribe([]any{new(event.EvtLocalReachabilityChanged), new(event.EvtHostReachableAddrsChanged)})
 	if err != nil {
 		return err
 	}
@@ -113,7 +129,19 @@ func (r *reachability) watch(ctx context.Context, h host.Host) error {
 				if !ok {
 					return
 				}
-				r.v.Store(int32(e.(event.EvtLocalReachabilityChanged).Reachability))
+				switch e := e.(type) {
+				case event.EvtLocalReachabilityChanged:
+					r.v1.Store(int32(e.Reachability))
+				case event.EvtHostReachableAddrsChanged:
+					v := network.ReachabilityUnknown
+					switch {
+					case len(e.Reachable) > 0:
+						v = network.ReachabilityPublic
+					case len(e.Unreachable) > 0:
+						v = network.ReachabilityPrivate
+					}
+					r.v2.Store(int32(v))
+				}
 			}
 		}
 	}()

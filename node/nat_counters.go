@@ -28,8 +28,9 @@ type natCounters struct {
 	directDials    atomic.Int64 // direct dials that made punching unneeded
 
 	mu       sync.Mutex
-	toDirect []time.Duration // the last successful punches' durations, newest last
-	punched  func(peer.ID)   // told of each peer a punch reached
+	toDirect []time.Duration    // the last successful punches' durations, newest last
+	punched  func(peer.ID)      // told of each peer a punch reached
+	direct   func(peer.ID) bool // whether a peer has a direct connection
 
 	circuitsOpen    atomic.Int64
 	circuitsTotal   atomic.Int64
@@ -44,11 +45,19 @@ func newNATCounters(log *slog.Logger) *natCounters {
 	return &natCounters{log: log}
 }
 
-// onPunched sets f to be told of each peer a hole punch reached.
-func (c *natCounters) onPunched(f func(peer.ID)) {
+// onPunched sets f to be told of each peer a hole punch reached, and
+// direct to say whether a peer has a direct connection.
+func (c *natCounters) onPunched(f func(peer.ID), direct func(peer.ID) bool) {
 	c.mu.Lock()
-	c.punched = f
+	c.punched, c.direct = f, direct
 	c.mu.Unlock()
+}
+
+func (c *natCounters) reachedDirectly(p peer.ID) bool {
+	c.mu.Lock()
+	direct := c.direct
+	c.mu.Unlock()
+	return direct != nil && direct(p)
 }
 
 // Trace is libp2p's hole punch event hook.
@@ -79,11 +88,19 @@ func (c *natCounters) Trace(e *holepunch.Event) {
 				punched(e.Remote)
 			}
 			c.log.Info("nat: hole punched, direct connection", "peer", e.Remote, "took", ev.EllapsedTime)
+		} else if c.reachedDirectly(e.Remote) {
+			c.log.Debug("nat: hole punch attempt failed, but another made a direct connection", "peer", e.Remote, "err", ev.Error)
 		} else {
 			c.punchFailures.Add(1)
 			c.log.Info("nat: hole punch failed, staying relayed", "peer", e.Remote, "took", ev.EllapsedTime, "err", ev.Error)
 		}
 	case *holepunch.ProtocolErrorEvt:
+		// Both sides may start a punch at once; the one that loses the race
+		// sees a protocol error while a direct connection exists.
+		if c.reachedDirectly(e.Remote) {
+			c.log.Debug("nat: hole punch protocol error, but a direct connection exists", "peer", e.Remote, "err", ev.Error)
+			return
+		}
 		c.punchFailures.Add(1)
 		c.log.Info("nat: hole punch protocol error, staying relayed", "peer", e.Remote, "err", ev.Error)
 	}

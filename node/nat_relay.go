@@ -2,13 +2,14 @@ package node
 
 import (
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
 	ma "github.com/multiformats/go-multiaddr"
@@ -39,6 +40,7 @@ func relayLimit(mode string, private bool) *relay.RelayLimit {
 // speak the swarm's protocols (in a private swarm, holding the key is
 // enough) and that this peer has not banned.
 type relayACL struct {
+	log     *slog.Logger
 	h       atomic.Pointer[host.Host]
 	banned  atomic.Pointer[func(peer.ID) bool]
 	private bool
@@ -84,10 +86,22 @@ func (a *relayACL) member(p peer.ID) bool {
 	return speaks()
 }
 
-func (a *relayACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool { return a.member(p) }
+func (a *relayACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool {
+	if !a.member(p) {
+		a.log.Info("nat: relay slot refused: not a swarm member, or banned", "peer", p)
+		return false
+	}
+	return true
+}
 
 func (a *relayACL) AllowConnect(src peer.ID, _ ma.Multiaddr, dst peer.ID) bool {
-	return a.member(src) && a.member(dst)
+	for _, p := range []peer.ID{src, dst} {
+		if !a.member(p) {
+			a.log.Info("nat: relayed connection refused: not a swarm member, or banned", "peer", p, "from", src, "to", dst)
+			return false
+		}
+	}
+	return true
 }
 
 // relaySource offers AutoRelay relay candidates: the configured relays

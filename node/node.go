@@ -135,7 +135,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.newGate()
 	n.natc = newNATCounters(n.log)
-	n.relayACL = &relayACL{private: psk != nil}
+	n.relayACL = &relayACL{log: n.log, private: psk != nil}
 	ledger := n.trust
 	banned := func(id peer.ID) bool { b, _ := ledger.Banned(id); return b }
 	n.relayACL.banned.Store(&banned)
@@ -155,6 +155,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
+	n.reach.forced = n.cfg.NAT.Reachability == "public" || n.cfg.NAT.Reachability == "private"
 	if err = n.reach.watch(runCtx, h); err != nil {
 		if apiLn != nil {
 			apiLn.Close()

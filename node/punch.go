@@ -77,7 +77,9 @@ func newPuncher(h host.Host, tel *natCounters, log *slog.Logger) (*puncher, erro
 	}
 	p.wg.Add(1)
 	go p.watchIdentify(sub)
-	tel.onPunched(p.markPunched)
+	tel.onPunched(p.markPunched, func(rp peer.ID) bool {
+		return len(h.Network().ConnsToPeer(rp)) > 0 && !relayedOnly(h, rp)
+	})
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: p.connected, DisconnectedF: p.disconnected})
 	return p, nil
 }
