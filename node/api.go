@@ -112,7 +112,7 @@ func (a *apiServer) peers(w http.ResponseWriter, r *http.Request) {
 	for _, p := range s.View().Peers() {
 		po := peerOut(p, now, p.Self || h.Network().Connectedness(p.ID) == network.Connected)
 		for _, c := range h.Network().ConnsToPeer(p.ID) {
-			po.Conns = append(po.Conns, client.Conn{Addr: c.RemoteMultiaddr().String(), Kind: a.n.punch.kind(c),
+			po.Conns = append(po.Conns, client.Conn{Addr: c.RemoteMultiaddr().String(), Kind: a.n.nat.punch.kind(c),
 				Direction: strings.ToLower(c.Stat().Direction.String())})
 		}
 		if !p.Self {

@@ -16,8 +16,10 @@ type NATConfig struct {
 	// back), "public" or "private" (forced: a peer known to be behind NAT,
 	// or a server known to be reachable).
 	Reachability string `json:"reachability,omitempty"`
-	// RelayService: "auto" (default: serve circuit relay v2 to others while
-	// this peer is publicly reachable) or "off".
+	// RelayService: "auto" (default: serve circuit relay v2 to swarm
+	// members while this peer is publicly reachable), "on" (always: a server
+	// known to be reachable, or a LAN peer relaying for others on the LAN)
+	// or "off".
 	RelayService string `json:"relay_service,omitempty"`
 	// RelayLimit: what one circuit through this peer's relay may carry:
 	// "control" (libp2p's defaults: 2 minutes and 128 KiB each way; pings,
@@ -56,7 +58,7 @@ func (c NATConfig) validate() error {
 	if err := oneOf("reachability", c.Reachability, "auto", "public", "private"); err != nil {
 		return err
 	}
-	if err := oneOf("relay_service", c.RelayService, "auto", "off"); err != nil {
+	if err := oneOf("relay_service", c.RelayService, "auto", "on", "off"); err != nil {
 		return err
 	}
 	if err := oneOf("relay_limit", c.RelayLimit, "control", "member"); err != nil {

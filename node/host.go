@@ -31,7 +31,7 @@ const Version = version.Release
 // newHost builds the libp2p host. With a pre-shared key only TCP is used:
 // go-libp2p's QUIC does not support private networks, so QUIC listen
 // addresses are dropped (and reported in the returned notes).
-func newHost(cfg Config, key crypto.PrivKey, psk pnet.PSK, gater connmgr.ConnectionGater, tel *natCounters, acl *relayACL, src *relaySource) (host.Host, []string, error) {
+func newHost(cfg Config, key crypto.PrivKey, psk pnet.PSK, gater connmgr.ConnectionGater, nat *natState) (host.Host, []string, error) {
 	var notes []string
 	listen := cfg.Listen
 	if psk != nil {
@@ -80,7 +80,7 @@ func newHost(cfg Config, key crypto.PrivKey, psk pnet.PSK, gater connmgr.Connect
 	if gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(gater))
 	}
-	natOpts, err := natOptions(cfg.NAT, tel, acl, src)
+	natOpts, err := natOptions(cfg.NAT, nat.natc, nat.relayACL, nat.relaySrc)
 	if err != nil {
 		cm.Close()
 		rm.Close()

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/swarm"
 )
 
 // natOptions are the libp2p options of cfg: AutoNAT (asking and answering
@@ -41,11 +44,10 @@ func natOptions(cfg NATConfig, tel *natCounters, acl *relayACL, src *relaySource
 		// reachability: libp2p then never closes the service's dialer.
 		opts = append(opts, libp2p.EnableNATService())
 	}
-	if cfg.RelayService != "off" {
+	if cfg.RelayService == "auto" || cfg.RelayService == "" {
 		// The relay manager runs the service only while this peer is
-		// publicly reachable.
-		opts = append(opts, libp2p.EnableRelayService(relay.WithMetricsTracer(tel),
-			relay.WithLimit(relayLimit(cfg.RelayLimit, acl.private)), relay.WithACL(acl)))
+		// publicly reachable; "on" starts it with the node (startRelay).
+		opts = append(opts, libp2p.EnableRelayService(relayOptions(cfg, tel, acl)...))
 	}
 	// While this peer is not publicly reachable, reserve slots on relays:
 	// configured ones, and swarm peers that relay.
@@ -88,6 +90,17 @@ func applyPublicCIDRs(cidrs []string) {
 		manet.Unroutable6 = keep(manet.Unroutable6)
 		manet.Private6 = keep(manet.Private6)
 	}
+}
+
+// natState is how this peer deals with NAT: what AutoNAT says of it,
+// its counters, its relay service and the relays it uses, hole punching.
+type natState struct {
+	reach    reachability
+	natc     *natCounters
+	relayACL *relayACL
+	relaySrc *relaySource
+	punch    *puncher     // nil with nat.hole_punching off
+	relay    *relay.Relay // nat.relay_service "on"; nil otherwise (libp2p runs "auto")
 }
 
 // reachability follows what AutoNAT (or the config) says of this peer:
@@ -151,7 +164,7 @@ func (r *reachability) watch(ctx context.Context, h host.Host) error {
 // natStatus is this peer's reachability and announced addresses.
 func (n *Node) natStatus() client.NATStatus {
 	st := client.NATStatus{Reachability: "unknown", Announced: []string{}}
-	switch n.reach.get() {
+	switch n.nat.reach.get() {
 	case network.ReachabilityPublic:
 		st.Reachability = "public"
 	case network.ReachabilityPrivate:
@@ -168,14 +181,73 @@ func (n *Node) natStatus() client.NATStatus {
 		}
 	}
 	st.RelayService = n.relaying()
-	st.Counters = n.natc.status()
+	st.Counters = n.nat.natc.status()
 	return st
 }
 
-// relaying reports whether this peer's relay service runs: it is not
-// turned off and the peer is publicly reachable.
+func relayOptions(cfg NATConfig, tel *natCounters, acl *relayACL) []relay.Option {
+	return []relay.Option{relay.WithMetricsTracer(tel), relay.WithLimit(relayLimit(cfg.RelayLimit, acl.private)), relay.WithACL(acl)}
+}
+
+// init readies what the libp2p host's options need.
+func (s *natState) init(log *slog.Logger, private bool, ledger *swarm.Trust) {
+	s.natc = newNATCounters(log)
+	s.relayACL = &relayACL{log: log, private: private}
+	banned := func(id peer.ID) bool { b, _ := ledger.Banned(id); return b }
+	s.relayACL.banned.Store(&banned)
+	s.relaySrc = &relaySource{}
+}
+
+// start follows reachability on h, and starts the relay service of
+// nat.relay_service "on" and hole punching.
+func (s *natState) start(ctx context.Context, h host.Host, cfg NATConfig, log *slog.Logger) error {
+	s.relayACL.h.Store(&h)
+	s.relaySrc.self = h.ID()
+	s.reach.forced = cfg.Reachability == "public" || cfg.Reachability == "private"
+	if err := s.reach.watch(ctx, h); err != nil {
+		return err
+	}
+	if cfg.RelayService == "on" {
+		r, err := relay.New(h, relayOptions(cfg, s.natc, s.relayACL)...)
+		if err != nil {
+			return fmt.Errorf("relay service: %w", err)
+		}
+		s.relay = r
+	}
+	if cfg.HolePunching != "off" {
+		p, err := newPuncher(h, s.natc, log)
+		if err != nil {
+			return err
+		}
+		s.punch = p
+	}
+	return nil
+}
+
+// close stops hole punching and the relay service.
+func (s *natState) close() error {
+	if s.punch != nil {
+		s.punch.close()
+		s.punch = nil
+	}
+	if s.relay != nil {
+		err := s.relay.Close()
+		s.relay = nil
+		return err
+	}
+	return nil
+}
+
+// relaying reports whether this peer's relay service runs: turned on, or
+// automatic while the peer is publicly reachable.
 func (n *Node) relaying() bool {
-	return n.cfg.NAT.RelayService != "off" && n.reach.get() == network.ReachabilityPublic
+	switch n.cfg.NAT.RelayService {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return n.nat.reach.get() == network.ReachabilityPublic
 }
 
 // connKind is how this peer reaches id: "local" (itself), "punched",
@@ -192,7 +264,7 @@ func (n *Node) connKind(id peer.ID) string {
 	best := ""
 	rank := map[string]int{"": 0, "relayed": 1, "direct": 2, "punched": 2}
 	for _, c := range h.Network().ConnsToPeer(id) {
-		if k := n.punch.kind(c); rank[k] > rank[best] {
+		if k := n.nat.punch.kind(c); rank[k] > rank[best] {
 			best = k
 		}
 	}

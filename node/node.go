@@ -59,13 +59,9 @@ type Node struct {
 
 	// bmcDead, once a BMC table is in force, reports the peers it declares
 	// dead; routing never uses them.
-	bmcDead  atomic.Pointer[func(peer.ID) bool]
-	bmc      *bmcService // nil unless bmc_peers or bmc_serial is set
-	reach    reachability
-	natc     *natCounters
-	relayACL *relayACL
-	relaySrc *relaySource
-	punch    *puncher // nil with nat.hole_punching off
+	bmcDead atomic.Pointer[func(peer.ID) bool]
+	bmc     *bmcService // nil unless bmc_peers or bmc_serial is set
+	nat     natState
 }
 
 // APIAddrFile, in the data dir, holds the address the API listens on while
@@ -134,13 +130,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.newGate()
-	n.natc = newNATCounters(n.log)
-	n.relayACL = &relayACL{log: n.log, private: psk != nil}
-	ledger := n.trust
-	banned := func(id peer.ID) bool { b, _ := ledger.Banned(id); return b }
-	n.relayACL.banned.Store(&banned)
-	n.relaySrc = &relaySource{}
-	h, notes, err := newHost(n.cfg, n.key, psk, n.gate, n.natc, n.relayACL, n.relaySrc)
+	n.nat.init(n.log, psk != nil, n.trust)
+	h, notes, err := newHost(n.cfg, n.key, psk, n.gate, &n.nat)
 	if err != nil {
 		if apiLn != nil {
 			apiLn.Close()
@@ -148,27 +139,16 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.host = h
-	n.relayACL.h.Store(&h)
-	n.relaySrc.self = h.ID()
 	for _, note := range notes {
 		n.log.Warn(note)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
-	n.reach.forced = n.cfg.NAT.Reachability == "public" || n.cfg.NAT.Reachability == "private"
-	if err = n.reach.watch(runCtx, h); err != nil {
+	if err = n.nat.start(runCtx, h, n.cfg.NAT, n.log); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
 		}
 		return err
-	}
-	if n.cfg.NAT.HolePunching != "off" {
-		if n.punch, err = newPuncher(h, n.natc, n.log); err != nil {
-			if apiLn != nil {
-				apiLn.Close()
-			}
-			return err
-		}
 	}
 	// The pipeline's store first: role models are registered in it too,
 	// so peers can fetch their manifests and layers to check them.
@@ -206,7 +186,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	live := swarm.Liveness{Heartbeat: time.Duration(n.cfg.Heartbeat), Misses: n.cfg.DeadAfterMisses, MaxPeers: n.cfg.PeerTable.MaxPeers}
 	n.swarm = swarm.New(h, n.router, n.dht, n.selfCapability, live, n.log, n.swarmOptions()...)
-	n.relaySrc.view.Store(n.swarm.View())
+	n.nat.relaySrc.view.Store(n.swarm.View())
 	if err = n.swarm.Start(runCtx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
@@ -324,10 +304,7 @@ func (n *Node) teardownLocked() error {
 	if n.cancel != nil {
 		n.cancel()
 	}
-	if n.punch != nil {
-		n.punch.close()
-		n.punch = nil
-	}
+	errs = append(errs, n.nat.close())
 	if n.host != nil {
 		errs = append(errs, n.host.Close())
 		n.host = nil

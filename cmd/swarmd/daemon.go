@@ -37,6 +37,8 @@ type daemonFlags struct {
 	bmcSerial, bmcKey                                                 string
 	bmcPeers                                                          listFlag
 	bmcDTR                                                            bool
+	relays                                                            listFlag
+	relayService, reachability                                        string
 	given                                                             map[string]bool // flags set on the command line
 }
 
@@ -72,6 +74,9 @@ func parseDaemonFlags(args []string, stderr io.Writer) (*daemonFlags, *flag.Flag
 	fs.StringVar(&f.bmcKey, "bmc-key", "", "BMC HMAC key `FILE`, 64 hex chars (default DATA/bmc.key, created if missing)")
 	fs.BoolVar(&f.bmcDTR, "bmc-dtr", false, "pulse DTR when opening the BMC port (resets a real Uno)")
 	fs.Var(&f.bmcPeers, "bmc-peer", "accept BMC tables from `PEER_ID` (repeatable)")
+	fs.Var(&f.relays, "relay", "reserve a slot on relay `MULTIADDR` (ending in /p2p/ID) while not publicly reachable (repeatable)")
+	fs.StringVar(&f.relayService, "relay-service", "", "relay for swarm members: auto (while publicly reachable), on or off (default auto)")
+	fs.StringVar(&f.reachability, "reachability", "", "auto (AutoNAT asks peers), public or private (default auto)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.given = map[string]bool{}
@@ -183,6 +188,13 @@ func (f *daemonFlags) mergeConfig() (node.Config, error) {
 		cfg.BMCDTR = true
 	}
 	cfg.BMCPeers = append(cfg.BMCPeers, f.bmcPeers...)
+	cfg.NAT.Relays = append(cfg.NAT.Relays, f.relays...)
+	if f.relayService != "" {
+		cfg.NAT.RelayService = f.relayService
+	}
+	if f.reachability != "" {
+		cfg.NAT.Reachability = f.reachability
+	}
 	if tok := os.Getenv("SWARM_API_TOKEN"); tok != "" {
 		cfg.APIToken = tok
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,6 +45,9 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"--slot", "2"}, "flag provided but not defined: -slot"},
 		{"argument", []string{"serve"}, `unexpected argument "serve"`},
 		{"bad log level", []string{"--log-level", "loud"}, "--log-level"},
+		{"bad relay service", []string{"--relay-service", "maybe"}, "nat.relay_service"},
+		{"bad reachability", []string{"--reachability", "sometimes"}, "nat.reachability"},
+		{"relay without id", []string{"--relay", "/ip4/198.51.100.10/tcp/4001"}, "nat.relays"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -97,5 +101,22 @@ func TestVersion(t *testing.T) {
 	}
 	if code, _, errs := runSwarmd("version", "extra"); code != 2 || !strings.Contains(errs, "extra") {
 		t.Fatalf("version extra: exit %d, %q", code, errs)
+	}
+}
+
+// TestNATFlags: the NAT flags land in the config's nat keys, after the
+// config file's relays.
+func TestNATFlags(t *testing.T) {
+	relay := "/ip4/198.51.100.10/tcp/4001/p2p/12D3KooWLiCRy7Nj2kBL6Rp4H3Ub2CnM4wqLRnK6ZCuQ8Qxr1qDU"
+	f, _, err := parseDaemonFlags([]string{"--data", t.TempDir(), "--relay", relay, "--relay-service", "on", "--reachability", "private"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.buildConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cfg.NAT; len(n.Relays) != 1 || n.Relays[0] != relay || n.RelayService != "on" || n.Reachability != "private" {
+		t.Fatalf("nat config %+v", n)
 	}
 }
