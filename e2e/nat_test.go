@@ -463,3 +463,89 @@ func swarmKeyFile(t testing.TB) string {
 	}
 	return key
 }
+
+// TestNATPunchedPathDies: mid-generation, A's NAT starts dropping
+// everything between A and B's NAT (the punched path), while the relay
+// still reaches both. The pipeline A|B notices the hung hop, fails over
+// to B through the relay (a private swarm: its relay carries members'
+// traffic), and the text is the undisturbed one.
+func TestNATPunchedPathDies(t *testing.T) {
+	model := tinyModel(t)
+	tp := newNATTopo(t)
+	ns := startNATSwarm(t, tp, natSwarmOpts{model: model, keyFile: swarmKeyFile(t)})
+	eventually(t, 30*time.Second, "a punched connection from A to B", func() bool {
+		return slices.Contains(connKinds(ns.a, ns.bID), "punched")
+	})
+	args := []string{"--api", ns.a.api, "ask", "--mode", "pipeline", "--dtype", "f32", "--repeat-penalty", "1.5",
+		"--max-tokens", "600", "--timeout", "90s"}
+	var prompt, want string
+	for _, p := range pipePrompts {
+		var res struct {
+			Final    string `json:"final_answer"`
+			Pipeline struct {
+				Done string `json:"done"`
+			} `json:"pipeline"`
+		}
+		out, errOut, code := runCtlWithin(60*time.Second, ns.a.netns, append(append([]string{"--json"}, args...), p)...)
+		if code != 0 {
+			t.Fatalf("reference ask: exit %d: %s", code, errOut)
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Pipeline.Done == "length" {
+			prompt, want = p, res.Final
+			break
+		}
+	}
+	if prompt == "" {
+		t.Fatal("no prompt runs 600 tokens without ending")
+	}
+
+	cmd := netnsCmd(ns.a.netns, filepath.Join(bin, "swarmctl"), append(append(args, "--trace"), prompt)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	var got strings.Builder
+	buf := make([]byte, 256)
+	cut := false
+	for {
+		n, err := stdout.Read(buf)
+		got.Write(buf[:n])
+		if !cut && got.Len() > 200 {
+			// The punched path: A's LAN address and port to B's NAT.
+			nsRun(t, tp.nat1, "", "nft", "insert", "rule", "inet", "filter", "forward", "ip", "daddr", "198.51.100.2", "drop")
+			nsRun(t, tp.nat1, "", "nft", "insert", "rule", "inet", "filter", "forward", "ip", "saddr", "198.51.100.2", "drop")
+			cut = true
+			t.Logf("cut the punched path after %d bytes of text", got.Len())
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		ns.dumpLogs(t)
+		t.Fatalf("ask after the punched path died: %v\n%s", err, stderr.String())
+	}
+	if !cut {
+		t.Fatal("the generation ended before the path was cut")
+	}
+	if strings.TrimSpace(got.String()) != strings.TrimSpace(want) {
+		t.Fatalf("text after the failover differs from the undisturbed run:\n got %q\nwant %q\n%s", got.String(), want, stderr.String())
+	}
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(l, "re-route") || strings.Contains(l, "route ") || strings.Contains(l, "hop ") || strings.Contains(l, "pipeline,") {
+			t.Log(l)
+		}
+	}
+	if !strings.Contains(stderr.String(), "relayed") {
+		t.Fatalf("the trace does not show the hop to B relayed after the failover:\n%s", stderr.String())
+	}
+}

@@ -29,6 +29,7 @@ type generation struct {
 	chain   *chain
 	compute []float64 // per hop, summed over decode steps
 	xfer    []float64
+	conns   []string // per hop: how this peer reached it (see HopStat.Conn), noted at the first step
 	decodes int
 	stepEst time.Duration // a decode step's time on this route (moving average)
 	sb      *standby      // the warm standby or check route, or nil
@@ -458,7 +459,26 @@ func (g *generation) maxReroutes() int {
 func (g *generation) resetStats() {
 	g.compute = make([]float64, len(g.hops))
 	g.xfer = make([]float64, len(g.hops))
+	g.conns = nil
 	g.decodes = 0
+}
+
+// noteConns records how this peer reaches each hop it sends to (the first,
+// and any after a hop that is this peer), once the route runs.
+func (g *generation) noteConns() {
+	if g.o.ConnKind == nil {
+		return
+	}
+	self := g.o.Host.ID().String()
+	g.conns = make([]string, len(g.hops))
+	for i, h := range g.hops {
+		if i > 0 && g.hops[i-1].Peer != self {
+			continue
+		}
+		if id, err := peer.Decode(h.Peer); err == nil {
+			g.conns[i] = g.o.ConnKind(id)
+		}
+	}
 }
 
 // account adds one decode step's per-hop times. Result hops come last hop
@@ -480,6 +500,9 @@ func (g *generation) account(res *Result, took time.Duration) {
 		g.xfer[i] += max(upstream-c-d, 0)
 		upstream = d
 	}
+	if g.decodes == 0 {
+		g.noteConns()
+	}
 	g.decodes++
 }
 
@@ -487,10 +510,8 @@ func (g *generation) account(res *Result, took time.Duration) {
 func (g *generation) stats() {
 	for i, h := range g.hops {
 		hs := HopStat{Peer: h.Peer, Start: h.Start, End: h.End}
-		if from := g.o.Host.ID().String(); g.o.ConnKind != nil && (i == 0 || g.hops[i-1].Peer == from) {
-			if id, err := peer.Decode(h.Peer); err == nil {
-				hs.Conn = g.o.ConnKind(id)
-			}
+		if i < len(g.conns) {
+			hs.Conn = g.conns[i]
 		}
 		if g.decodes > 0 {
 			hs.ComputeMS = g.compute[i] / float64(g.decodes)

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 )
 
 // Progress sets how calls to other peers notice that a peer hung. A call
@@ -182,26 +180,3 @@ func (w *Watch) probe() (peer.ID, error) {
 // ErrNoPong is a peer that did not answer a ping in time.
 var ErrNoPong = errors.New("swarm: no answer to ping")
 
-// Ping sends one libp2p ping to id and waits for the answer until ctx
-// ends.
-func Ping(ctx context.Context, h host.Host, id peer.ID) error {
-	// Over a relayed (limited) connection too: an answer proves the peer
-	// is there, however it is reached.
-	pctx, cancel := context.WithCancel(network.WithAllowLimitedConn(ctx, "ping"))
-	defer cancel()
-	select {
-	case r, ok := <-ping.Ping(pctx, h, id):
-		if !ok {
-			return ErrNoPong
-		}
-		if r.Error != nil {
-			if ctx.Err() != nil {
-				return ErrNoPong
-			}
-			return r.Error
-		}
-		return nil
-	case <-ctx.Done():
-		return ErrNoPong
-	}
-}
