@@ -179,4 +179,3 @@ func (w *Watch) probe() (peer.ID, error) {
 
 // ErrNoPong is a peer that did not answer a ping in time.
 var ErrNoPong = errors.New("swarm: no answer to ping")
-
