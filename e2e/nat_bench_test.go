@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -14,17 +15,19 @@ import (
 // alive, and to the punched connection.
 //
 //	go test -run XXX -bench NATPunch -benchtime 20x ./e2e
+//
+// Each transport is punched alone (every peer listens on it only).
 func BenchmarkNATPunch(b *testing.B) {
-	for _, nat := range []string{"port-preserving", "symmetric"} {
+	for _, nat := range []string{"port-preserving/tcp", "port-preserving/quic", "symmetric/tcp", "symmetric/quic"} {
 		b.Run(nat, func(b *testing.B) {
 			var relayed, alive, direct []float64
 			punched := 0
 			for range b.N {
 				tp := newNATTopo(b)
-				if nat == "symmetric" {
+				if strings.HasPrefix(nat, "symmetric") {
 					symmetricNAT(b, tp.nat2)
 				}
-				ns := startNATSwarm(b, tp, natSwarmOpts{})
+				ns := startNATSwarm(b, tp, natSwarmOpts{quic: strings.HasSuffix(nat, "quic")})
 				relayed = append(relayed, msOf(ns.toRelayed))
 				alive = append(alive, msOf(ns.toAlive))
 				for time.Since(ns.started) < 10*time.Second {

@@ -121,9 +121,15 @@ table inet filter {
 	return tp
 }
 
-// natDaemon starts swarmd in ns listening on ip, with cfg (nat keys and
-// the rest) as its config file.
+// natDaemon starts swarmd in ns listening on ip (TCP port 4001), with cfg
+// (nat keys and the rest) as its config file.
 func natDaemon(t testing.TB, ns, ip string, cfg map[string]any, extra ...string) *daemon {
+	t.Helper()
+	return natDaemonOn(t, ns, "/ip4/"+ip+"/tcp/4001", cfg, extra...)
+}
+
+// natDaemonOn is natDaemon listening on the multiaddr listen.
+func natDaemonOn(t testing.TB, ns, listen string, cfg map[string]any, extra ...string) *daemon {
 	t.Helper()
 	d := &daemon{t: t, dir: t.TempDir(), netns: ns}
 	b, _ := json.Marshal(cfg)
@@ -131,7 +137,7 @@ func natDaemon(t testing.TB, ns, ip string, cfg map[string]any, extra ...string)
 	if err := os.WriteFile(conf, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d.args = append([]string{"--data", d.dir, "--config", conf, "--listen", "/ip4/" + ip + "/tcp/4001",
+	d.args = append([]string{"--data", d.dir, "--config", conf, "--listen", listen,
 		"--api", "127.0.0.1:0", "--no-mdns", "--log-level", "debug"}, extra...)
 	d.start()
 	t.Cleanup(d.kill)
@@ -178,6 +184,7 @@ type natSwarmOpts struct {
 	// relayOn: the relay runs with relay_service "on" and its reachability
 	// left to AutoNAT, instead of forced public with relay_service "auto".
 	relayOn bool
+	quic    bool // every peer listens on QUIC (UDP port 4001) only
 }
 
 // startNATSwarm starts the relay, then B and A.
@@ -193,14 +200,18 @@ func startNATSwarm(t testing.TB, tp natTopo, o natSwarmOpts) *natSwarm {
 	if o.relayOn {
 		relayNAT = map[string]any{"relay_service": "on", "public_cidrs": public, "port_mapping": "off"}
 	}
-	ns.relay = natDaemon(t, tp.relay, relayIP, map[string]any{"nat": relayNAT}, extra...)
-	ns.relayAddr = fmt.Sprintf("/ip4/%s/tcp/4001/p2p/%s", relayIP, ns.relay.peerID())
+	transport := "/tcp/4001"
+	if o.quic {
+		transport = "/udp/4001/quic-v1"
+	}
+	ns.relay = natDaemonOn(t, tp.relay, "/ip4/"+relayIP+transport, map[string]any{"nat": relayNAT}, extra...)
+	ns.relayAddr = fmt.Sprintf("/ip4/%s%s/p2p/%s", relayIP, transport, ns.relay.peerID())
 	punch := "on"
 	if o.noPunch {
 		punch = "off"
 	}
 	behind := func(netns, ip string, relays []string, args ...string) *daemon {
-		return natDaemon(t, netns, ip, map[string]any{
+		return natDaemonOn(t, netns, "/ip4/"+ip+transport, map[string]any{
 			"bootstrap": []string{ns.relayAddr},
 			"nat": map[string]any{"reachability": "private", "public_cidrs": public, "port_mapping": "off",
 				"hole_punching": punch, "relays": relays}}, append(append(args, "--threads", "1"), extra...)...)
@@ -252,27 +263,47 @@ func (ns *natSwarm) stop() {
 	}
 }
 
-// connKinds are the kinds of d's open connections to the peer id.
-func connKinds(d *daemon, id string) []string {
+type peerConn struct {
+	Addr      string `json:"addr"`
+	Kind      string `json:"kind"`
+	Direction string `json:"direction"`
+}
+
+// peerConns are d's open connections to the peer id.
+func peerConns(d *daemon, id string) []peerConn {
 	d.t.Helper()
 	var ps struct {
 		Peers []struct {
-			PeerID string `json:"peer_id"`
-			Conns  []struct {
-				Kind string `json:"kind"`
-			} `json:"conns"`
+			PeerID string     `json:"peer_id"`
+			Conns  []peerConn `json:"conns"`
 		} `json:"peers"`
 	}
 	d.ctlJSON(&ps, "peers")
-	var out []string
 	for _, p := range ps.Peers {
 		if p.PeerID == id {
-			for _, c := range p.Conns {
-				out = append(out, c.Kind)
-			}
+			return p.Conns
 		}
 	}
+	return nil
+}
+
+// connKinds are the kinds of d's open connections to the peer id.
+func connKinds(d *daemon, id string) []string {
+	var out []string
+	for _, c := range peerConns(d, id) {
+		out = append(out, c.Kind)
+	}
 	return out
+}
+
+// punchedAddr is the address of d's punched connection to id, if any.
+func punchedAddr(d *daemon, id string) string {
+	for _, c := range peerConns(d, id) {
+		if c.Kind == "punched" {
+			return c.Addr
+		}
+	}
+	return ""
 }
 
 // askMoA asks A's swarm in MoA mode and checks B's role answered.
@@ -380,13 +411,24 @@ func pipeReference(t testing.TB, model string) (string, []int32) {
 func TestNATPunch(t *testing.T) {
 	model := tinyModel(t)
 	prompt, want := pipeReference(t, model)
-	ns := startNATSwarm(t, newNATTopo(t), natSwarmOpts{model: model})
+	for _, transport := range []string{"tcp", "quic"} {
+		t.Run(transport, func(t *testing.T) { natPunch(t, model, transport, prompt, want) })
+	}
+}
+
+func natPunch(t *testing.T, model, transport, prompt string, want []int32) {
+	ns := startNATSwarm(t, newNATTopo(t), natSwarmOpts{model: model, quic: transport == "quic"})
 	ns.logStart(t)
+	addr := ""
 	took := eventually(t, 30*time.Second, "a punched connection from A to B", func() bool {
-		return slices.Contains(connKinds(ns.a, ns.bID), "punched")
+		addr = punchedAddr(ns.a, ns.bID)
+		return addr != ""
 	})
-	t.Logf("A reaches B directly (punched) %v after B started (%v after polling began)",
+	t.Logf("A reaches B directly (punched, %s) %v after B started (%v after polling began)", addr,
 		time.Since(ns.started).Round(time.Millisecond), took.Round(time.Millisecond))
+	if quic := strings.Contains(addr, "/quic-v1"); quic != (transport == "quic") {
+		t.Fatalf("punched %s, want %s", addr, transport)
+	}
 	var bs natStatus
 	ns.b.ctlJSON(&bs, "status")
 	if bs.NAT.Counters.PunchSuccesses < 1 {

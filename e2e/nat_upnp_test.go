@@ -150,29 +150,11 @@ func internetHost(t *testing.T, tp natTopo, ip string) string {
 	return ns
 }
 
-type peerConns struct {
-	Peers []struct {
-		PeerID string `json:"peer_id"`
-		Conns  []struct {
-			Addr      string `json:"addr"`
-			Kind      string `json:"kind"`
-			Direction string `json:"direction"`
-		} `json:"conns"`
-	} `json:"peers"`
-}
-
 // connsTo returns d's open connections to peer id as "kind direction addr".
 func connsTo(d *daemon, id string) []string {
-	d.t.Helper()
-	var ps peerConns
-	d.ctlJSON(&ps, "peers")
 	var out []string
-	for _, p := range ps.Peers {
-		if p.PeerID == id {
-			for _, c := range p.Conns {
-				out = append(out, c.Kind+" "+c.Direction+" "+c.Addr)
-			}
-		}
+	for _, c := range peerConns(d, id) {
+		out = append(out, c.Kind+" "+c.Direction+" "+c.Addr)
 	}
 	return out
 }
