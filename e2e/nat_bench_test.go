@@ -39,6 +39,7 @@ func BenchmarkNATPunch(b *testing.B) {
 					time.Sleep(20 * time.Millisecond)
 				}
 				ns.stop()
+				tp.down()
 			}
 			b.ReportMetric(100*float64(punched)/float64(b.N), "%punched")
 			b.ReportMetric(median(relayed), "ms-to-relayed")

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -29,6 +30,22 @@ const (
 )
 
 func (tp natTopo) all() []string { return []string{tp.inet, tp.relay, tp.nat1, tp.nat2, tp.a, tp.b} }
+
+// topoSeq numbers the topologies of this process.
+var topoSeq atomic.Int64
+
+// down kills what runs in the topology's namespaces and deletes them
+// (again: a no-op).
+func (tp natTopo) down() {
+	for _, ns := range tp.all() {
+		if out, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
+			for _, pid := range strings.Fields(string(out)) {
+				exec.Command("kill", "-9", pid).Run()
+			}
+		}
+		exec.Command("ip", "netns", "del", ns).Run()
+	}
+}
 
 func ipRun(t testing.TB, args ...string) {
 	t.Helper()
@@ -59,18 +76,9 @@ func newNATTopo(t testing.TB) natTopo {
 			t.Fatalf("%s is not installed: run scripts/install-deps.sh", tool)
 		}
 	}
-	p := fmt.Sprintf("swn%d%d", os.Getpid()%1000, time.Now().UnixNano()%1000)
+	p := fmt.Sprintf("swn%d.%d", os.Getpid(), topoSeq.Add(1))
 	tp := natTopo{inet: p + "-i", relay: p + "-r", nat1: p + "-n1", nat2: p + "-n2", a: p + "-a", b: p + "-b"}
-	t.Cleanup(func() {
-		for _, ns := range tp.all() {
-			if out, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
-				for _, pid := range strings.Fields(string(out)) {
-					exec.Command("kill", "-9", pid).Run()
-				}
-			}
-			exec.Command("ip", "netns", "del", ns).Run()
-		}
-	})
+	t.Cleanup(tp.down)
 	for _, ns := range tp.all() {
 		ipRun(t, "netns", "add", ns)
 		ipRun(t, "-n", ns, "link", "set", "lo", "up")
@@ -150,11 +158,13 @@ type natStatus struct {
 		Announced    []string `json:"announced"`
 		Relayed      bool     `json:"relayed"`
 		RelayService bool     `json:"relay_service"`
+		RelayLimit   string   `json:"relay_limit"`
 		Counters     struct {
 			PunchAttempts  int     `json:"punch_attempts"`
 			PunchSuccesses int     `json:"punch_successes"`
 			PunchFailures  int     `json:"punch_failures"`
 			PunchMSMedian  float64 `json:"punch_ms_median"`
+			ToDirectMS     float64 `json:"to_direct_ms_median"`
 			RelayCircuits  int     `json:"relay_circuits"`
 			RelayedBytes   int64   `json:"relayed_bytes"`
 		} `json:"counters"`
@@ -431,8 +441,8 @@ func natPunch(t *testing.T, model, transport, prompt string, want []int32) {
 	}
 	var bs natStatus
 	ns.b.ctlJSON(&bs, "status")
-	if bs.NAT.Counters.PunchSuccesses < 1 {
-		t.Fatalf("B's counters show no successful punch: %+v", bs.NAT.Counters)
+	if c := bs.NAT.Counters; c.PunchSuccesses < 1 || c.PunchMSMedian <= 0 || c.ToDirectMS < c.PunchMSMedian {
+		t.Fatalf("B's counters show no successful punch, or no time to it: %+v", c)
 	}
 	t.Logf("B's punch counters: %+v", bs.NAT.Counters)
 
@@ -455,36 +465,51 @@ func natPunch(t *testing.T, model, transport, prompt string, want []int32) {
 // connection (a symmetric NAT, as many carrier NATs are), so hole punching
 // fails and A reaches B only through the relay, which B found among the
 // swarm's peers (it bootstraps from it but is not told it relays; the
-// relay runs with relay_service "on", whatever AutoNAT says). In a
-// private swarm the
-// relay lets members' traffic through: the MoA question and the pipeline
-// A|B still succeed over the relay, with one machine's tokens.
+// relay runs with relay_service "on", whatever AutoNAT says).
+//   - In a private swarm the relay lets members' traffic through: the MoA
+//     question and the pipeline A|B succeed over the relay, with one
+//     machine's tokens.
+//   - In a public swarm the relay keeps control limits, which carry the
+//     MoA question and its answer.
 func TestNATSymmetric(t *testing.T) {
 	model := tinyModel(t)
 	prompt, want := pipeReference(t, model)
-	key := swarmKeyFile(t)
-	tp := newNATTopo(t)
-	symmetricNAT(t, tp.nat2)
-	ns := startNATSwarm(t, tp, natSwarmOpts{model: model, keyFile: key, swarmRelay: true, relayOn: true})
-	ns.logStart(t)
-	eventually(t, 30*time.Second, "B's hole punch to fail", func() bool {
-		var bs natStatus
-		ns.b.ctlJSON(&bs, "status")
-		return bs.NAT.Counters.PunchFailures > 0
-	})
-	if kinds := connKinds(ns.a, ns.bID); slices.Contains(kinds, "punched") || slices.Contains(kinds, "direct") {
-		t.Fatalf("A reaches B through a symmetric NAT directly: %v", kinds)
+	for _, private := range []bool{true, false} {
+		name, limit, key := "public", "control", ""
+		if private {
+			name, limit, key = "private", "member", swarmKeyFile(t)
+		}
+		t.Run(name, func(t *testing.T) {
+			tp := newNATTopo(t)
+			symmetricNAT(t, tp.nat2)
+			ns := startNATSwarm(t, tp, natSwarmOpts{model: model, keyFile: key, swarmRelay: true, relayOn: true})
+			ns.logStart(t)
+			eventually(t, 30*time.Second, "B's hole punch to fail", func() bool {
+				var bs natStatus
+				ns.b.ctlJSON(&bs, "status")
+				return bs.NAT.Counters.PunchFailures > 0
+			})
+			if kinds := connKinds(ns.a, ns.bID); slices.Contains(kinds, "punched") || slices.Contains(kinds, "direct") {
+				t.Fatalf("A reaches B through a symmetric NAT directly: %v", kinds)
+			}
+			var rs natStatus
+			ns.relay.ctlJSON(&rs, "status")
+			if rs.NAT.RelayLimit != limit {
+				t.Fatalf("the relay's limits: %q, want %q", rs.NAT.RelayLimit, limit)
+			}
+			ns.askMoA(t, "relayed")
+			if private {
+				if conn := ns.askPipeline(t, "relayed", prompt, want); conn != "relayed" {
+					t.Fatalf("A reached B over %q, want the relay", conn)
+				}
+			}
+			ns.relay.ctlJSON(&rs, "status")
+			if rs.NAT.Counters.RelayCircuits < 1 || rs.NAT.Counters.RelayedBytes < 1 {
+				t.Fatalf("the relay's counters: %+v", rs.NAT.Counters)
+			}
+			t.Logf("the relay's counters: %+v", rs.NAT.Counters)
+		})
 	}
-	ns.askMoA(t, "relayed")
-	if conn := ns.askPipeline(t, "relayed", prompt, want); conn != "relayed" {
-		t.Fatalf("A reached B over %q, want the relay", conn)
-	}
-	var rs natStatus
-	ns.relay.ctlJSON(&rs, "status")
-	if rs.NAT.Counters.RelayCircuits < 1 || rs.NAT.Counters.RelayedBytes < 1 {
-		t.Fatalf("the relay's counters: %+v", rs.NAT.Counters)
-	}
-	t.Logf("the relay's counters: %+v", rs.NAT.Counters)
 }
 
 // symmetricNAT makes router ns's masquerade pick a random source port for

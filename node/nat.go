@@ -24,8 +24,9 @@ import (
 )
 
 // natOptions are the libp2p options of cfg: AutoNAT (asking and answering
-// dial-backs), port mapping, the relay service, relays to reserve on, and
-// hole punching.
+// dial-backs), port mapping, the relay service while public, and relays
+// to reserve on. Hole punching and relay_service "on" start with the host
+// (natState.start).
 func natOptions(cfg NATConfig, tel *natCounters, acl *relayACL, src *relaySource) ([]libp2p.Option, error) {
 	relays, err := cfg.relays()
 	if err != nil {
@@ -46,7 +47,7 @@ func natOptions(cfg NATConfig, tel *natCounters, acl *relayACL, src *relaySource
 	}
 	if cfg.RelayService == "auto" || cfg.RelayService == "" {
 		// The relay manager runs the service only while this peer is
-		// publicly reachable; "on" starts it with the node (startRelay).
+		// publicly reachable; "on" starts it with the node (natState.start).
 		opts = append(opts, libp2p.EnableRelayService(relayOptions(cfg, tel, acl)...))
 	}
 	// While this peer is not publicly reachable, reserve slots on relays:
@@ -181,6 +182,9 @@ func (n *Node) natStatus() client.NATStatus {
 		}
 	}
 	st.RelayService = n.relaying()
+	if st.RelayService {
+		st.RelayLimit = relayLimitName(n.cfg.NAT.RelayLimit, n.private)
+	}
 	st.Counters = n.nat.natc.status()
 	return st
 }

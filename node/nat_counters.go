@@ -28,9 +28,10 @@ type natCounters struct {
 	directDials    atomic.Int64 // direct dials that made punching unneeded
 
 	mu       sync.Mutex
-	toDirect []time.Duration    // the last successful punches' durations, newest last
-	punched  func(peer.ID)      // told of each peer a punch reached
-	direct   func(peer.ID) bool // whether a peer has a direct connection
+	toDirect []time.Duration             // the last successful punches' durations, newest last
+	relayed  []time.Duration             // the last times from a relayed connection's opening to its punch, newest last
+	punched  func(peer.ID) time.Duration // told of each peer a punch reached; says how long it was relayed
+	direct   func(peer.ID) bool          // whether a peer has a direct connection
 
 	circuitsOpen    atomic.Int64
 	circuitsTotal   atomic.Int64
@@ -47,7 +48,7 @@ func newNATCounters(log *slog.Logger) *natCounters {
 
 // onPunched sets f to be told of each peer a hole punch reached, and
 // direct to say whether a peer has a direct connection.
-func (c *natCounters) onPunched(f func(peer.ID), direct func(peer.ID) bool) {
+func (c *natCounters) onPunched(f func(peer.ID) time.Duration, direct func(peer.ID) bool) {
 	c.mu.Lock()
 	c.punched, c.direct = f, direct
 	c.mu.Unlock()
@@ -78,14 +79,15 @@ func (c *natCounters) Trace(e *holepunch.Event) {
 		if ev.Success {
 			c.punchSuccesses.Add(1)
 			c.mu.Lock()
-			c.toDirect = append(c.toDirect, ev.EllapsedTime)
-			if len(c.toDirect) > keepPunchTimes {
-				c.toDirect = c.toDirect[1:]
-			}
+			c.toDirect = keepLast(c.toDirect, ev.EllapsedTime)
 			punched := c.punched
 			c.mu.Unlock()
 			if punched != nil {
-				punched(e.Remote)
+				if d := punched(e.Remote); d > 0 {
+					c.mu.Lock()
+					c.relayed = keepLast(c.relayed, d)
+					c.mu.Unlock()
+				}
 			}
 			c.log.Info("nat: hole punched, direct connection", "peer", e.Remote, "took", ev.EllapsedTime)
 		} else if c.reachedDirectly(e.Remote) {
@@ -141,14 +143,30 @@ func (c *natCounters) status() client.NATCounters {
 		RelayReservations: c.reservations.Load(),
 	}
 	c.mu.Lock()
-	ts := slices.Clone(c.toDirect)
+	out.PunchMSMedian, out.PunchMSLast = medianLast(c.toDirect)
+	out.ToDirectMSMedian, out.ToDirectMSLast = medianLast(c.relayed)
 	c.mu.Unlock()
-	if len(ts) > 0 {
-		out.PunchMSLast = ms(ts[len(ts)-1])
-		slices.Sort(ts)
-		out.PunchMSMedian = ms(ts[len(ts)/2])
-	}
 	return out
+}
+
+// keepLast appends d to ds, keeping the last keepPunchTimes.
+func keepLast(ds []time.Duration, d time.Duration) []time.Duration {
+	ds = append(ds, d)
+	if len(ds) > keepPunchTimes {
+		ds = ds[1:]
+	}
+	return ds
+}
+
+// medianLast is the median and the last of ds, in ms (zero when empty).
+func medianLast(ds []time.Duration) (median, last float64) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	last = ms(ds[len(ds)-1])
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return ms(s[len(s)/2]), last
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

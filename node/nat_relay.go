@@ -30,10 +30,18 @@ const (
 // flow (1 hour, 1 GiB each way). The default is "member" in a private
 // swarm, whose every peer holds the swarm key, and "control" otherwise.
 func relayLimit(mode string, private bool) *relay.RelayLimit {
-	if mode == "member" || (mode == "" && private) {
+	if relayLimitName(mode, private) == "member" {
 		return &relay.RelayLimit{Duration: memberRelayDuration, Data: memberRelayBytes}
 	}
 	return relay.DefaultLimit()
+}
+
+// relayLimitName is the limit nat.relay_limit mode chooses.
+func relayLimitName(mode string, private bool) string {
+	if mode == "member" || (mode == "" && private) {
+		return "member"
+	}
+	return "control"
 }
 
 // relayACL lets only swarm members use this peer's relay: peers that

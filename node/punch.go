@@ -38,6 +38,7 @@ type puncher struct {
 	active   map[peer.ID]bool       // punches in progress, by peer
 	punched  map[string]bool        // IDs of direct connections a hole punch made
 	wg       sync.WaitGroup
+	notifee  *network.NotifyBundle
 	ctx      context.Context
 	cancel   context.CancelFunc
 }
@@ -49,7 +50,8 @@ type observation struct {
 }
 
 const (
-	maxObserved     = 16
+	maxObserved     = 16 // addresses remembered
+	maxObservers    = 64 // observers counted per address
 	observedFor     = 30 * time.Minute
 	punchRetries    = 3 // DirectConnect calls per relayed connection, each of up to 3 attempts
 	punchRetryDelay = 5 * time.Second
@@ -80,13 +82,17 @@ func newPuncher(h host.Host, tel *natCounters, log *slog.Logger) (*puncher, erro
 	tel.onPunched(p.markPunched, func(rp peer.ID) bool {
 		return len(h.Network().ConnsToPeer(rp)) > 0 && !relayedOnly(h, rp)
 	})
-	h.Network().Notify(&network.NotifyBundle{ConnectedF: p.connected, DisconnectedF: p.disconnected})
+	p.notifee = &network.NotifyBundle{ConnectedF: p.connected, DisconnectedF: p.disconnected}
+	h.Network().Notify(p.notifee)
 	return p, nil
 }
 
 // close stops punching and waits for punches in progress.
 func (p *puncher) close() {
-	p.cancel()
+	p.h.Network().StopNotify(p.notifee)
+	p.mu.Lock()
+	p.cancel() // under mu: connected starts no punch after this
+	p.mu.Unlock()
 	p.svc.Close()
 	p.wg.Wait()
 }
@@ -131,7 +137,9 @@ func (p *puncher) observe(c network.Conn, obs ma.Multiaddr) {
 	if !ok {
 		o = observation{addr: obs, by: map[string]bool{}}
 	}
-	o.by[observer.String()] = true
+	if len(o.by) < maxObservers {
+		o.by[observer.String()] = true
+	}
 	o.seen = time.Now()
 	p.observed[k] = o
 	if len(p.observed) > maxObserved {
@@ -283,15 +291,24 @@ func (p *puncher) sleep(d time.Duration) bool {
 
 func (p *puncher) onlyRelayed(rp peer.ID) bool { return relayedOnly(p.h, rp) }
 
-// markPunched remembers rp's direct connections as made by a hole punch.
-func (p *puncher) markPunched(rp peer.ID) {
+// markPunched remembers rp's direct connections as made by a hole punch,
+// and returns how long rp had been reached through a relay only (since
+// the oldest relayed connection to it opened).
+func (p *puncher) markPunched(rp peer.ID) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var since time.Time
 	for _, c := range p.h.Network().ConnsToPeer(rp) {
 		if !isRelayed(c) {
 			p.punched[c.ID()] = true
+		} else if o := c.Stat().Opened; since.IsZero() || o.Before(since) {
+			since = o
 		}
 	}
+	if since.IsZero() {
+		return 0
+	}
+	return time.Since(since)
 }
 
 func (p *puncher) disconnected(_ network.Network, c network.Conn) {

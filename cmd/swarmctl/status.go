@@ -45,13 +45,13 @@ func printStatus(e *env, st client.Status) error {
 		reach += ", reachable through a relay"
 	}
 	if st.NAT.RelayService {
-		reach += ", relaying for others"
+		reach += ", relaying for swarm members (" + st.NAT.RelayLimit + " limits)"
 	}
 	row("reachability", reach)
 	if c := st.NAT.Counters; c.PunchAttempts+c.DirectDials > 0 {
 		punch := fmt.Sprintf("%d punched, %d failed attempts, %d direct dials", c.PunchSuccesses, c.PunchFailures, c.DirectDials)
 		if c.PunchMSMedian > 0 {
-			punch += fmt.Sprintf("; median %.1f ms to direct", c.PunchMSMedian)
+			punch += fmt.Sprintf("; median punch %.1f ms, %.0f ms from relayed to direct", c.PunchMSMedian, c.ToDirectMSMedian)
 		}
 		row("hole punching", punch)
 	}

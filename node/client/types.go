@@ -129,6 +129,9 @@ type NATStatus struct {
 	Relayed bool `json:"relayed"`
 	// RelayService is true while this peer serves as a relay for others.
 	RelayService bool `json:"relay_service"`
+	// RelayLimit is what one circuit through its relay may carry:
+	// "control" or "member" (see nat.relay_limit); set while relaying.
+	RelayLimit string `json:"relay_limit,omitempty"`
 	// Counters of hole punching and relaying since start.
 	Counters NATCounters `json:"counters"`
 }
@@ -146,6 +149,10 @@ type NATCounters struct {
 	// to the direct connection (median of the last 64, and the last).
 	PunchMSMedian float64 `json:"punch_ms_median,omitempty"`
 	PunchMSLast   float64 `json:"punch_ms_last,omitempty"`
+	// ToDirectMSMedian and ToDirectMSLast: time from the opening of the
+	// relayed connection to a peer until the punch made it direct.
+	ToDirectMSMedian float64 `json:"to_direct_ms_median,omitempty"`
+	ToDirectMSLast   float64 `json:"to_direct_ms_last,omitempty"`
 	// As a relay: circuits opened (and open now), circuit requests
 	// refused, reservations granted, and bytes relayed (both directions).
 	RelayCircuits     int64 `json:"relay_circuits"`
