@@ -156,5 +156,4 @@ func symmetricNAT(t testing.TB, ns string) {
 	t.Helper()
 	nsRun(t, ns, "", "nft", "flush", "chain", "ip", "nat", "postrouting")
 	nsRun(t, ns, "", "nft", "add", "rule", "ip", "nat", "postrouting", "oifname", "wan0", "masquerade", "random,fully-random")
-
 }
