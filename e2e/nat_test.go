@@ -175,8 +175,9 @@ func punchedAddr(d *daemon, id string) string {
 	return ""
 }
 
-// askMoA asks A's swarm in MoA mode and checks B's role answered.
-func (ns *natSwarm) askMoA(t testing.TB, what string) {
+// askMoA asks A's swarm in MoA mode and checks B's role answered; it
+// returns how A reached B.
+func (ns *natSwarm) askMoA(t testing.TB, what string) string {
 	t.Helper()
 	t0 := time.Now()
 	out, errOut, code := runCtlWithin(90*time.Second, ns.a.netns, "--api", ns.a.api, "--json", "ask", "--mode", "moa",
@@ -187,21 +188,26 @@ func (ns *natSwarm) askMoA(t testing.TB, what string) {
 	}
 	var res struct {
 		Agents []struct {
-			Peer string `json:"peer"`
+			Peer  string `json:"peer"`
+			Conn  string `json:"conn"`
+			Error string `json:"error"`
 		} `json:"agent_responses"`
 		Final string `json:"final_answer"`
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("%s: ask: %v\n%s", what, err, out)
 	}
-	answered := false
+	conn := ""
 	for _, ag := range res.Agents {
-		answered = answered || ag.Peer == ns.bID
+		if ag.Peer == ns.bID && ag.Error == "" {
+			conn = ag.Conn
+		}
 	}
-	if !answered || res.Final == "" {
-		t.Fatalf("%s: B's role did not answer A: %s", what, out)
+	if conn == "" || res.Final == "" {
+		t.Fatalf("%s: B's role did not answer A, or the answer does not say how B was reached: %s", what, out)
 	}
-	t.Logf("%s: MoA answered by B in %v", what, time.Since(t0).Round(time.Millisecond))
+	t.Logf("%s: MoA answered by B (%s) in %v", what, conn, time.Since(t0).Round(time.Millisecond))
+	return conn
 }
 
 // askPipeline runs the 2-stage pipeline A|B from A and checks its tokens
@@ -305,7 +311,9 @@ func natPunch(t *testing.T, model, transport, prompt string, want []int32) {
 	}
 	t.Logf("B's punch counters: %+v", bs.NAT.Counters)
 
-	ns.askMoA(t, "punched")
+	if conn := ns.askMoA(t, "punched"); conn != "punched" {
+		t.Fatalf("A asked B over %q, want the punched connection", conn)
+	}
 	if conn := ns.askPipeline(t, "punched", prompt, want); conn != "punched" {
 		t.Fatalf("A reached B over %q, want the punched connection", conn)
 	}
@@ -356,7 +364,9 @@ func TestNATSymmetric(t *testing.T) {
 			if rs.NAT.RelayLimit != limit {
 				t.Fatalf("the relay's limits: %q, want %q", rs.NAT.RelayLimit, limit)
 			}
-			ns.askMoA(t, "relayed")
+			if conn := ns.askMoA(t, "relayed"); conn != "relayed" {
+				t.Fatalf("A asked B over %q, want the relay", conn)
+			}
 			if private {
 				if conn := ns.askPipeline(t, "relayed", prompt, want); conn != "relayed" {
 					t.Fatalf("A reached B over %q, want the relay", conn)

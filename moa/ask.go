@@ -186,8 +186,12 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 	var err error
 	if c.peer.Self && o.Local != nil {
 		done, err = o.Local.Serve(cctx, &r, func(t string) error { collect(t); return nil })
+		a.Conn = "local"
 	} else {
 		done, err = Call(cctx, o.Host, c.peer.ID, &r, collect)
+		if o.ConnKind != nil {
+			a.Conn = o.ConnKind(c.peer.ID)
+		}
 	}
 	hung, cause, detect := w.Stop()
 	a.MS = ms(time.Since(start))

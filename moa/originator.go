@@ -36,6 +36,9 @@ type Originator struct {
 	// (verified now, or not checkable here); an error skips it. nil: no
 	// vetting.
 	Vet func(ctx context.Context, id peer.ID, c swarm.Claim) error
+	// ConnKind, if set, says how this peer reaches a peer ("direct",
+	// "punched" or "relayed"); traces show it per agent.
+	ConnKind func(peer.ID) string
 
 	stats peerStats // what this originator measured of each peer
 }
@@ -76,6 +79,9 @@ type AgentResponse struct {
 	Weight    float64 `json:"weight"`
 	Thermal   string  `json:"thermal,omitempty"`
 	Battery   int     `json:"battery,omitempty"`
+	// Conn is how this peer reached the agent: "local", "direct",
+	// "punched" or "relayed" (see Originator.ConnKind).
+	Conn string `json:"conn,omitempty"`
 	// Unverified: the answer came from a peer whose claim to its role
 	// model this peer has not verified (no copy here to check it with).
 	Unverified bool `json:"unverified,omitempty"`

@@ -172,8 +172,12 @@ func traceAgent(e *env, kind string, a *client.AgentResponse) {
 		fmt.Fprintf(e.stderr, "%-10s %-11s %-12s failed after %s: %s\n", kind, a.Role, shortID(a.Peer), msDur(a.MS), a.Error)
 		return
 	}
-	fmt.Fprintf(e.stderr, "%-10s %-11s %-12s %s: %d tokens, %.1f tok/s, first token %s, total %s, weight %.2f%s\n",
-		kind, a.Role, shortID(a.Peer), a.Model, a.Tokens, a.TokPerSec, msDur(a.TTFTMS), msDur(a.MS), a.Weight, unverified(a))
+	conn := ""
+	if a.Conn != "" {
+		conn = ", " + a.Conn
+	}
+	fmt.Fprintf(e.stderr, "%-10s %-11s %-12s %s: %d tokens, %.1f tok/s, first token %s, total %s, weight %.2f%s%s\n",
+		kind, a.Role, shortID(a.Peer), a.Model, a.Tokens, a.TokPerSec, msDur(a.TTFTMS), msDur(a.MS), a.Weight, conn, unverified(a))
 }
 
 // footer says who answered, so a degraded answer is visible as such.

@@ -42,6 +42,9 @@ type AgentResponse struct {
 	Weight    float64 `json:"weight"`
 	Thermal   string  `json:"thermal,omitempty"`
 	Battery   int     `json:"battery,omitempty"`
+	// Conn is how the originator reached the agent: "local", "direct",
+	// "punched" or "relayed".
+	Conn string `json:"conn,omitempty"`
 	// Unverified: from a peer whose claim to its role model the
 	// originator has not verified (it had no copy to check it with).
 	Unverified bool `json:"unverified,omitempty"`
