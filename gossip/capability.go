@@ -50,9 +50,6 @@ type Capability struct {
 	Load     Load     `json:"load"`
 	Thermal  string   `json:"thermal,omitempty"`
 	Battery  *Battery `json:"battery,omitempty"`
-	// Relay: the peer serves circuit relay v2 to swarm members (a hint:
-	// whoever uses it checks by reserving a slot).
-	Relay bool `json:"relay,omitempty"`
 }
 
 // Platform describes the device.

@@ -119,6 +119,9 @@ func (a *apiServer) peers(w http.ResponseWriter, r *http.Request) {
 			if rtt := h.Peerstore().LatencyEWMA(p.ID); rtt > 0 {
 				po.RTTMS = ms(rtt)
 			}
+			po.Relay = offersRelay(h, p.ID)
+		} else {
+			po.Relay = a.n.relaying()
 		}
 		out.Peers = append(out.Peers, po)
 	}

@@ -32,7 +32,6 @@ func peerOut(p swarm.Peer, now time.Time, connected bool) client.Peer {
 		PeerID: p.ID.String(), Self: p.Self, Alive: p.Alive, Connected: connected,
 		LastSeenMS: now.Sub(p.LastSeen).Milliseconds(), Version: c.Version, Addrs: c.Addrs,
 		Platform: platformOut(c.Platform), Active: c.Load.Active, Capacity: c.Load.Capacity, Queued: c.Load.Queued, Thermal: c.Thermal,
-		Relay: c.Relay,
 	}
 	if !p.Alive {
 		out.DeadForMS = now.Sub(p.DeadSince).Milliseconds()

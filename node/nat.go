@@ -199,14 +199,14 @@ func (s *natState) init(log *slog.Logger, private bool, ledger *swarm.Trust) {
 	s.relayACL = &relayACL{log: log, private: private}
 	banned := func(id peer.ID) bool { b, _ := ledger.Banned(id); return b }
 	s.relayACL.banned.Store(&banned)
-	s.relaySrc = &relaySource{}
+	s.relaySrc = &relaySource{ledger: ledger}
 }
 
 // start follows reachability on h, and starts the relay service of
 // nat.relay_service "on" and hole punching.
 func (s *natState) start(ctx context.Context, h host.Host, cfg NATConfig, log *slog.Logger) error {
 	s.relayACL.h.Store(&h)
-	s.relaySrc.self = h.ID()
+	s.relaySrc.h.Store(&h)
 	s.reach.forced = cfg.Reachability == "public" || cfg.Reachability == "private"
 	if err := s.reach.watch(ctx, h); err != nil {
 		return err
@@ -228,6 +228,12 @@ func (s *natState) start(ctx context.Context, h host.Host, cfg NATConfig, log *s
 	return nil
 }
 
+// setView gives the relay's ACL and the relay finder the peer table.
+func (s *natState) setView(v *swarm.View) {
+	s.relaySrc.view.Store(v)
+	s.relayACL.view.Store(v)
+}
+
 // close stops hole punching and the relay service.
 func (s *natState) close() error {
 	if s.punch != nil {
@@ -243,15 +249,12 @@ func (s *natState) close() error {
 }
 
 // relaying reports whether this peer's relay service runs: turned on, or
-// automatic while the peer is publicly reachable.
+// automatic while libp2p judges the peer publicly reachable (AutoNAT v1,
+// or a forced nat.reachability).
 func (n *Node) relaying() bool {
-	switch n.cfg.NAT.RelayService {
-	case "on":
-		return true
-	case "off":
-		return false
-	}
-	return n.nat.reach.get() == network.ReachabilityPublic
+	// The relay's own word: libp2p's relay manager starts and stops it
+	// ("auto"), or the node started it ("on").
+	return n.cfg.NAT.RelayService != "off" && n.nat.natc != nil && n.nat.natc.relayServing.Load()
 }
 
 // connKind is how this peer reaches id: "local" (itself), "punched",

@@ -33,6 +33,7 @@ type natCounters struct {
 	punched  func(peer.ID) time.Duration // told of each peer a punch reached; says how long it was relayed
 	direct   func(peer.ID) bool          // whether a peer has a direct connection
 
+	relayServing    atomic.Bool // the relay service runs (libp2p's relay manager says)
 	circuitsOpen    atomic.Int64
 	circuitsTotal   atomic.Int64
 	circuitsRefused atomic.Int64
@@ -94,7 +95,7 @@ func (c *natCounters) Trace(e *holepunch.Event) {
 			c.log.Debug("nat: hole punch attempt failed, but another made a direct connection", "peer", e.Remote, "err", ev.Error)
 		} else {
 			c.punchFailures.Add(1)
-			c.log.Info("nat: hole punch failed, staying relayed", "peer", e.Remote, "took", ev.EllapsedTime, "err", ev.Error)
+			c.log.Debug("nat: hole punch failed, staying relayed", "peer", e.Remote, "took", ev.EllapsedTime, "err", ev.Error)
 		}
 	case *holepunch.ProtocolErrorEvt:
 		// Both sides may start a punch at once; the one that loses the race
@@ -104,13 +105,14 @@ func (c *natCounters) Trace(e *holepunch.Event) {
 			return
 		}
 		c.punchFailures.Add(1)
-		c.log.Info("nat: hole punch protocol error, staying relayed", "peer", e.Remote, "err", ev.Error)
+		c.log.Debug("nat: hole punch protocol error, staying relayed", "peer", e.Remote, "err", ev.Error)
 	}
 }
 
 // The relay service's metrics hooks.
 
 func (c *natCounters) RelayStatus(enabled bool) {
+	c.relayServing.Store(enabled)
 	c.log.Info("nat: relay service", "serving", enabled)
 }
 func (c *natCounters) ConnectionOpened() { c.circuitsOpen.Add(1); c.circuitsTotal.Add(1) }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
 	ma "github.com/multiformats/go-multiaddr"
@@ -44,19 +46,22 @@ func relayLimitName(mode string, private bool) string {
 	return "control"
 }
 
-// relayACL lets only swarm members use this peer's relay: peers that
-// speak the swarm's protocols (in a private swarm, holding the key is
-// enough) and that this peer has not banned.
+// relayACL lets only swarm members use this peer's relay: peers whose
+// signed record this peer holds and that speak the swarm's protocols (in
+// a private swarm, holding the key is enough), and that it has not
+// banned.
 type relayACL struct {
 	log     *slog.Logger
 	h       atomic.Pointer[host.Host]
+	view    atomic.Pointer[swarm.View]
 	banned  atomic.Pointer[func(peer.ID) bool]
 	private bool
+	wait    time.Duration // 0: memberWait
 }
 
-// identifyWait bounds how long a request waits for the requester's
-// identify exchange, which tells its protocols.
-const identifyWait = 5 * time.Second
+// memberWait bounds how long a request waits for what shows its sender is
+// a member: its identify exchange (its protocols) and its first record.
+const memberWait = 5 * time.Second
 
 func (a *relayACL) member(p peer.ID) bool {
 	if b := a.banned.Load(); b != nil && (*b)(p) {
@@ -65,38 +70,57 @@ func (a *relayACL) member(p peer.ID) bool {
 	if a.private {
 		return true
 	}
-	hp := a.h.Load()
-	if hp == nil {
+	hp, v := a.h.Load(), a.view.Load()
+	if hp == nil || v == nil {
 		return false
 	}
 	h := *hp
+	known := func() bool {
+		_, ok := v.Get(p)
+		return ok
+	}
 	speaks := func() bool {
 		got, err := h.Peerstore().SupportsProtocols(p, shards.TransferProtocol)
 		return err == nil && len(got) > 0
 	}
-	if speaks() {
+	if speaks() && known() {
 		return true
 	}
-	// A request can arrive before identify with its sender has finished.
-	idh, ok := h.(interface{ IDService() identify.IDService })
-	if !ok {
-		return false
+	// A request can arrive before identify with its sender has finished,
+	// and before its first record has come.
+	wait := a.wait
+	if wait == 0 {
+		wait = memberWait
 	}
-	timeout := time.NewTimer(identifyWait)
-	defer timeout.Stop()
-	for _, c := range h.Network().ConnsToPeer(p) {
-		select {
-		case <-idh.IDService().IdentifyWait(c):
-		case <-timeout.C:
-			return speaks()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	if idh, ok := h.(interface{ IDService() identify.IDService }); ok {
+		for _, c := range h.Network().ConnsToPeer(p) {
+			select {
+			case <-idh.IDService().IdentifyWait(c):
+			case <-deadline.C:
+				return false
+			}
 		}
 	}
-	return speaks()
+	if !speaks() {
+		return false
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !known() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return false
+		}
+	}
+	return true
 }
 
 func (a *relayACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool {
 	if !a.member(p) {
-		a.log.Info("nat: relay slot refused: not a swarm member, or banned", "peer", p)
+		a.log.Debug("nat: relay slot refused: not a swarm member, or banned", "peer", p)
 		return false
 	}
 	return true
@@ -105,7 +129,7 @@ func (a *relayACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool {
 func (a *relayACL) AllowConnect(src peer.ID, _ ma.Multiaddr, dst peer.ID) bool {
 	for _, p := range []peer.ID{src, dst} {
 		if !a.member(p) {
-			a.log.Info("nat: relayed connection refused: not a swarm member, or banned", "peer", p, "from", src, "to", dst)
+			a.log.Debug("nat: relayed connection refused: not a swarm member, or banned", "peer", p, "from", src, "to", dst)
 			return false
 		}
 	}
@@ -113,22 +137,44 @@ func (a *relayACL) AllowConnect(src peer.ID, _ ma.Multiaddr, dst peer.ID) bool {
 }
 
 // relaySource offers AutoRelay relay candidates: the configured relays
-// first, then alive swarm peers whose records say they relay (AutoRelay
-// checks each one speaks the relay protocol and grants a slot; a peer's
-// word is only a hint).
+// first, then alive swarm peers that offer the relay protocol (identify
+// says so, for peers this one has been connected to): proven peers
+// first, at most one per /24, never banned ones. AutoRelay checks each
+// by reserving a slot.
 type relaySource struct {
 	static []peer.AddrInfo
 	view   atomic.Pointer[swarm.View]
-	self   peer.ID
+	h      atomic.Pointer[host.Host]
+	ledger *swarm.Trust // nil: no bans, none proven
 }
 
 func (s *relaySource) candidates(ctx context.Context, num int) <-chan peer.AddrInfo {
 	out := s.static
-	if v := s.view.Load(); v != nil {
-		var swarmRelays []peer.AddrInfo
-		for _, p := range v.Peers() {
-			if p.Self || !p.Alive || !p.Cap.Relay || p.ID == s.self {
+	v, hp := s.view.Load(), s.h.Load()
+	if v != nil && hp != nil {
+		h := *hp
+		var proven, others []peer.AddrInfo
+		nets := map[netip.Prefix]bool{}
+		peers := v.Peers()
+		rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
+		for _, p := range peers {
+			if p.Self || !p.Alive || p.ID == h.ID() || !offersRelay(h, p.ID) {
 				continue
+			}
+			if s.ledger != nil {
+				if banned, _ := s.ledger.Banned(p.ID); banned {
+					continue
+				}
+			}
+			if p.Addr.IsValid() {
+				n, _ := p.Addr.Prefix(24)
+				if p.Addr.Is6() {
+					n, _ = p.Addr.Prefix(48)
+				}
+				if nets[n] {
+					continue
+				}
+				nets[n] = true
 			}
 			ai := peer.AddrInfo{ID: p.ID}
 			for _, a := range p.Cap.Addrs {
@@ -141,12 +187,16 @@ func (s *relaySource) candidates(ctx context.Context, num int) <-chan peer.AddrI
 				}
 				ai.Addrs = append(ai.Addrs, m)
 			}
-			if len(ai.Addrs) > 0 && !slices.ContainsFunc(out, func(x peer.AddrInfo) bool { return x.ID == ai.ID }) {
-				swarmRelays = append(swarmRelays, ai)
+			if len(ai.Addrs) == 0 || slices.ContainsFunc(out, func(x peer.AddrInfo) bool { return x.ID == ai.ID }) {
+				continue
+			}
+			if s.ledger != nil && s.ledger.Proven(p.ID) {
+				proven = append(proven, ai)
+			} else {
+				others = append(others, ai)
 			}
 		}
-		rand.Shuffle(len(swarmRelays), func(i, j int) { swarmRelays[i], swarmRelays[j] = swarmRelays[j], swarmRelays[i] })
-		out = append(slices.Clip(out), swarmRelays...)
+		out = append(append(slices.Clip(out), proven...), others...)
 	}
 	if len(out) > num {
 		out = out[:num]
@@ -157,4 +207,10 @@ func (s *relaySource) candidates(ctx context.Context, num int) <-chan peer.AddrI
 	}
 	close(c)
 	return c
+}
+
+// offersRelay reports whether id's identify lists the relay protocol.
+func offersRelay(h host.Host, id peer.ID) bool {
+	got, err := h.Peerstore().SupportsProtocols(id, proto.ProtoIDv2Hop)
+	return err == nil && len(got) > 0
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"io"
 	"log/slog"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -53,34 +55,56 @@ func randPeerID(t *testing.T) peer.ID {
 }
 
 // TestRelaySource: configured relays come first, then alive swarm peers
-// whose records say they relay, with their direct addresses only; never
-// this peer itself, a peer that does not relay, or a relay known only by
-// a circuit address.
+// that offer the relay protocol, proven ones first, with their direct
+// addresses only; never this peer, a peer that does not relay, a banned
+// one, one known only by a circuit address, or a second one from the same
+// /24.
 func TestRelaySource(t *testing.T) {
-	self, static, relayer, plain, circuitOnly := randPeerID(t), randPeerID(t), randPeerID(t), randPeerID(t), randPeerID(t)
+	h := relayTestHost(t)
+	self := h.ID()
+	static, relayer, proven, plain, circuitOnly, banned, sameNet := randPeerID(t), randPeerID(t), randPeerID(t),
+		randPeerID(t), randPeerID(t), randPeerID(t), randPeerID(t)
 	v := swarm.NewView(self, swarm.Liveness{})
+	ledger := swarm.NewTrust()
+	ledger.Pass(proven, swarm.Claim{Model: "m", Start: 0, End: 1})
+	ledger.Fail(banned, "lied")
 	now := time.Now()
 	circ := "/ip4/198.51.100.10/tcp/4001/p2p/" + static.String() + "/p2p-circuit"
-	for i, c := range []gossip.Capability{
-		{PeerID: relayer.String(), Relay: true, Addrs: []string{"/ip4/198.51.100.20/tcp/4001", circ}},
-		{PeerID: plain.String(), Addrs: []string{"/ip4/198.51.100.21/tcp/4001"}},
-		{PeerID: circuitOnly.String(), Relay: true, Addrs: []string{circ}},
-		{PeerID: self.String(), Relay: true, Addrs: []string{"/ip4/198.51.100.22/tcp/4001"}},
+	for i, c := range []struct {
+		id   peer.ID
+		addr string // seen from
+		cap  []string
+	}{
+		{relayer, "198.51.100.20", []string{"/ip4/198.51.100.20/tcp/4001", circ}},
+		{proven, "203.0.113.5", []string{"/ip4/203.0.113.5/tcp/4001"}},
+		{plain, "198.51.101.21", []string{"/ip4/198.51.101.21/tcp/4001"}},
+		{circuitOnly, "198.51.102.1", []string{circ}},
+		{banned, "198.51.103.1", []string{"/ip4/198.51.103.1/tcp/4001"}},
+		{sameNet, "198.51.100.30", []string{"/ip4/198.51.100.30/tcp/4001"}},
+		{self, "", []string{"/ip4/198.51.100.22/tcp/4001"}},
 	} {
-		c.Seq = uint64(i + 1)
-		v.Observe(&c, now)
+		v.ObserveFrom(&gossip.Capability{PeerID: c.id.String(), Seq: uint64(i + 1), Addrs: c.cap}, now, netipAddr(c.addr))
+		if c.id != plain {
+			h.Peerstore().AddProtocols(c.id, proto.ProtoIDv2Hop)
+		}
 	}
-	src := &relaySource{self: self, static: []peer.AddrInfo{{ID: static, Addrs: []ma.Multiaddr{ma.StringCast("/ip4/198.51.100.10/tcp/4001")}}}}
+	src := &relaySource{ledger: ledger, static: []peer.AddrInfo{{ID: static, Addrs: []ma.Multiaddr{ma.StringCast("/ip4/198.51.100.10/tcp/4001")}}}}
 	src.view.Store(v)
-	var got []peer.AddrInfo
+	src.h.Store(&h)
+	var got []peer.ID
+	var relayerAddrs []ma.Multiaddr
 	for ai := range src.candidates(context.Background(), 8) {
-		got = append(got, ai)
+		got = append(got, ai.ID)
+		if ai.ID == relayer || ai.ID == sameNet {
+			relayerAddrs = ai.Addrs
+		}
 	}
-	if len(got) != 2 || got[0].ID != static || got[1].ID != relayer {
-		t.Fatalf("candidates %v, want the configured relay then the relaying peer", got)
+	// relayer and sameNet share a /24: one of them, whichever came first.
+	if len(got) != 3 || got[0] != static || got[1] != proven || (got[2] != relayer && got[2] != sameNet) {
+		t.Fatalf("candidates %v, want the configured relay, the proven relaying peer, then one of the /24's", got)
 	}
-	if len(got[1].Addrs) != 1 || got[1].Addrs[0].String() != "/ip4/198.51.100.20/tcp/4001" {
-		t.Fatalf("the relaying peer's addresses %v, want its direct one only", got[1].Addrs)
+	if len(relayerAddrs) != 1 || relayerAddrs[0].String() == circ {
+		t.Fatalf("a relaying peer's addresses %v, want its direct one only", relayerAddrs)
 	}
 	n := 0
 	for range src.candidates(context.Background(), 1) {
@@ -89,6 +113,13 @@ func TestRelaySource(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("asked for 1 candidate, got %d", n)
 	}
+}
+
+func netipAddr(s string) netip.Addr {
+	if s == "" {
+		return netip.Addr{}
+	}
+	return netip.MustParseAddr(s)
 }
 
 func relayTestHost(t *testing.T) host.Host {
@@ -101,18 +132,28 @@ func relayTestHost(t *testing.T) host.Host {
 	return h
 }
 
-// TestRelayACL: the relay serves peers that speak the swarm's protocols,
-// judged after identify, and refuses strangers and banned members; in a
+// TestRelayACL: the relay serves peers whose record it holds and that
+// speak the swarm's protocols, judged after identify; it refuses
+// strangers, pretenders without a record, and banned members; in a
 // private swarm holding the key is enough.
 func TestRelayACL(t *testing.T) {
-	r, member, stranger := relayTestHost(t), relayTestHost(t), relayTestHost(t)
-	member.SetStreamHandler(shards.TransferProtocol, func(s network.Stream) { s.Reset() })
+	r, member, stranger, pretender := relayTestHost(t), relayTestHost(t), relayTestHost(t), relayTestHost(t)
+	for _, h := range []host.Host{member, pretender} {
+		h.SetStreamHandler(shards.TransferProtocol, func(s network.Stream) { s.Reset() })
+	}
 	var bannedID peer.ID
 	banned := func(id peer.ID) bool { return id == bannedID }
-	acl := &relayACL{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	acl := &relayACL{log: slog.New(slog.NewTextHandler(io.Discard, nil)), wait: 300 * time.Millisecond}
 	acl.h.Store(&r)
 	acl.banned.Store(&banned)
-	for _, h := range []host.Host{member, stranger} {
+	v := swarm.NewView(r.ID(), swarm.Liveness{})
+	acl.view.Store(v)
+	go func() {
+		// The member's record comes a little after its connection.
+		time.Sleep(100 * time.Millisecond)
+		v.Observe(&gossip.Capability{PeerID: member.ID().String(), Seq: 1}, time.Now())
+	}()
+	for _, h := range []host.Host{member, stranger, pretender} {
 		if err := h.Connect(context.Background(), peer.AddrInfo{ID: r.ID(), Addrs: r.Addrs()}); err != nil {
 			t.Fatal(err)
 		}
@@ -123,11 +164,14 @@ func TestRelayACL(t *testing.T) {
 	if acl.AllowReserve(stranger.ID(), nil) || acl.AllowConnect(stranger.ID(), nil, member.ID()) {
 		t.Fatal("a peer that does not speak the swarm's protocols was served")
 	}
+	if acl.AllowReserve(pretender.ID(), nil) {
+		t.Fatal("a peer claiming the swarm's protocols without a record was served")
+	}
 	bannedID = member.ID()
 	if acl.AllowReserve(member.ID(), nil) {
 		t.Fatal("a banned member was given a slot")
 	}
-	private := &relayACL{log: acl.log, private: true}
+	private := &relayACL{log: acl.log, private: true, wait: acl.wait}
 	private.h.Store(&r)
 	if !private.AllowReserve(stranger.ID(), nil) {
 		t.Fatal("a private swarm's relay refused a peer holding the key")

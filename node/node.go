@@ -150,6 +150,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 		return err
 	}
+	if n.cfg.NAT.RelayLimit == "member" && !n.private {
+		msg := "nat.relay_limit is member in a public swarm: any swarm member may move up to 1 GiB each way per circuit through this peer's relay"
+		n.health.set("relay", msg)
+		n.log.Warn(msg)
+	}
 	// The pipeline's store first: role models are registered in it too,
 	// so peers can fetch their manifests and layers to check them.
 	if err = n.startPipeline(ctx); err != nil {
@@ -186,7 +191,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	live := swarm.Liveness{Heartbeat: time.Duration(n.cfg.Heartbeat), Misses: n.cfg.DeadAfterMisses, MaxPeers: n.cfg.PeerTable.MaxPeers}
 	n.swarm = swarm.New(h, n.router, n.dht, n.selfCapability, live, n.log, n.swarmOptions()...)
-	n.nat.relaySrc.view.Store(n.swarm.View())
+	n.nat.setView(n.swarm.View())
 	if err = n.swarm.Start(runCtx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()

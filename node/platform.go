@@ -24,7 +24,6 @@ func (n *Node) selfCapability() gossip.Capability {
 		},
 		Thermal: thermalState(),
 		Battery: battery(),
-		Relay:   n.relaying(),
 	}
 	if srv := n.moaServer; srv != nil {
 		c.Roles = srv.Roles()

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -22,49 +26,97 @@ const maxConnPing = 10 * time.Second
 // Ping sends one libp2p ping to id and waits for the answer until ctx
 // ends. With several connections open to id (a hole-punched one and the
 // relayed one it came from, say) it pings over each: an answer on any
-// proves the peer is there, and a connection that does not answer while
-// another does is dead (a punched path a NAT forgot, a relay gone) and is
-// closed, so streams opened next use one that works.
+// proves the peer is there, and a connection that stays silent until the
+// deadline while another answers is dead (a punched path a NAT forgot, a
+// relay gone) and is closed, so streams opened next use one that works.
+// A connection that refuses the ping stream (a resource limit, a reset)
+// is not judged. Concurrent pings of one peer share one round.
 func Ping(ctx context.Context, h host.Host, id peer.ID) error {
 	// Over a relayed (limited) connection too: an answer proves the peer
 	// is there, however it is reached.
 	ctx = network.WithAllowLimitedConn(ctx, "ping")
-	conns := h.Network().ConnsToPeer(id)
-	if len(conns) < 2 {
+	if len(h.Network().ConnsToPeer(id)) < 2 {
 		return pingPeer(ctx, h, id)
 	}
+	k := pingKey{h.ID(), id}
+	pings.mu.Lock()
+	if c, ok := pings.m[k]; ok {
+		pings.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.err
+		case <-ctx.Done():
+			return ErrNoPong
+		}
+	}
+	c := &pingCall{done: make(chan struct{})}
+	pings.m[k] = c
+	pings.mu.Unlock()
+	c.err = pingConns(ctx, h, id)
+	pings.mu.Lock()
+	delete(pings.m, k)
+	pings.mu.Unlock()
+	close(c.done)
+	return c.err
+}
+
+type pingKey struct{ self, peer peer.ID }
+
+type pingCall struct {
+	done chan struct{}
+	err  error
+}
+
+// pings are the multi-connection pings in flight.
+var pings = struct {
+	mu sync.Mutex
+	m  map[pingKey]*pingCall
+}{m: map[pingKey]*pingCall{}}
+
+// pingConns pings id over each open connection (see Ping).
+func pingConns(ctx context.Context, h host.Host, id peer.ID) error {
+	conns := h.Network().ConnsToPeer(id)
 	cctx, cancel := context.WithTimeout(ctx, maxConnPing)
 	defer cancel()
 	type result struct {
 		c   network.Conn
+		rtt time.Duration
 		err error
 	}
 	results := make(chan result, len(conns))
 	for _, c := range conns {
-		go func() { results <- result{c, pingConn(cctx, c)} }()
+		go func() {
+			rtt, err := pingConn(cctx, c)
+			results <- result{c, rtt, err}
+		}()
 	}
 	var first error
-	var dead []network.Conn
+	var silent []network.Conn
+	answered, best := 0, time.Duration(0)
 	for range conns {
 		r := <-results
-		if r.err != nil {
-			dead = append(dead, r.c)
-			if first == nil {
-				first = r.err
+		switch {
+		case r.err == nil:
+			answered++
+			if best == 0 || r.rtt < best {
+				best = r.rtt
 			}
+		case errors.Is(r.err, ErrNoPong):
+			silent = append(silent, r.c)
+		}
+		if r.err != nil && first == nil {
+			first = r.err
 		}
 	}
-	switch {
-	case len(dead) == len(conns):
+	if answered == 0 {
 		if ctx.Err() != nil || first == nil {
 			return ErrNoPong
 		}
 		return first
-	case len(dead) > 0:
-		// Silent for all the time the caller gave while another answered.
-		for _, c := range dead {
-			c.Close()
-		}
+	}
+	h.Peerstore().RecordLatency(id, best)
+	for _, c := range silent {
+		c.Close()
 	}
 	return nil
 }
@@ -90,11 +142,15 @@ func pingPeer(ctx context.Context, h host.Host, id peer.ID) error {
 	}
 }
 
-// pingConn runs the libp2p ping protocol once over c.
-func pingConn(ctx context.Context, c network.Conn) error {
+// pingConn runs the libp2p ping protocol once over c; ErrNoPong means no
+// answer came before ctx ended.
+func pingConn(ctx context.Context, c network.Conn) (time.Duration, error) {
 	s, err := c.NewStream(ctx)
 	if err != nil {
-		return err
+		if ctx.Err() != nil {
+			return 0, ErrNoPong
+		}
+		return 0, err
 	}
 	defer s.Close()
 	if dl, ok := ctx.Deadline(); ok {
@@ -102,26 +158,31 @@ func pingConn(ctx context.Context, c network.Conn) error {
 	}
 	stop := context.AfterFunc(ctx, func() { s.Reset() })
 	defer stop()
-	if err := s.SetProtocol(ping.ID); err != nil {
-		return err
-	}
-	if err := mss.SelectProtoOrFail(ping.ID, s); err != nil {
-		return fmt.Errorf("ping over %s: %w", c.RemoteMultiaddr(), err)
-	}
-	out := make([]byte, ping.PingSize)
-	rand.Read(out)
-	if _, err := s.Write(out); err != nil {
-		return err
-	}
-	in := make([]byte, ping.PingSize)
-	if _, err := io.ReadFull(s, in); err != nil {
-		if ctx.Err() != nil {
+	silent := func(err error) error {
+		var ne net.Error
+		if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
 			return ErrNoPong
 		}
 		return err
 	}
-	if !bytes.Equal(in, out) {
-		return fmt.Errorf("ping over %s: the answer is not the ping", c.RemoteMultiaddr())
+	if err := s.SetProtocol(ping.ID); err != nil {
+		return 0, err
 	}
-	return nil
+	start := time.Now()
+	if err := mss.SelectProtoOrFail(ping.ID, s); err != nil {
+		return 0, silent(fmt.Errorf("ping over %s: %w", c.RemoteMultiaddr(), err))
+	}
+	out := make([]byte, ping.PingSize)
+	rand.Read(out)
+	if _, err := s.Write(out); err != nil {
+		return 0, silent(err)
+	}
+	in := make([]byte, ping.PingSize)
+	if _, err := io.ReadFull(s, in); err != nil {
+		return 0, silent(err)
+	}
+	if !bytes.Equal(in, out) {
+		return 0, fmt.Errorf("ping over %s: the answer is not the ping", c.RemoteMultiaddr())
+	}
+	return time.Since(start), nil
 }

@@ -3,24 +3,27 @@ package swarm
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/llmswarm/llmswarm/internal/nettest"
 )
 
-// TestPingClosesDeadConnection: a reaches b over two connections, one
-// through a proxy that then freezes (a punched path a NAT forgot). A ping
-// is answered over the other; the frozen connection is closed so the next
-// streams use the live one. With every connection frozen, no answer.
-func TestPingClosesDeadConnection(t *testing.T) {
-	a, b := newHost(t), newHost(t)
+// twoPaths connects a to b twice, as peers behind NATs end up: through a
+// relay (a reaches the relay through relayPx) and directly (through
+// directPx). Either proxy can freeze.
+func twoPaths(t *testing.T) (a, b host.Host, directPx, relayPx *nettest.Proxy) {
+	t.Helper()
+	a, b = newHost(t), newHost(t)
 	ctx := context.Background()
-	// First through a relay, as peers behind NATs meet...
 	r, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.EnableRelayService(), libp2p.ForceReachabilityPublic())
 	if err != nil {
 		t.Fatal(err)
@@ -33,30 +36,57 @@ func TestPingClosesDeadConnection(t *testing.T) {
 	if _, err := client.Reserve(ctx, b, ri); err != nil {
 		t.Fatal(err)
 	}
-	circuit := ma.StringCast(r.Addrs()[0].String() + "/p2p/" + r.ID().String() + "/p2p-circuit")
+	relayPx = proxied(t, a, r)
+	if err := a.Connect(ctx, peer.AddrInfo{ID: r.ID()}); err != nil {
+		t.Fatal(err)
+	}
+	circuit := ma.StringCast("/p2p/" + r.ID().String() + "/p2p-circuit")
 	if err := a.Connect(network.WithAllowLimitedConn(ctx, "test"), peer.AddrInfo{ID: b.ID(), Addrs: []ma.Multiaddr{circuit}}); err != nil {
 		t.Fatal(err)
 	}
-	// ...then directly, through a proxy that will freeze.
 	a.Peerstore().ClearAddrs(b.ID())
-	px := proxied(t, a, b)
+	directPx = proxied(t, a, b)
 	if err := a.Connect(network.WithForceDirectDial(ctx, "test"), peer.AddrInfo{ID: b.ID()}); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(a.Network().ConnsToPeer(b.ID())); n != 2 {
 		t.Fatalf("%d connections from a to b, want 2", n)
 	}
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := Ping(pctx, a, b.ID()); err != nil {
-		t.Fatalf("ping over two live connections: %v", err)
+	return a, b, directPx, relayPx
+}
+
+// TestPingClosesDeadConnection: a reaches b over a relay and directly.
+// Concurrent pings over both live connections all succeed and close
+// nothing. Then the direct path freezes (a punched path a NAT forgot): a
+// ping is answered over the relay, and the silent connection is closed so
+// the next streams use the live one.
+func TestPingClosesDeadConnection(t *testing.T) {
+	a, b, directPx, _ := twoPaths(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			errs <- Ping(pctx, a, b.ID())
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent pings over two live connections: %v", err)
+		}
 	}
 	if n := len(a.Network().ConnsToPeer(b.ID())); n != 2 {
-		t.Fatalf("a live connection was closed: %d left", n)
+		t.Fatalf("concurrent pings closed a live connection: %d left", n)
 	}
 
-	px.Freeze()
-	pctx, cancel = context.WithTimeout(ctx, time.Second)
+	directPx.Freeze()
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	if err := Ping(pctx, a, b.ID()); err != nil {
 		t.Fatalf("ping with one live connection: %v", err)
@@ -68,22 +98,23 @@ func TestPingClosesDeadConnection(t *testing.T) {
 	if err := Ping(ctx, a, b.ID()); err != nil {
 		t.Fatalf("ping over the remaining connection: %v", err)
 	}
-	px.Thaw()
+	directPx.Thaw()
 }
 
-// TestPingAllConnectionsDead: the only connection frozen: no answer.
+// TestPingAllConnectionsDead: both paths frozen: no answer, and nothing
+// is closed on that alone.
 func TestPingAllConnectionsDead(t *testing.T) {
-	a, b := newHost(t), newHost(t)
-	px := proxied(t, a, b)
-	ctx := context.Background()
-	if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID()}); err != nil {
-		t.Fatal(err)
-	}
-	px.Freeze()
-	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	a, b, directPx, relayPx := twoPaths(t)
+	directPx.Freeze()
+	relayPx.Freeze()
+	pctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	if err := Ping(pctx, a, b.ID()); !errors.Is(err, ErrNoPong) {
-		t.Fatalf("ping of a frozen peer: %v, want ErrNoPong", err)
+		t.Fatalf("ping of a peer on two frozen paths: %v, want ErrNoPong", err)
 	}
-	px.Thaw()
+	if n := len(a.Network().ConnsToPeer(b.ID())); n != 2 {
+		t.Fatalf("%d connections left, want both: none answered, none is judged", n)
+	}
+	directPx.Thaw()
+	relayPx.Thaw()
 }

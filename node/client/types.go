@@ -45,7 +45,8 @@ type Peer struct {
 	Capacity   int      `json:"capacity"`
 	Thermal    string   `json:"thermal,omitempty"`
 	Battery    *Battery `json:"battery,omitempty"`
-	// Relay: its record says it relays for swarm members.
+	// Relay: it offers circuit relay v2 (its identify lists the relay
+	// protocol; known for peers this one has been connected to).
 	Relay bool `json:"relay,omitempty"`
 	// Conns are this peer's open connections to it.
 	Conns []Conn `json:"conns,omitempty"`
