@@ -337,7 +337,8 @@ func natPunch(t *testing.T, model, transport, prompt string, want []int32) {
 //     question and the pipeline A|B succeed over the relay, with one
 //     machine's tokens.
 //   - In a public swarm the relay keeps control limits, which carry the
-//     MoA question and its answer.
+//     MoA question and its answer; A does not route a pipeline through B
+//     there (the relay would cut it), and says so.
 func TestNATSymmetric(t *testing.T) {
 	model := tinyModel(t)
 	prompt, want := pipeReference(t, model)
@@ -371,6 +372,15 @@ func TestNATSymmetric(t *testing.T) {
 				if conn := ns.askPipeline(t, "relayed", prompt, want); conn != "relayed" {
 					t.Fatalf("A reached B over %q, want the relay", conn)
 				}
+			} else {
+				// The relay's 128 KiB would cut a generation: A does not
+				// route through B, and says which layers nobody else holds.
+				_, errOut, code := runCtlWithin(60*time.Second, ns.a.netns, append([]string{"--api", ns.a.api},
+					append(pipeAsk, "--timeout", "10s", prompt)...)...)
+				if code == 0 || !strings.Contains(errOut, "[2,4)") {
+					t.Fatalf("pipeline through a control-limited relay: exit %d, %q; want a refusal naming [2,4)", code, errOut)
+				}
+				t.Logf("pipeline through a control-limited relay refused: %s", strings.TrimSpace(errOut))
 			}
 			ns.relay.ctlJSON(&rs, "status")
 			if rs.NAT.Counters.RelayCircuits < 1 || rs.NAT.Counters.RelayedBytes < 1 {
@@ -467,12 +477,17 @@ func TestNATPunchedPathDies(t *testing.T) {
 	if strings.TrimSpace(got.String()) != strings.TrimSpace(want) {
 		t.Fatalf("text after the failover differs from the undisturbed run:\n got %q\nwant %q\n%s", got.String(), want, stderr.String())
 	}
+	var hops []string
 	for _, l := range strings.Split(stderr.String(), "\n") {
 		if strings.Contains(l, "re-route") || strings.Contains(l, "route ") || strings.Contains(l, "hop ") || strings.Contains(l, "pipeline,") {
 			t.Log(l)
 		}
+		if strings.HasPrefix(l, "hop ") {
+			hops = append(hops, l)
+		}
 	}
-	if !strings.Contains(stderr.String(), "relayed") {
-		t.Fatalf("the trace does not show the hop to B relayed after the failover:\n%s", stderr.String())
+	// Two routes of two hops: A then B punched, A then B relayed.
+	if len(hops) != 4 || !strings.HasSuffix(hops[1], ", punched") || !strings.HasSuffix(hops[3], ", relayed") {
+		t.Fatalf("the trace does not show B reached punched, then relayed after the failover:\n%s", stderr.String())
 	}
 }

@@ -188,9 +188,12 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 		done, err = o.Local.Serve(cctx, &r, func(t string) error { collect(t); return nil })
 		a.Conn = "local"
 	} else {
-		done, err = Call(cctx, o.Host, c.peer.ID, &r, collect)
 		if o.ConnKind != nil {
-			a.Conn = o.ConnKind(c.peer.ID)
+			a.Conn = o.ConnKind(c.peer.ID) // the connection the call's stream will take
+		}
+		done, err = Call(cctx, o.Host, c.peer.ID, &r, collect)
+		if a.Conn == "" && o.ConnKind != nil {
+			a.Conn = o.ConnKind(c.peer.ID) // the call dialed
 		}
 	}
 	hung, cause, detect := w.Stop()

@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
+	circuit "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -102,6 +103,37 @@ type natState struct {
 	relaySrc *relaySource
 	punch    *puncher     // nil with nat.hole_punching off
 	relay    *relay.Relay // nat.relay_service "on"; nil otherwise (libp2p runs "auto")
+	closed   bool
+	h        atomic.Pointer[host.Host] // set by start; read without the node's lock
+
+	noteMu sync.Mutex
+	noted  map[peer.ID]time.Time // when a peer was last logged as left out of routes
+}
+
+// noteOnce reports whether to log, now, that id is left out of routes:
+// once a minute per peer.
+func (s *natState) noteOnce(id peer.ID) bool {
+	s.noteMu.Lock()
+	defer s.noteMu.Unlock()
+	if s.noted == nil {
+		s.noted = map[peer.ID]time.Time{}
+	}
+	if time.Since(s.noted[id]) < time.Minute {
+		return false
+	}
+	if len(s.noted) > 1024 {
+		clear(s.noted)
+	}
+	s.noted[id] = time.Now()
+	return true
+}
+
+// host is the libp2p host, once started (nil before).
+func (s *natState) host() host.Host {
+	if p := s.h.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // reachability follows what AutoNAT (or the config) says of this peer:
@@ -205,6 +237,7 @@ func (s *natState) init(log *slog.Logger, private bool, ledger *swarm.Trust) {
 // start follows reachability on h, and starts the relay service of
 // nat.relay_service "on" and hole punching.
 func (s *natState) start(ctx context.Context, h host.Host, cfg NATConfig, log *slog.Logger) error {
+	s.h.Store(&h)
 	s.relayACL.h.Store(&h)
 	s.relaySrc.h.Store(&h)
 	s.reach.forced = cfg.Reachability == "public" || cfg.Reachability == "private"
@@ -234,16 +267,18 @@ func (s *natState) setView(v *swarm.View) {
 	s.relayACL.view.Store(v)
 }
 
-// close stops hole punching and the relay service.
+// close stops hole punching and the relay service, once. The fields stay
+// set: the API may still read them.
 func (s *natState) close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
 	if s.punch != nil {
 		s.punch.close()
-		s.punch = nil
 	}
 	if s.relay != nil {
-		err := s.relay.Close()
-		s.relay = nil
-		return err
+		return s.relay.Close()
 	}
 	return nil
 }
@@ -261,7 +296,7 @@ func (n *Node) relaying() bool {
 // "direct" or "relayed" (the best of its open connections), or "" when
 // none is open.
 func (n *Node) connKind(id peer.ID) string {
-	h := n.Host()
+	h := n.nat.host() // not n.Host(): generations call this while Close holds the node's lock
 	if h == nil {
 		return ""
 	}
@@ -276,4 +311,33 @@ func (n *Node) connKind(id peer.ID) string {
 		}
 	}
 	return best
+}
+
+// Relayed connections whose relay allows at least this much carry
+// pipeline traffic; smaller ones (libp2p's default: 128 KiB, 2 minutes)
+// carry control traffic only.
+const (
+	bulkRelayBytes    = 16 << 20
+	bulkRelayDuration = 5 * time.Minute
+)
+
+// relayedOnlyControl reports whether every open connection to id goes
+// through a relay whose limits fit control traffic only: a pipeline hop
+// there would be cut by the relay mid-generation.
+func relayedOnlyControl(h host.Host, id peer.ID) bool {
+	if !relayedOnly(h, id) {
+		return false
+	}
+	for _, c := range h.Network().ConnsToPeer(id) {
+		st := c.Stat()
+		if !st.Limited {
+			return false
+		}
+		data, _ := st.Extra[circuit.StatLimitData].(uint64)
+		dur, _ := st.Extra[circuit.StatLimitDuration].(time.Duration)
+		if (data == 0 || data >= bulkRelayBytes) && (dur == 0 || dur >= bulkRelayDuration) {
+			return false
+		}
+	}
+	return true
 }

@@ -316,7 +316,7 @@ func (n *Node) manifest(ctx context.Context, root string, holders []swarm.ShardH
 
 func (n *Node) newPipelineOriginator() *pipeline.Originator {
 	return &pipeline.Originator{
-		Host: n.host, View: n.swarm.View(), Local: n.pipe.stages, Exclude: n.excluded, Tokenizer: n.tokenizer, Log: n.log,
+		Host: n.host, View: n.swarm.View(), Local: n.pipe.stages, Exclude: n.excludedFromStages, Tokenizer: n.tokenizer, Log: n.log,
 		Manifest:  n.manifest,
 		RTT:       func(id peer.ID) time.Duration { return n.host.Peerstore().LatencyEWMA(id) },
 		ConnKind:  n.connKind,
@@ -341,4 +341,22 @@ func (p *pipelineState) close() error {
 		err = p.stages.Close()
 	}
 	return err
+}
+
+// excludedFromStages reports peers a pipeline route must not use: those
+// routing avoids (see excluded), and those reached only through a relay
+// that limits circuits to control traffic, which would cut the
+// generation (a private swarm's relays, or member limits, carry it).
+func (n *Node) excludedFromStages(id peer.ID) bool {
+	if n.excluded(id) {
+		return true
+	}
+	h := n.nat.host() // not n.Host(): generations call this while Close holds the node's lock
+	if h == nil || !relayedOnlyControl(h, id) {
+		return false
+	}
+	if n.nat.noteOnce(id) {
+		n.log.Info("pipeline: not routing through a peer reached only through a relay limited to control traffic", "peer", id)
+	}
+	return true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -33,28 +34,21 @@ type puncher struct {
 	svc *holepunch.Service
 	log *slog.Logger
 
-	mu       sync.Mutex
-	observed map[string]observation // our own address as peers see it
-	active   map[peer.ID]bool       // punches in progress, by peer
-	punched  map[string]bool        // IDs of direct connections a hole punch made
-	wg       sync.WaitGroup
-	notifee  *network.NotifyBundle
-	ctx      context.Context
-	cancel   context.CancelFunc
-}
+	obs *observedAddrs // our own address as peers see it
 
-type observation struct {
-	addr ma.Multiaddr
-	by   map[string]bool // observers' IPs
-	seen time.Time
+	mu      sync.Mutex
+	active  map[peer.ID]bool // punches in progress, by peer
+	punched map[string]bool  // IDs of direct connections a hole punch made
+	wg      sync.WaitGroup
+	notifee *network.NotifyBundle
+	ctx     context.Context
+	cancel  context.CancelFunc
 }
 
 const (
-	maxObserved     = 16 // addresses remembered
-	maxObservers    = 64 // observers counted per address
-	observedFor     = 30 * time.Minute
 	punchRetries    = 3 // DirectConnect calls per relayed connection, each of up to 3 attempts
 	punchRetryDelay = 5 * time.Second
+	maxReadyWait    = 2 * time.Minute // for a public address of ours, per relayed connection
 )
 
 // newPuncher starts hole punching on h; tel traces each punch.
@@ -63,7 +57,7 @@ func newPuncher(h host.Host, tel *natCounters, log *slog.Logger) (*puncher, erro
 	if !ok {
 		return nil, errors.New("hole punching: the libp2p host has no identify service")
 	}
-	p := &puncher{h: h, ids: idh.IDService(), log: log, observed: map[string]observation{}, active: map[peer.ID]bool{}, punched: map[string]bool{}}
+	p := &puncher{h: h, ids: idh.IDService(), log: log, obs: newObservedAddrs(), active: map[peer.ID]bool{}, punched: map[string]bool{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	svc, err := holepunch.NewService(h, p.ids, p.publicAddrs, holepunch.WithTracer(tel))
 	if err != nil {
@@ -126,31 +120,15 @@ func (p *puncher) observe(c network.Conn, obs ma.Multiaddr) {
 	if !p.fromListener(c.LocalMultiaddr(), obs) {
 		return // an ephemeral port: nobody can reach us there
 	}
-	observer, err := manet.ToIP(c.RemoteMultiaddr())
+	ip, err := manet.ToIP(c.RemoteMultiaddr())
 	if err != nil {
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	k := obs.String()
-	o, ok := p.observed[k]
+	observer, ok := netip.AddrFromSlice(ip)
 	if !ok {
-		o = observation{addr: obs, by: map[string]bool{}}
+		return
 	}
-	if len(o.by) < maxObservers {
-		o.by[observer.String()] = true
-	}
-	o.seen = time.Now()
-	p.observed[k] = o
-	if len(p.observed) > maxObserved {
-		oldest := ""
-		for k, o := range p.observed {
-			if oldest == "" || o.seen.Before(p.observed[oldest].seen) {
-				oldest = k
-			}
-		}
-		delete(p.observed, oldest)
-	}
+	p.obs.add(c.ID(), observer, obs, time.Now())
 }
 
 // fromListener reports whether local, a connection's local address, is
@@ -177,7 +155,7 @@ func (p *puncher) fromListener(local, obs ma.Multiaddr) bool {
 }
 
 // publicAddrs are this peer's public direct addresses: announced ones
-// (public interfaces, port mappings) and those peers observed recently.
+// (public interfaces, port mappings) and the best observed ones.
 func (p *puncher) publicAddrs() []ma.Multiaddr {
 	var out []ma.Multiaddr
 	for _, a := range p.h.Addrs() {
@@ -185,20 +163,7 @@ func (p *puncher) publicAddrs() []ma.Multiaddr {
 			out = append(out, a)
 		}
 	}
-	p.mu.Lock()
-	obs := make([]observation, 0, len(p.observed))
-	for _, o := range p.observed {
-		if time.Since(o.seen) < observedFor {
-			obs = append(obs, o)
-		}
-	}
-	p.mu.Unlock()
-	// Most observers first: a single liar cannot push out what many saw.
-	slices.SortFunc(obs, func(a, b observation) int { return len(b.by) - len(a.by) })
-	for _, o := range obs {
-		out = append(out, o.addr)
-	}
-	return ma.Unique(out)
+	return ma.Unique(append(out, p.obs.best(time.Now())...))
 }
 
 // connected starts a punch for an inbound relayed connection: in DCUtR the
@@ -244,9 +209,9 @@ func (p *puncher) punch(c network.Conn) {
 		}
 		// libp2p's service answers and punches only once it has seen a
 		// public address of ours; until then DirectConnect would block.
-		for !p.ready() {
-			if !p.onlyRelayed(rp) || !p.sleep(250*time.Millisecond) {
-				return
+		for waited := time.Duration(0); !p.ready(); waited += 250 * time.Millisecond {
+			if waited > maxReadyWait || !p.onlyRelayed(rp) || !p.sleep(250*time.Millisecond) {
+				return // never public: libp2p's own service punches later connections once it is
 			}
 		}
 		if !p.onlyRelayed(rp) {
@@ -311,10 +276,34 @@ func (p *puncher) markPunched(rp peer.ID) time.Duration {
 	return time.Since(since)
 }
 
+// disconnected forgets c; when c was a punched connection and the peer is
+// left with relayed ones only (the NAT forgot the mapping, the phone
+// changed networks), it punches again.
 func (p *puncher) disconnected(_ network.Network, c network.Conn) {
+	p.obs.forget(c.ID())
 	p.mu.Lock()
+	was := p.punched[c.ID()]
 	delete(p.punched, c.ID())
+	if !was || p.ctx.Err() != nil {
+		p.mu.Unlock()
+		return
+	}
+	p.wg.Add(1)
 	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		rp := c.RemotePeer()
+		if !p.onlyRelayed(rp) {
+			return
+		}
+		for _, rc := range p.h.Network().ConnsToPeer(rp) {
+			if isRelayed(rc) && rc.Stat().Direction == network.DirInbound {
+				p.log.Info("nat: punched connection lost, punching again", "peer", rp)
+				p.connected(nil, rc)
+				return
+			}
+		}
+	}()
 }
 
 // kind is how c reaches its peer: "relayed" (through a circuit relay),

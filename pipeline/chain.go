@@ -25,6 +25,7 @@ type chain struct {
 	// vocab checks every result: a token below it, or this many logits.
 	// openChain sets the first hop's word; Generate sets the tokenizer's.
 	vocab int
+	conns []string // how this peer reached each hop when the chain opened (HopStat.Conn)
 }
 
 // openChain opens a session along route. If the first hop is this peer,

@@ -29,7 +29,7 @@ type generation struct {
 	chain   *chain
 	compute []float64 // per hop, summed over decode steps
 	xfer    []float64
-	conns   []string // per hop: how this peer reached it (see HopStat.Conn), noted at the first step
+	conns   []string // per hop of the current route: how this peer reaches it (see HopStat.Conn)
 	decodes int
 	stepEst time.Duration // a decode step's time on this route (moving average)
 	sb      *standby      // the warm standby or check route, or nil
@@ -64,6 +64,8 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		if g.chain, pending, err = g.recover(ctx, err, time.Since(t0), nil, g.hops); err != nil {
 			return err
 		}
+	} else {
+		g.conns = g.chain.conns
 	}
 	if g.wantShadow() && g.sb == nil {
 		g.sb = g.startStandby(ctx, pending != nil)
@@ -279,7 +281,7 @@ func (g *generation) recover(ctx context.Context, cause error, detect time.Durat
 		g.trace(TraceEvent{Kind: "reroute", Route: hops, Failed: f.peer, Layers: f.layers, Reason: last.Reason,
 			AtToken: at, DetectMS: last.DetectMS, ReplayMS: last.ReplayMS, CostMS: last.CostMS, Replay: len(replay),
 			Proven: f.proven, Evidence: f.evidence, Suspects: f.suspects})
-		g.switchTo(hops)
+		g.switchTo(hops, c)
 		if g.sb != nil {
 			if g.sb.uses(f.peer) || g.sb.failed() || g.check && !g.sb.check {
 				g.closeShadow()
@@ -300,14 +302,15 @@ func (g *generation) history() ([]int32, []int) {
 	return append(slices.Clone(g.prompt), g.res.Tokens...), replayShapes(len(g.prompt), len(g.res.Tokens))
 }
 
-// switchTo makes hops the current route, folding the old one's accounting
-// into the result.
-func (g *generation) switchTo(hops []Hop) {
+// switchTo makes hops, opened as c, the current route, folding the old
+// one's accounting into the result.
+func (g *generation) switchTo(hops []Hop, c *chain) {
 	if g.decodes > 0 { // a route that failed before decoding has nothing to show
 		g.stats()
 	}
 	g.hops = hops
 	g.resetStats()
+	g.conns = c.conns
 }
 
 // takeOver promotes the warm standby, if there is one that can stand in,
@@ -337,7 +340,7 @@ func (g *generation) takeOver(ctx context.Context, f *fault, input []int32, at i
 	g.trace(TraceEvent{Kind: "reroute", Route: s.hops, Failed: f.peer, Layers: f.layers, Reason: rr.Reason,
 		AtToken: at, DetectMS: rr.DetectMS, ReplayMS: rr.ReplayMS, CostMS: rr.CostMS, Replay: len(input), Standby: true,
 		Proven: f.proven, Evidence: f.evidence, Suspects: f.suspects})
-	g.switchTo(s.hops)
+	g.switchTo(s.hops, c)
 	g.sb = g.startStandby(ctx, true)
 	return c, res, true
 }
@@ -389,6 +392,9 @@ func (g *generation) open(ctx context.Context, hops []Hop) (*chain, error) {
 	})
 	if c != nil {
 		c.vocab = g.tok.VocabSize()
+		if err == nil {
+			c.conns = g.connKinds(hops) // the streams just opened use the connections there are now
+		}
 	}
 	return c, err
 }
@@ -459,26 +465,26 @@ func (g *generation) maxReroutes() int {
 func (g *generation) resetStats() {
 	g.compute = make([]float64, len(g.hops))
 	g.xfer = make([]float64, len(g.hops))
-	g.conns = nil
 	g.decodes = 0
 }
 
-// noteConns records how this peer reaches each hop it sends to (the first,
-// and any after a hop that is this peer), once the route runs.
-func (g *generation) noteConns() {
+// connKinds is how this peer reaches each hop of hops it sends to (the
+// first, and any after a hop that is this peer); nil without ConnKind.
+func (g *generation) connKinds(hops []Hop) []string {
 	if g.o.ConnKind == nil {
-		return
+		return nil
 	}
 	self := g.o.Host.ID().String()
-	g.conns = make([]string, len(g.hops))
-	for i, h := range g.hops {
-		if i > 0 && g.hops[i-1].Peer != self {
+	out := make([]string, len(hops))
+	for i, h := range hops {
+		if i > 0 && hops[i-1].Peer != self {
 			continue
 		}
 		if id, err := peer.Decode(h.Peer); err == nil {
-			g.conns[i] = g.o.ConnKind(id)
+			out[i] = g.o.ConnKind(id)
 		}
 	}
+	return out
 }
 
 // account adds one decode step's per-hop times. Result hops come last hop
@@ -500,8 +506,8 @@ func (g *generation) account(res *Result, took time.Duration) {
 		g.xfer[i] += max(upstream-c-d, 0)
 		upstream = d
 	}
-	if g.decodes == 0 {
-		g.noteConns()
+	if g.conns == nil {
+		g.conns = g.connKinds(g.hops)
 	}
 	g.decodes++
 }
