@@ -155,7 +155,8 @@ type NATCounters struct {
 	ToDirectMSMedian float64 `json:"to_direct_ms_median,omitempty"`
 	ToDirectMSLast   float64 `json:"to_direct_ms_last,omitempty"`
 	// As a relay: circuits opened (and open now), circuit requests
-	// refused, reservations granted, and bytes relayed (both directions).
+	// refused, reservations granted (renewals not counted), and bytes
+	// relayed (both directions).
 	RelayCircuits     int64 `json:"relay_circuits"`
 	RelayOpen         int64 `json:"relay_open"`
 	RelayRefused      int64 `json:"relay_refused"`
