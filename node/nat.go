@@ -261,10 +261,9 @@ func (s *natState) start(ctx context.Context, h host.Host, cfg NATConfig, log *s
 	return nil
 }
 
-// setView gives the relay's ACL and the relay finder the peer table.
+// setView gives the relay finder the peer table.
 func (s *natState) setView(v *swarm.View) {
 	s.relaySrc.view.Store(v)
-	s.relayACL.view.Store(v)
 }
 
 // close stops hole punching and the relay service, once. The fields stay

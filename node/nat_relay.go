@@ -47,20 +47,22 @@ func relayLimitName(mode string, private bool) string {
 }
 
 // relayACL lets only swarm members use this peer's relay: peers whose
-// signed record this peer holds and that speak the swarm's protocols (in
-// a private swarm, holding the key is enough), and that it has not
-// banned.
+// identify lists the swarm's protocols (in a private swarm, holding the
+// key is enough), and that it has not banned. In a public swarm that is a
+// claim anyone who implements the protocols can make, which is why member
+// limits are for private swarms. (Waiting for the requester's signed
+// record as well cost a joining peer a quarter second and its first
+// liveness probe, and a record is self-signed too.)
 type relayACL struct {
 	log     *slog.Logger
 	h       atomic.Pointer[host.Host]
-	view    atomic.Pointer[swarm.View]
 	banned  atomic.Pointer[func(peer.ID) bool]
 	private bool
 	wait    time.Duration // 0: memberWait
 }
 
-// memberWait bounds how long a request waits for what shows its sender is
-// a member: its identify exchange (its protocols) and its first record.
+// memberWait bounds how long a request waits for its sender's identify
+// exchange, which tells its protocols.
 const memberWait = 5 * time.Second
 
 func (a *relayACL) member(p peer.ID) bool {
@@ -70,24 +72,19 @@ func (a *relayACL) member(p peer.ID) bool {
 	if a.private {
 		return true
 	}
-	hp, v := a.h.Load(), a.view.Load()
-	if hp == nil || v == nil {
+	hp := a.h.Load()
+	if hp == nil {
 		return false
 	}
 	h := *hp
-	known := func() bool {
-		_, ok := v.Get(p)
-		return ok
-	}
 	speaks := func() bool {
 		got, err := h.Peerstore().SupportsProtocols(p, shards.TransferProtocol)
 		return err == nil && len(got) > 0
 	}
-	if speaks() && known() {
+	if speaks() {
 		return true
 	}
-	// A request can arrive before identify with its sender has finished,
-	// and before its first record has come.
+	// A request can arrive before identify with its sender has finished.
 	wait := a.wait
 	if wait == 0 {
 		wait = memberWait
@@ -103,19 +100,7 @@ func (a *relayACL) member(p peer.ID) bool {
 			}
 		}
 	}
-	if !speaks() {
-		return false
-	}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !known() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			return false
-		}
-	}
-	return true
+	return speaks()
 }
 
 func (a *relayACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool {
