@@ -66,6 +66,11 @@ func (p *prober) heard(id peer.ID, c *gossip.Capability, now time.Time) {
 	switch {
 	case ok:
 		if c.Seq > cd.rec.Seq {
+			if !slices.Equal(c.Addrs, cd.rec.Addrs) && !cd.busy {
+				// New addresses (a relay slot it just got, say) are worth
+				// a probe now rather than after the backoff.
+				cd.next = now
+			}
 			cd.rec, cd.heard = *c, now
 		}
 	case len(p.cands) >= maxCandidates && !p.dropOneLocked():
