@@ -45,7 +45,7 @@ func miniupnpdPath(t *testing.T) string {
 // miniupnpd's, and nat chains jump to its prerouting and postrouting
 // ones), and miniupnpd runs inside it with its own config, pid and lease
 // files. Returns miniupnpd's log.
-func upnpRouter(t *testing.T, tp natTopo) *syncBuffer {
+func upnpRouter(t *testing.T, tp natTopo, upnp, natpmp bool) *syncBuffer {
 	t.Helper()
 	exe := miniupnpdPath(t)
 	ipRun(t, "-n", tp.nat2, "addr", "del", "198.51.100.2/24", "dev", "wan0")
@@ -74,8 +74,8 @@ add rule inet filter forward jump miniupnpd
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`ext_ifname=wan0
 listening_ip=lan0
 http_port=0
-enable_upnp=yes
-enable_natpmp=yes
+enable_upnp=%s
+enable_natpmp=%s
 secure_mode=yes
 ipv6_disable=yes
 uuid=6f1b2a4e-3c5d-4e7f-8a9b-0c1d2e3f4a5b
@@ -83,7 +83,7 @@ lease_file=%s
 minissdpdsocket=%s
 allow 1024-65535 203.0.113.0/24 1024-65535
 deny 0-65535 0.0.0.0/0 0-65535
-`, filepath.Join(dir, "leases"), filepath.Join(dir, "minissdpd.sock"))), 0o600); err != nil {
+`, yesNo(upnp), yesNo(natpmp), filepath.Join(dir, "leases"), filepath.Join(dir, "minissdpd.sock"))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	log := &syncBuffer{}
@@ -103,7 +103,11 @@ deny 0-65535 0.0.0.0/0 0-65535
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(log.String(), "Listening for NAT-PMP") {
+	ready := "Listening for NAT-PMP"
+	if !natpmp {
+		ready = "HTTP listening on port"
+	}
+	for !strings.Contains(log.String(), ready) {
 		select {
 		case <-exited:
 			t.Fatalf("miniupnpd exited at start:\n%s", log)
@@ -159,16 +163,31 @@ func connsTo(d *daemon, id string) []string {
 	return out
 }
 
-// TestNATUPnP: B sits behind a home router running miniupnpd (UPnP IGD
-// and NAT-PMP); with nat.port_mapping on it gets a port forward, announces
+// TestNATPortMapping: B sits behind a home router running miniupnpd,
+// speaking UPnP IGD only, then NAT-PMP only (libp2p's own NAT-PMP never
+// finds the gateway on Linux; swarmd's maps where UPnP did not); with
+// nat.port_mapping on B gets a port forward, announces
 // the router's public address and the mapped port, and a peer on the
 // internet that B never contacted (C: a firewalled host that only dials
 // out) connects to it directly there and gets an MoA answer from B's
 // role. The router forwards nothing but what miniupnpd added, and B has
 // no relay, so the mapping is the only way in.
-func TestNATUPnP(t *testing.T) {
+func TestNATPortMapping(t *testing.T) {
+	for _, proto := range []string{"upnp", "nat-pmp"} {
+		t.Run(proto, func(t *testing.T) { natPortMapping(t, proto) })
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func natPortMapping(t *testing.T, proto string) {
 	tp := newNATTopo(t)
-	routerLog := upnpRouter(t, tp)
+	routerLog := upnpRouter(t, tp, proto == "upnp", proto == "nat-pmp")
 	cNS := internetHost(t, tp, inetHostIP)
 	model := tinyModel(t)
 	public := []string{"198.51.100.0/24"}

@@ -28,7 +28,7 @@ import (
 // dial-backs), port mapping, the relay service while public, and relays
 // to reserve on. Hole punching and relay_service "on" start with the host
 // (natState.start).
-func natOptions(cfg NATConfig, tel *natCounters, acl *relayACL, src *relaySource) ([]libp2p.Option, error) {
+func natOptions(cfg NATConfig, tel *natCounters, acl *relayACL, src *relaySource, pmp *pmpMapper) ([]libp2p.Option, error) {
 	relays, err := cfg.relays()
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func natOptions(cfg NATConfig, tel *natCounters, acl *relayACL, src *relaySource
 		autorelay.WithNumRelays(2), autorelay.WithMinCandidates(1), autorelay.WithBootDelay(0),
 		autorelay.WithMinInterval(3*time.Second), autorelay.WithBackoff(10*time.Second)))
 	if cfg.PortMapping != "off" {
-		opts = append(opts, libp2p.NATPortMap())
+		opts = append(opts, libp2p.NATPortMap(), libp2p.AddrsFactory(pmp.extra))
 	}
 	return opts, nil
 }
@@ -103,6 +103,7 @@ type natState struct {
 	relaySrc *relaySource
 	punch    *puncher     // nil with nat.hole_punching off
 	relay    *relay.Relay // nat.relay_service "on"; nil otherwise (libp2p runs "auto")
+	pmp      *pmpMapper   // NAT-PMP where UPnP mapped nothing
 	closed   bool
 	h        atomic.Pointer[host.Host] // set by start; read without the node's lock
 
@@ -232,6 +233,7 @@ func (s *natState) init(log *slog.Logger, private bool, ledger *swarm.Trust) {
 	banned := func(id peer.ID) bool { b, _ := ledger.Banned(id); return b }
 	s.relayACL.banned.Store(&banned)
 	s.relaySrc = &relaySource{ledger: ledger}
+	s.pmp = &pmpMapper{log: log}
 }
 
 // start follows reachability on h, and starts the relay service of
@@ -250,6 +252,9 @@ func (s *natState) start(ctx context.Context, h host.Host, cfg NATConfig, log *s
 			return fmt.Errorf("relay service: %w", err)
 		}
 		s.relay = r
+	}
+	if cfg.PortMapping != "off" {
+		s.pmp.start(h)
 	}
 	if cfg.HolePunching != "off" {
 		p, err := newPuncher(h, s.natc, log)
@@ -273,6 +278,9 @@ func (s *natState) close() error {
 		return nil
 	}
 	s.closed = true
+	if s.pmp != nil {
+		s.pmp.stop()
+	}
 	if s.punch != nil {
 		s.punch.close()
 	}
