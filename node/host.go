@@ -80,7 +80,7 @@ func newHost(cfg Config, key crypto.PrivKey, psk pnet.PSK, gater connmgr.Connect
 	if gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(gater))
 	}
-	natOpts, err := natOptions(cfg.NAT, nat.natc, nat.relayACL, nat.relaySrc, nat.pmp)
+	natOpts, err := natOptions(cfg.NAT, nat)
 	if err != nil {
 		cm.Close()
 		rm.Close()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
+	"github.com/llmswarm/llmswarm/internal/netif"
 	"github.com/llmswarm/llmswarm/node/client"
 	"github.com/llmswarm/llmswarm/swarm"
 )
@@ -28,14 +30,15 @@ import (
 // dial-backs), port mapping, the relay service while public, and relays
 // to reserve on. Hole punching and relay_service "on" start with the host
 // (natState.start).
-func natOptions(cfg NATConfig, tel *natCounters, acl *relayACL, src *relaySource, pmp *pmpMapper) ([]libp2p.Option, error) {
+func natOptions(cfg NATConfig, st *natState) ([]libp2p.Option, error) {
+	tel, acl, src := st.natc, st.relayACL, st.relaySrc
 	relays, err := cfg.relays()
 	if err != nil {
 		return nil, err
 	}
 	src.static = relays
 	applyPublicCIDRs(cfg.PublicCIDRs)
-	opts := []libp2p.Option{libp2p.EnableRelay(), libp2p.EnableAutoNATv2()}
+	opts := []libp2p.Option{libp2p.EnableRelay(), libp2p.EnableAutoNATv2(), libp2p.AddrsFactory(st.addrs)}
 	switch cfg.Reachability {
 	case "public":
 		opts = append(opts, libp2p.ForceReachabilityPublic())
@@ -57,7 +60,7 @@ func natOptions(cfg NATConfig, tel *natCounters, acl *relayACL, src *relaySource
 		autorelay.WithNumRelays(2), autorelay.WithMinCandidates(1), autorelay.WithBootDelay(0),
 		autorelay.WithMinInterval(3*time.Second), autorelay.WithBackoff(10*time.Second)))
 	if cfg.PortMapping != "off" {
-		opts = append(opts, libp2p.NATPortMap(), libp2p.AddrsFactory(pmp.extra))
+		opts = append(opts, libp2p.NATPortMap())
 	}
 	return opts, nil
 }
@@ -127,6 +130,32 @@ func (s *natState) noteOnce(id peer.ID) bool {
 	}
 	s.noted[id] = time.Now()
 	return true
+}
+
+// addrs is the host's address factory: libp2p's addresses, the
+// interface addresses of unspecified listeners where libp2p could list
+// none (Android 11+ denies the netlink dump it uses; see internal/netif),
+// and ports mapped by NAT-PMP.
+func (s *natState) addrs(in []ma.Multiaddr) []ma.Multiaddr {
+	out := in
+	if h := s.host(); h != nil && !slices.ContainsFunc(in, dialable) {
+		if ifs, err := netif.Addrs(); err == nil {
+			out = append(slices.Clip(out), netif.Expand(h.Network().ListenAddresses(), ifs)...)
+		}
+	}
+	if s.pmp != nil {
+		out = s.pmp.extra(slices.Clip(out))
+	}
+	return ma.Unique(out)
+}
+
+// dialable reports whether a is an address another device may dial: not
+// loopback, not unspecified, not through a relay.
+func dialable(a ma.Multiaddr) bool {
+	if _, err := a.ValueForProtocol(ma.P_CIRCUIT); err == nil {
+		return false
+	}
+	return !manet.IsIPLoopback(a) && !manet.IsIPUnspecified(a)
 }
 
 // host is the libp2p host, once started (nil before).

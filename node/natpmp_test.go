@@ -2,10 +2,14 @@ package node
 
 import (
 	"net"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/libp2p/go-libp2p"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/llmswarm/llmswarm/internal/netif"
 )
 
 func TestParseRouteTable(t *testing.T) {
@@ -50,5 +54,33 @@ func TestPMPAddresses(t *testing.T) {
 		if err != nil || a.String() != tc.want || (proto != "tcp" && proto != "udp") || port == 0 {
 			t.Errorf("%s: %v (%s %d), %v; want %s", tc.listen, a, proto, port, err, tc.want)
 		}
+	}
+}
+
+// TestAddrsFactoryFallback: where libp2p could list no interface address
+// (Android 11+), the factory adds one per interface address for each
+// unspecified listener; where it could, the factory leaves its list.
+func TestAddrsFactoryFallback(t *testing.T) {
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/0.0.0.0/tcp/0"), libp2p.DisableRelay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var s natState
+	s.h.Store(&h)
+	port, _ := h.Network().ListenAddresses()[0].ValueForProtocol(ma.P_TCP)
+	loop := ma.StringCast("/ip4/127.0.0.1/tcp/" + port)
+	ifs, err := netif.Addrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]ma.Multiaddr{loop}, netif.Expand(h.Network().ListenAddresses(), ifs)...)
+	got := s.addrs([]ma.Multiaddr{loop})
+	if len(got) != len(want) || len(want) > 1 && !slices.ContainsFunc(got, dialable) {
+		t.Fatalf("loopback only in: %v, want %v", got, want)
+	}
+	lan := ma.StringCast("/ip4/192.0.2.7/tcp/" + port)
+	if got := s.addrs([]ma.Multiaddr{loop, lan}); len(got) != 2 {
+		t.Fatalf("with a dialable address in: %v, want it as it is", got)
 	}
 }

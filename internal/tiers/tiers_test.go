@@ -21,6 +21,7 @@ var tier = map[string]int{
 	"internal/version": 0,
 	"internal/cli":     0,
 	"internal/wire":    0,
+	"internal/netif":   0,
 	"shards":           0,
 	"bmc":              0,
 	"node/client":      0,

@@ -1,0 +1,7 @@
+//go:build !android
+
+package netif
+
+import "net"
+
+func interfaceAddrs() ([]net.Addr, error) { return net.InterfaceAddrs() }
