@@ -139,8 +139,10 @@ func (s *natState) noteOnce(id peer.ID) bool {
 func (s *natState) addrs(in []ma.Multiaddr) []ma.Multiaddr {
 	out := in
 	if h := s.host(); h != nil && !slices.ContainsFunc(in, dialable) {
-		if ifs, err := netif.Addrs(); err == nil {
-			out = append(slices.Clip(out), netif.Expand(h.Network().ListenAddresses(), ifs)...)
+		if listen := h.Network().ListenAddresses(); slices.ContainsFunc(listen, manet.IsIPUnspecified) {
+			if ifs, err := netif.Addrs(); err == nil {
+				out = append(slices.Clip(out), netif.Expand(listen, ifs)...)
+			}
 		}
 	}
 	if s.pmp != nil {

@@ -19,14 +19,13 @@ import (
 func Addrs() ([]net.Addr, error) { return interfaceAddrs() }
 
 // Expand turns each listen address on an unspecified IP (0.0.0.0, ::)
-// into one per interface address of the same family, loopback left out,
-// keeping the rest of the address (port, transport). Listen addresses on
-// a specific IP are kept as they are.
+// into one per interface address of the same family, loopback and
+// link-local left out, keeping the rest of the address (port, transport).
+// Other listen addresses give nothing.
 func Expand(listen []ma.Multiaddr, ifaddrs []net.Addr) []ma.Multiaddr {
 	var out []ma.Multiaddr
 	for _, l := range listen {
 		if len(l) < 2 || !manet.IsIPUnspecified(l) {
-			out = append(out, l)
 			continue
 		}
 		v6 := l[0].Code() == ma.P_IP6
