@@ -91,7 +91,8 @@ func (m *pmpMapper) run(ctx context.Context) {
 		}
 		switch {
 		case m.upnpMapped():
-			wait = pmpRetry // UPnP did it; look again later
+			m.unmap() // UPnP did it: no second mapping, none left to lapse unrenewed
+			wait = pmpRetry
 		default:
 			lifetime, err := m.mapAll()
 			if err != nil {
