@@ -232,9 +232,11 @@ func (s *StageServer) serve(st stream, remote string) {
 	borrowed := false
 	if remote != "self" {
 		share, queue := s.peerShare(sh)
-		spare := func() bool {
+		spare := func(tickets int) bool {
+			// Tickets count peers let through and not yet in a slot: a
+			// slot one of them is about to take is not spare.
 			open, slots := sh.Model.Sessions()
-			return open < slots && sh.Model.Queue().Waiting == 0
+			return open < slots && tickets < slots && sh.Model.Queue().Waiting == 0
 		}
 		release, over, err := s.gate.acquire(actx, peerKey{remote, sh}, share, queue, spare)
 		if err != nil {

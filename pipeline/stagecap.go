@@ -55,10 +55,12 @@ func (e *peerCapError) Error() string {
 }
 
 // acquire takes one of k's share of sessions, waiting (as one of at most
-// queue waiters of k) while k holds share, until ctx ends; spare reports
-// that the shard has a free slot, and then k may borrow one beyond its
-// share if no other peer waits (borrowed is true). release gives it back.
-func (g *peerGate) acquire(ctx context.Context, k peerKey, share, queue int, spare func() bool) (release func(), borrowed bool, err error) {
+// queue waiters of k) while k holds share, until ctx ends; spare reports,
+// given the sessions the gate has let through on the shard (tickets, some
+// perhaps still on their way to an engine slot), that the shard has a
+// slot nobody is about to take, and then k may borrow one beyond its share
+// if no other peer waits (borrowed is true). release gives it back.
+func (g *peerGate) acquire(ctx context.Context, k peerKey, share, queue int, spare func(tickets int) bool) (release func(), borrowed bool, err error) {
 	start := time.Now()
 	g.mu.Lock()
 	if g.held == nil {
@@ -66,7 +68,7 @@ func (g *peerGate) acquire(ctx context.Context, k peerKey, share, queue int, spa
 	}
 	waited := false
 	for g.held[k] >= share {
-		if spare != nil && !g.othersWaitLocked(k) && spare() {
+		if spare != nil && !g.othersWaitLocked(k) && spare(g.ticketsLocked(k.shard)) {
 			borrowed = true
 			break
 		}
@@ -102,6 +104,18 @@ func (g *peerGate) acquire(ctx context.Context, k peerKey, share, queue int, spa
 	g.mu.Unlock()
 	var once sync.Once
 	return func() { once.Do(func() { g.release(k) }) }, borrowed, nil
+}
+
+// ticketsLocked is how many sessions the gate has let through on shard
+// (some may still be waiting for the engine's slot).
+func (g *peerGate) ticketsLocked(shard *Shard) int {
+	n := 0
+	for o, h := range g.held {
+		if o.shard == shard {
+			n += h
+		}
+	}
+	return n
 }
 
 // othersWaitLocked reports whether a peer other than k waits for a
