@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -31,7 +32,8 @@ type natStatus struct {
 }
 
 // natSwarm is a relay on the internet and two peers behind their NATs:
-// with a model, A holds layers [0,2) of it, B layers [2,4) and a role.
+// with a model of n layers (4 unless set), A holds layers [0,n/2) of it,
+// B layers [n/2,n) and a role.
 type natSwarm struct {
 	tp        natTopo
 	relay     *daemon
@@ -45,6 +47,7 @@ type natSwarm struct {
 
 type natSwarmOpts struct {
 	model   string // "": peers serve nothing
+	layers  int    // the model's layers; 0: 4 (the tiny model)
 	keyFile string // set: a private swarm (the relay lets members' traffic through)
 	noPunch bool   // hole punching off on A and B
 	// swarmRelay: B is not told of the relay, only bootstraps from it,
@@ -91,8 +94,9 @@ func startNATSwarm(t testing.TB, tp natTopo, o natSwarmOpts) *natSwarm {
 	}
 	var aArgs, bArgs []string
 	if o.model != "" {
-		bArgs = []string{"--role", "concise=" + o.model, "--shard", o.model + ":2-4"}
-		aArgs = []string{"--shard", o.model + ":0-2"}
+		n := cmp.Or(o.layers, 4)
+		bArgs = []string{"--role", "concise=" + o.model, "--shard", fmt.Sprintf("%s:%d-%d", o.model, n/2, n)}
+		aArgs = []string{"--shard", fmt.Sprintf("%s:0-%d", o.model, n/2)}
 	}
 	ns.started = time.Now()
 	ns.b = behind(tp.b, lanB, bRelays, bArgs...)
@@ -407,9 +411,17 @@ func swarmKeyFile(t testing.TB) string {
 // to B through the relay (a private swarm: its relay carries members'
 // traffic), and the text is the undisturbed one.
 func TestNATPunchedPathDies(t *testing.T) {
-	model := tinyModel(t)
+	t.Run("f32", func(t *testing.T) { punchedPathDies(t, natSwarmOpts{model: tinyModel(t)}) })
+	// Quantized weights, as phones and Pis run them.
+	t.Run("q4_k", func(t *testing.T) {
+		punchedPathDies(t, natSwarmOpts{model: synthModel(t, "qwen3", "small", "q4_k"), layers: 8})
+	})
+}
+
+func punchedPathDies(t *testing.T, o natSwarmOpts) {
 	tp := newNATTopo(t)
-	ns := startNATSwarm(t, tp, natSwarmOpts{model: model, keyFile: swarmKeyFile(t)})
+	o.keyFile = swarmKeyFile(t)
+	ns := startNATSwarm(t, tp, o)
 	eventually(t, 30*time.Second, "a punched connection from A to B", func() bool {
 		return slices.Contains(connKinds(ns.a, ns.bID), "punched")
 	})
