@@ -182,13 +182,11 @@ func (r *reachability) get() network.Reachability {
 	if r.forced {
 		return network.Reachability(r.v1.Load())
 	}
-	if v2 := network.Reachability(r.v2.Load()); v2 == network.ReachabilityPublic {
-		return v2
-	} else if v1 := network.Reachability(r.v1.Load()); v1 != network.ReachabilityUnknown {
-		return v1
-	} else {
+	v1, v2 := network.Reachability(r.v1.Load()), network.Reachability(r.v2.Load())
+	if v2 == network.ReachabilityPublic || v1 == network.ReachabilityUnknown {
 		return v2
 	}
+	return v1
 }
 
 // watch updates r from h's event bus until ctx ends.
@@ -342,9 +340,11 @@ func (n *Node) connKind(id peer.ID) string {
 		return "local"
 	}
 	best := ""
-	rank := map[string]int{"": 0, "relayed": 1, "direct": 2, "punched": 2}
 	for _, c := range h.Network().ConnsToPeer(id) {
-		if k := n.nat.punch.kind(c); rank[k] > rank[best] {
+		switch k := n.nat.punch.kind(c); {
+		case k != "relayed":
+			return k // direct or punched: what a new stream takes
+		case best == "":
 			best = k
 		}
 	}
