@@ -8,10 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/libp2p/go-libp2p/core/network"
-
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // apiServer is the local HTTP API.
@@ -88,73 +84,21 @@ func (a *apiServer) auth(next http.Handler) http.Handler {
 	})
 }
 
-func (a *apiServer) id(w http.ResponseWriter, r *http.Request) {
-	h := a.n.Host()
-	if h == nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "peer is shutting down")
-		return
-	}
-	self := a.n.selfCapability()
-	writeJSON(w, http.StatusOK, client.ID{
-		PeerID: h.ID().String(), Addrs: addrStrings(h), Version: Version,
-		Platform: platformOut(self.Platform), Private: a.n.private,
-	})
-}
+func (a *apiServer) id(w http.ResponseWriter, r *http.Request) { serveValue(w, a.n.ID) }
 
-func (a *apiServer) peers(w http.ResponseWriter, r *http.Request) {
-	s, h := a.n.Swarm(), a.n.Host()
-	if s == nil || h == nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "peer is shutting down")
-		return
-	}
-	now := time.Now()
-	out := client.Peers{Peers: []client.Peer{}}
-	for _, p := range s.View().Peers() {
-		po := peerOut(p, now, p.Self || h.Network().Connectedness(p.ID) == network.Connected)
-		for _, c := range h.Network().ConnsToPeer(p.ID) {
-			po.Conns = append(po.Conns, client.Conn{Addr: c.RemoteMultiaddr().String(), Kind: a.n.nat.punch.kind(c),
-				Direction: strings.ToLower(c.Stat().Direction.String())})
-		}
-		if !p.Self {
-			if rtt := h.Peerstore().LatencyEWMA(p.ID); rtt > 0 {
-				po.RTTMS = ms(rtt)
-			}
-			po.Relay = offersRelay(h, p.ID)
-		} else {
-			po.Relay = a.n.relaying()
-		}
-		out.Peers = append(out.Peers, po)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
+func (a *apiServer) peers(w http.ResponseWriter, r *http.Request) { serveValue(w, a.n.Peers) }
 
-func (a *apiServer) status(w http.ResponseWriter, r *http.Request) {
-	n := a.n
-	s, h := n.Swarm(), n.Host()
-	if s == nil || h == nil {
+func (a *apiServer) status(w http.ResponseWriter, r *http.Request) { serveValue(w, a.n.Status) }
+
+// serveValue answers with what get returns, or 503 while the peer is not
+// running.
+func serveValue[T any](w http.ResponseWriter, get func() (T, error)) {
+	v, err := get()
+	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "peer is shutting down")
 		return
 	}
-	st := client.Status{
-		PeerID: h.ID().String(), Version: Version, UptimeS: time.Since(n.start).Seconds(),
-		Connections: len(h.Network().Conns()), DHTMode: n.cfg.DHTMode, MDNS: !n.cfg.NoMDNS,
-		Private: n.private, HeartbeatMS: time.Duration(n.cfg.Heartbeat).Milliseconds(),
-		DeadAfterMS: s.View().Liveness().DeadAfter().Milliseconds(), Bootstrap: len(n.cfg.Bootstrap),
-		ListenAddrs: addrStrings(h), Warnings: n.Warnings(), Queue: queueOut(n.queue()),
-		NAT: n.natStatus(),
-	}
-	for _, p := range s.View().Peers() {
-		st.PeersKnown++
-		if p.Alive {
-			st.PeersAlive++
-		}
-	}
-	n.mu.Lock()
-	if n.dht != nil {
-		st.DHTPeers = n.dht.RoutingTable().Size()
-	}
-	n.mu.Unlock()
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, v)
 }
 
 // allowed lists the methods a path serves, "" for an unknown path.

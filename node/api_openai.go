@@ -52,7 +52,7 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			"total_tokens": out.promptToks + out.genToks}
 	}
 	if !req.Stream {
-		out, err := a.ask(r.Context(), spec, opt.stops)
+		out, err := a.n.ask(r.Context(), spec, opt.stops)
 		if err == nil && opt.jsonObject {
 			err = checkJSONObject(out.final)
 		}
@@ -85,7 +85,7 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		spec.onToken = content
 	}
 	spec.onAgent = func(ar moa.AgentResponse) { s.comment("agent " + ar.Role + " done") }
-	out, err := a.ask(r.Context(), spec, opt.stops)
+	out, err := a.n.ask(r.Context(), spec, opt.stops)
 	if err == nil && opt.jsonObject {
 		if err = checkJSONObject(out.final); err == nil {
 			content(out.final)

@@ -26,7 +26,7 @@ func (a *apiServer) query(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Swarm-Seed", strconv.FormatUint(spec.sampling.Seed, 10))
 	}
 	if !req.Stream {
-		out, err := a.ask(r.Context(), spec, nil)
+		out, err := a.n.ask(r.Context(), spec, nil)
 		if err != nil {
 			writeErr(w, err)
 			return
@@ -49,7 +49,7 @@ func (a *apiServer) query(w http.ResponseWriter, r *http.Request) {
 		s.event("agent_token", client.AgentToken{Role: role, Peer: peer, Text: text})
 	}
 	spec.onTrace = func(ev string, v any) { s.hold(ev, v) }
-	out, err := a.ask(r.Context(), spec, nil)
+	out, err := a.n.ask(r.Context(), spec, nil)
 	if err != nil {
 		s.fail(err, func(status int, typ string) []sseEvent {
 			return []sseEvent{{"error", client.Error{Error: client.ErrorBody{Message: err.Error(), Type: typ, Status: status}}}}

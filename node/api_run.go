@@ -12,20 +12,20 @@ import (
 	"github.com/llmswarm/llmswarm/pipeline"
 )
 
-// ask answers spec for an API call, adding what the API promises on top of
+// ask answers spec for an API call or the mobile facade, adding what the API promises on top of
 // every strategy: the text ends before the first stop string (and the
 // generation is cancelled there), and a prompt that does not fit a model's
 // context is the caller's error (400), not the swarm's.
-func (a *apiServer) ask(ctx context.Context, spec querySpec, stops []string) (*outcome, error) {
+func (n *Node) ask(ctx context.Context, spec querySpec, stops []string) (*outcome, error) {
 	if len(stops) == 0 {
-		out, err := a.n.answer(ctx, spec)
+		out, err := n.answer(ctx, spec)
 		return out, contextFull(err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cut := &stopCutter{stops: stops, emit: spec.onToken, cancel: cancel}
 	spec.onToken = cut.add
-	out, err := a.n.answer(ctx, spec)
+	out, err := n.answer(ctx, spec)
 	if text, pieces, hit := cut.result(); hit {
 		// The strategy saw a cancellation, perhaps as a failure: the answer
 		// is what came before the stop string.

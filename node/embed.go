@@ -1,0 +1,127 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/llmswarm/llmswarm/moa"
+	"github.com/llmswarm/llmswarm/node/client"
+)
+
+// The methods below are what the local API serves, as Go values, for
+// programs that embed a peer (the gomobile facade in mobile/): one
+// implementation behind both.
+
+// ErrNotRunning is returned by the methods below before Start or after
+// Close.
+var ErrNotRunning = errors.New("peer is not running")
+
+// ID describes this peer (GET /v1/swarm/id).
+func (n *Node) ID() (client.ID, error) {
+	h := n.Host()
+	if h == nil {
+		return client.ID{}, ErrNotRunning
+	}
+	self := n.selfCapability()
+	return client.ID{PeerID: h.ID().String(), Addrs: addrStrings(h), Version: Version,
+		Platform: platformOut(self.Platform), Private: n.private}, nil
+}
+
+// Peers lists the peers this one knows, itself included (GET
+// /v1/swarm/peers).
+func (n *Node) Peers() (client.Peers, error) {
+	s, h := n.Swarm(), n.Host()
+	if s == nil || h == nil {
+		return client.Peers{}, ErrNotRunning
+	}
+	now := time.Now()
+	out := client.Peers{Peers: []client.Peer{}}
+	for _, p := range s.View().Peers() {
+		po := peerOut(p, now, p.Self || h.Network().Connectedness(p.ID) == network.Connected)
+		for _, c := range h.Network().ConnsToPeer(p.ID) {
+			po.Conns = append(po.Conns, client.Conn{Addr: c.RemoteMultiaddr().String(), Kind: n.nat.punch.kind(c),
+				Direction: strings.ToLower(c.Stat().Direction.String())})
+		}
+		if !p.Self {
+			if rtt := h.Peerstore().LatencyEWMA(p.ID); rtt > 0 {
+				po.RTTMS = ms(rtt)
+			}
+			po.Relay = offersRelay(h, p.ID)
+		} else {
+			po.Relay = n.relaying()
+		}
+		out.Peers = append(out.Peers, po)
+	}
+	return out, nil
+}
+
+// Status reports this peer's state (GET /v1/swarm/status).
+func (n *Node) Status() (client.Status, error) {
+	s, h := n.Swarm(), n.Host()
+	if s == nil || h == nil {
+		return client.Status{}, ErrNotRunning
+	}
+	st := client.Status{
+		PeerID: h.ID().String(), Version: Version, UptimeS: time.Since(n.start).Seconds(),
+		Connections: len(h.Network().Conns()), DHTMode: n.cfg.DHTMode, MDNS: !n.cfg.NoMDNS,
+		Private: n.private, HeartbeatMS: time.Duration(n.cfg.Heartbeat).Milliseconds(),
+		DeadAfterMS: s.View().Liveness().DeadAfter().Milliseconds(), Bootstrap: len(n.cfg.Bootstrap),
+		ListenAddrs: addrStrings(h), Warnings: n.Warnings(), Queue: queueOut(n.queue()),
+		NAT: n.natStatus(), Power: n.powerStatus(),
+	}
+	for _, p := range s.View().Peers() {
+		st.PeersKnown++
+		if p.Alive {
+			st.PeersAlive++
+		}
+	}
+	n.mu.Lock()
+	if n.dht != nil {
+		st.DHTPeers = n.dht.RoutingTable().Size()
+	}
+	n.mu.Unlock()
+	return st, nil
+}
+
+// Query answers req as POST /v1/swarm/query does and returns the body that
+// call answers with (a *moa.Result, or the pipeline's result; both encode
+// as JSON). on, when not nil, sees what a streaming call sends as it
+// happens, by event name: "agent" (a moa.AgentResponse), "agent_token"
+// (client.AgentToken), "token" (the text, a string) and the traces
+// ("route", "hop", ...). Cancelling ctx stops the generation. An error's
+// HTTP status and type are ErrorKind's.
+func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event string, v any)) (any, error) {
+	if n.Swarm() == nil {
+		return nil, ErrNotRunning
+	}
+	spec, err := specFromQuery(req)
+	if err != nil {
+		return nil, err
+	}
+	if on != nil {
+		spec.onAgent = func(ar moa.AgentResponse) { on("agent", ar) }
+		spec.onToken = func(t string) { on("token", t) }
+		spec.onAgentToken = func(role, peer, text string) {
+			on("agent_token", client.AgentToken{Role: role, Peer: peer, Text: text})
+		}
+		spec.onTrace = on
+	}
+	out, err := n.ask(ctx, spec, nil)
+	if err != nil {
+		return nil, err
+	}
+	return out.result, nil
+}
+
+// ErrorKind is the HTTP status and error type the local API answers err
+// with (e.g. 400 invalid_request_error, 429 busy, 503 no_agents).
+func ErrorKind(err error) (status int, typ string) {
+	if errors.Is(err, ErrNotRunning) {
+		return 503, "unavailable"
+	}
+	return statusOf(err)
+}
