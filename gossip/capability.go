@@ -100,6 +100,26 @@ type Battery struct {
 
 func init() { record.RegisterType(&Capability{}) }
 
+// TakesWork reports whether the peer accepts new requests. A peer that
+// serves roles or shards announces a capacity of 0 while it refuses new
+// work (its battery is low, or it runs hot); its thermal and battery
+// fields say why.
+func (c *Capability) TakesWork() bool {
+	return c.Load.Capacity > 0 || (len(c.Roles) == 0 && len(c.Shards) == 0)
+}
+
+// PowerFactor scales a peer's weight by its power source: 1 on mains or a
+// charger (or when it reports no battery); on battery, 0.4 + 0.5 x the
+// charge, so 0.9 full and 0.5 at a fifth, and a peer on power wins over
+// an equally fast one draining its battery.
+func (c *Capability) PowerFactor() float64 {
+	b := c.Battery
+	if b == nil || b.Charging {
+		return 1
+	}
+	return 0.4 + 0.5*float64(min(max(b.Percent, 0), 100))/100
+}
+
 // Domain implements record.Record.
 func (c *Capability) Domain() string { return CapabilityDomain }
 

@@ -24,6 +24,11 @@ type Server struct {
 	// Status reports the device's thermal state and battery percent (0:
 	// unknown) for the metrics of each reply. May be nil.
 	Status func() (thermal string, battery int)
+	// Refuse, when set, says why this peer takes no new request from
+	// another peer now ("": it takes them), such as a battery running low;
+	// a request is then answered busy with that reason. Requests already
+	// running go on. May be nil.
+	Refuse func() string
 
 	mu       sync.RWMutex
 	roles    map[string]*RoleModel
@@ -206,6 +211,12 @@ func (s *Server) handle(st network.Stream) {
 	}
 	st.SetReadDeadline(time.Time{})
 	remote := st.Conn().RemotePeer()
+	if s.Refuse != nil {
+		if why := s.Refuse(); why != "" {
+			writeFrame(st, &Reply{Type: ReplyError, Error: &WireError{Code: CodeBusy, Message: "not taking new work: " + why}})
+			return
+		}
+	}
 	if limit := s.peerLimit(req.Role); limit > 0 {
 		held, ok := s.inflight.acquire(remote, req.Role, limit)
 		if !ok {

@@ -58,7 +58,7 @@ func (o *Originator) weigh(c *candidate) {
 			speed = min(c.role.TokPerSec, unknownSpeed)
 		}
 	}
-	c.weight = Weight(speed, c.peer.Cap.Thermal, c.peer.Cap.Load)
+	c.weight = Weight(speed, c.peer.Cap.Thermal, c.peer.Cap.Load) * c.peer.Cap.PowerFactor()
 	if !c.verified {
 		c.weight *= unverifiedFactor
 	}

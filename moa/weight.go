@@ -43,12 +43,16 @@ type candidate struct {
 // has not verified: it is asked only when no verified holder does better.
 const unverifiedFactor = 0.1
 
-// candidates lists the live holders of role, weighed by weigh, best
-// first. Ties are broken at random: not by the announced speed (a claim),
+// candidates lists the live holders of role that take work, weighed by
+// weigh, best first. This peer's own roles are listed even while it takes
+// no work from others: its own user's question may use them. Ties are broken at random: not by the announced speed (a claim),
 // nor by peer ID (which a peer chooses).
 func candidates(v *swarm.View, role string, weigh func(*candidate)) []candidate {
 	var out []candidate
 	for _, h := range v.ByRole(role) {
+		if !h.Peer.Self && !h.Peer.Cap.TakesWork() {
+			continue // it would answer busy (battery low, or hot)
+		}
 		c := candidate{peer: h.Peer, role: h.Role}
 		weigh(&c)
 		out = append(out, c)

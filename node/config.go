@@ -97,6 +97,8 @@ type Config struct {
 	NAT NATConfig `json:"nat,omitempty"`
 	// PeerTable bounds the peer table (config_trust.go).
 	PeerTable PeerTableConfig `json:"peer_table,omitempty"`
+	// Power sets when the peer stops taking work (config_power.go).
+	Power PowerConfig `json:"power,omitempty"`
 }
 
 // EngineConfig tunes the inference engine.
@@ -240,6 +242,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MemoryLimitMB == 0 {
 		c.MemoryLimitMB = 256
 	}
+	c.Power = c.Power.withDefaults()
 	return c, c.validate()
 }
 
@@ -331,6 +334,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := c.Pipeline.validate(); err != nil {
+		return err
+	}
+	if err := c.Power.validate(); err != nil {
 		return err
 	}
 	for _, p := range c.BMCPeers {

@@ -62,6 +62,7 @@ type Node struct {
 	bmcDead atomic.Pointer[func(peer.ID) bool]
 	bmc     *bmcService // nil unless bmc_peers or bmc_serial is set
 	nat     natState
+	power   powerState
 }
 
 // APIAddrFile, in the data dir, holds the address the API listens on while
@@ -155,6 +156,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		n.health.set("relay", msg)
 		n.log.Warn(msg)
 	}
+	n.startPower()
 	// The pipeline's store first: role models are registered in it too,
 	// so peers can fetch their manifests and layers to check them.
 	if err = n.startPipeline(ctx); err != nil {

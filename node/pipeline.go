@@ -47,6 +47,7 @@ func (n *Node) startPipeline(ctx context.Context) error {
 	}
 	p.stages = pipeline.NewStageServer(n.host, n.log)
 	p.stages.PeerSessions, p.stages.PeerQueue = n.cfg.Pipeline.PeerSessions, n.cfg.Pipeline.PeerQueue
+	p.stages.Refuse = n.refusing
 	// A stage opens sessions only on live members of the swarm it has heard
 	// from itself (their signed records taught the host their addresses).
 	p.stages.Known = func(id peer.ID) bool {

@@ -16,14 +16,15 @@ import (
 // fills in ID, addresses, sequence and time.
 func (n *Node) selfCapability() gossip.Capability {
 	total, free := memInfo()
+	thermal, bat, refusing := n.checkPower()
 	c := gossip.Capability{
 		Version: Version,
 		Platform: gossip.Platform{
 			OS: runtime.GOOS, Arch: runtime.GOARCH, Device: n.cfg.Device,
 			Cores: runtime.NumCPU(), RAMBytes: total, FreeRAM: free,
 		},
-		Thermal: thermalState(),
-		Battery: battery(),
+		Thermal: thermal,
+		Battery: bat,
 	}
 	if srv := n.moaServer; srv != nil {
 		c.Roles = srv.Roles()
@@ -36,6 +37,9 @@ func (n *Node) selfCapability() gossip.Capability {
 		c.Load.Active += a
 		c.Load.Capacity += cp
 		c.Load.Queued += p.stages.Queue().Waiting
+	}
+	if refusing != "" {
+		c.Load.Capacity = 0 // gossip.Capability.TakesWork: no new work here
 	}
 	return c
 }

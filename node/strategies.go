@@ -24,12 +24,13 @@ func (n *Node) engineOptions() engine.Options {
 func (n *Node) startMoA(ctx context.Context) error {
 	n.moaServer = moa.NewServer(n.host, n.log)
 	n.moaServer.Status = func() (string, int) {
-		b := 0
-		if bat := battery(); bat != nil {
-			b = bat.Percent
+		thermal, bat := n.readPower()
+		if bat == nil {
+			return thermal, 0
 		}
-		return thermalState(), b
+		return thermal, bat.Percent
 	}
+	n.moaServer.Refuse = n.refusing
 	roles := make([]string, 0, len(n.cfg.Roles))
 	for r := range n.cfg.Roles {
 		roles = append(roles, r)

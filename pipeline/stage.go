@@ -53,6 +53,11 @@ type StageServer struct {
 	// at least 1; negative: none). Beyond, an open is refused as busy. Set
 	// before serving.
 	PeerSessions, PeerQueue int
+	// Refuse, when set, says why this peer takes no new session from
+	// another peer now ("": it takes them), such as a battery running low;
+	// an open is then refused as busy with that reason. Sessions already
+	// open go on. Set before serving.
+	Refuse func() string
 
 	gate   peerGate
 	mu     sync.RWMutex
@@ -231,6 +236,12 @@ func (s *StageServer) serve(st stream, remote string) {
 	defer cancel()
 	borrowed := false
 	if remote != "self" {
+		if s.Refuse != nil {
+			if why := s.Refuse(); why != "" {
+				s.refuse(st, remote, CodeBusy, "not taking new work: "+why, self)
+				return
+			}
+		}
 		share, queue := s.peerShare(sh)
 		spare := func(tickets int) bool {
 			// Tickets count peers let through and not yet in a slot: a

@@ -8,8 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -52,19 +54,29 @@ func (o *Originator) msPerLayer(id peer.ID, model string, announced float64) flo
 	return max(announced, DefaultMsPerLayer)
 }
 
-// routeHolders are the holders of ref's shape, priced.
+// routeHolders are the holders of ref's shape that take work, priced: a
+// peer on battery costs more (gossip's PowerFactor), so routes prefer
+// peers on power.
 func (o *Originator) routeHolders(ref ModelRef, holders []swarm.ShardHolder) []Holder {
 	var hs []Holder
 	for _, h := range holders {
 		if h.Shard.Layers != ref.Layers || h.Shard.Hidden != ref.Hidden {
 			continue
 		}
+		self := o.Host != nil && h.Peer.ID == o.Host.ID()
+		if !self && !h.Peer.Cap.TakesWork() {
+			continue // it would refuse the session (battery low, or hot)
+		}
 		rtt := 0.0
 		if o.RTT != nil && h.Peer.ID != o.Host.ID() {
 			rtt = float64(o.RTT(h.Peer.ID).Microseconds()) / 1000
 		}
+		ms := o.msPerLayer(h.Peer.ID, ref.CID, h.Shard.MsPerLayer)
+		if validMs(ms) {
+			ms /= h.Peer.Cap.PowerFactor()
+		}
 		hs = append(hs, Holder{Peer: h.Peer.ID.String(), Start: h.Shard.Start, End: h.Shard.End,
-			MsPerLayer: o.msPerLayer(h.Peer.ID, ref.CID, h.Shard.MsPerLayer), RTTms: rtt})
+			MsPerLayer: ms, RTTms: rtt})
 	}
 	return hs
 }
@@ -89,6 +101,9 @@ func (o *Originator) planCtx(ctx context.Context, ref ModelRef, holders []swarm.
 	for {
 		r, err := AssembleRoute(ref.Layers, hs, exclude)
 		if err != nil {
+			if idle := notTakingWork(ref, holders, o.Host); idle != "" {
+				err = fmt.Errorf("%w (%s)", err, idle)
+			}
 			if len(refused) > 0 {
 				return nil, fmt.Errorf("%w (left out after their checks: %s)", err, reasons(refused))
 			}
@@ -204,5 +219,30 @@ func reasons(m map[string]error) string {
 		out = append(out, short(p)+": "+err.Error())
 	}
 	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
+
+// notTakingWork names the holders of ref's layers left out of routes
+// because they take no new work, and why their records say so.
+func notTakingWork(ref ModelRef, holders []swarm.ShardHolder, self host.Host) string {
+	var out []string
+	for _, h := range holders {
+		if h.Shard.Layers != ref.Layers || h.Shard.Hidden != ref.Hidden || h.Peer.Cap.TakesWork() ||
+			(self != nil && h.Peer.ID == self.ID()) {
+			continue
+		}
+		var why []string
+		if b := h.Peer.Cap.Battery; b != nil && !b.Charging {
+			why = append(why, fmt.Sprintf("battery %d%%, not charging", b.Percent))
+		}
+		if t := h.Peer.Cap.Thermal; t != "" && t != gossip.ThermalNominal {
+			why = append(why, "thermal "+t)
+		}
+		note := fmt.Sprintf("%s holds [%d,%d) but takes no new work", short(h.Peer.ID.String()), h.Shard.Start, h.Shard.End)
+		if len(why) > 0 {
+			note += ": " + strings.Join(why, ", ")
+		}
+		out = append(out, note)
+	}
 	return strings.Join(out, "; ")
 }

@@ -116,6 +116,23 @@ type Status struct {
 	Queue Queue `json:"queue"`
 	// NAT is what this peer knows of its reachability.
 	NAT NATStatus `json:"nat"`
+	// Power is the device's power state and whether the peer takes work.
+	Power PowerStatus `json:"power"`
+}
+
+// PowerStatus is a peer's power state (what its app reported, or what
+// Linux says) and the policy's verdict (config key power).
+type PowerStatus struct {
+	Battery *Battery `json:"battery,omitempty"` // absent: no battery, or unknown
+	Thermal string   `json:"thermal,omitempty"`
+	// TakingWork is false while the peer refuses new requests from other
+	// peers; Why says why (e.g. "battery at 10% and not charging
+	// (power.min_battery 20)").
+	TakingWork bool   `json:"taking_work"`
+	Why        string `json:"why,omitempty"`
+	// Reported is true when the embedding app reported the state
+	// (mobile's ReportPower) rather than the system.
+	Reported bool `json:"reported"`
 }
 
 // NATStatus is a peer's reachability and the addresses it announces.
