@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -223,4 +224,28 @@ func FuzzUnmarshalCapability(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestTakesWorkAndPowerFactor(t *testing.T) {
+	role := []Role{{Role: "reasoner", ModelCID: "m"}}
+	for _, c := range []struct {
+		cap   Capability
+		takes bool
+		power float64
+	}{
+		{Capability{}, true, 1}, // serves nothing: nothing to refuse
+		{Capability{Roles: role, Load: Load{Capacity: 4}}, true, 1},
+		{Capability{Roles: role, Load: Load{Active: 1}}, false, 1},
+		{Capability{Shards: []Shard{{ModelCID: "m", End: 2}}}, false, 1},
+		{Capability{Roles: role, Load: Load{Capacity: 4}, Battery: &Battery{Percent: 100}}, true, 0.9},
+		{Capability{Roles: role, Load: Load{Capacity: 4}, Battery: &Battery{Percent: 20}}, true, 0.5},
+		{Capability{Roles: role, Load: Load{Capacity: 4}, Battery: &Battery{Percent: 5, Charging: true}}, true, 1},
+	} {
+		if got := c.cap.TakesWork(); got != c.takes {
+			t.Errorf("%+v: TakesWork %v, want %v", c.cap, got, c.takes)
+		}
+		if got := c.cap.PowerFactor(); math.Abs(got-c.power) > 1e-9 {
+			t.Errorf("%+v: PowerFactor %v, want %v", c.cap, got, c.power)
+		}
+	}
 }
