@@ -61,6 +61,10 @@ type Config struct {
 	ConnHigh int `json:"conn_high,omitempty"`
 	// MemoryLimitMB bounds the memory libp2p may use. Default 256.
 	MemoryLimitMB int `json:"memory_limit_mb,omitempty"`
+	// MaxMemory bounds what the roles and shards this peer serves may
+	// take (weights and KV caches), e.g. "3GiB". Default: half the
+	// device's RAM (none where the RAM is unknown).
+	MaxMemory ByteSize `json:"max_memory,omitempty"`
 	// Device names the hardware in capability records (e.g. "raspberry-pi-4").
 	Device string `json:"device,omitempty"`
 	// Roles maps a Mixture-of-Agents role to the GGUF file serving it.
@@ -346,6 +350,9 @@ func (c Config) validate() error {
 	}
 	if c.BMCSerial == "" && (c.BMCKey != "" || c.BMCDTR) {
 		return fmt.Errorf("config: bmc_key and bmc_dtr need bmc_serial (they configure the bridge's board)")
+	}
+	if c.MaxMemory < 0 || (c.MaxMemory > 0 && c.MaxMemory < 1<<20) {
+		return fmt.Errorf("config: max_memory %s: want at least 1MiB", c.MaxMemory)
 	}
 	if c.MemoryLimitMB < 32 {
 		return fmt.Errorf("config: memory_limit_mb %d: want at least 32", c.MemoryLimitMB)

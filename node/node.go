@@ -63,6 +63,7 @@ type Node struct {
 	bmc     *bmcService // nil unless bmc_peers or bmc_serial is set
 	nat     natState
 	power   powerState
+	mem     memBudget
 }
 
 // APIAddrFile, in the data dir, holds the address the API listens on while
@@ -157,6 +158,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		n.log.Warn(msg)
 	}
 	n.startPower()
+	n.mem.init(n.cfg.MaxMemory)
 	// The pipeline's store first: role models are registered in it too,
 	// so peers can fetch their manifests and layers to check them.
 	if err = n.startPipeline(ctx); err != nil {

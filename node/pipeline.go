@@ -134,9 +134,15 @@ func (n *Node) loadShardFile(ctx context.Context, spec ShardSpec) error {
 
 func (n *Node) serveShard(ctx context.Context, path, modelCID string, a, b int) error {
 	start := time.Now()
+	what := fmt.Sprintf("shard %s [%d,%d)", path, a, b)
+	reserved, err := n.mem.reserve(what, path, n.engineOptions())
+	if err != nil {
+		return err
+	}
 	sh, err := pipeline.LoadShard(ctx, path, modelCID, a, b, n.engineOptions())
 	if err != nil {
-		return fmt.Errorf("shard %s [%d,%d): %w", path, a, b, err)
+		n.mem.release(reserved)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	n.pipe.stages.Add(sh)
 	n.log.Info("serving shard", "model", sh.Name, "cid", modelCID, "layers", fmt.Sprintf("[%d,%d)", a, b),
@@ -155,7 +161,7 @@ func (n *Node) fetchShard(ctx context.Context, spec ShardSpec) {
 		if err == nil || ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, errPermanent) {
+		if errors.Is(err, errPermanent) || errors.Is(err, errNoMemory) {
 			n.log.Error("shard not fetched", "model", spec.CID, "layers", fmt.Sprintf("[%d,%d)", spec.Start, spec.End), "err", err)
 			n.health.set("shard "+spec.CID, err.Error())
 			return

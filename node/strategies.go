@@ -51,7 +51,13 @@ func (n *Node) startMoA(ctx context.Context) error {
 			if me, err = n.pipe.store.AddModel(path); err != nil {
 				return fmt.Errorf("role %s: %w", role, err)
 			}
-			rm, err = moa.LoadRoleNamed(ctx, role, path, me.CID, n.engineOptions())
+			var reserved int64
+			if reserved, err = n.mem.reserve("role "+role+" ("+path+")", path, n.engineOptions()); err != nil {
+				return err
+			}
+			if rm, err = moa.LoadRoleNamed(ctx, role, path, me.CID, n.engineOptions()); err != nil {
+				n.mem.release(reserved)
+			}
 			loaded[path] = rm
 		}
 		if err != nil {

@@ -39,6 +39,7 @@ type daemonFlags struct {
 	bmcDTR                                                            bool
 	relays                                                            listFlag
 	relayService, reachability                                        string
+	maxMemory                                                         string
 	given                                                             map[string]bool // flags set on the command line
 }
 
@@ -76,6 +77,7 @@ func parseDaemonFlags(args []string, stderr io.Writer) (*daemonFlags, *flag.Flag
 	fs.Var(&f.bmcPeers, "bmc-peer", "accept BMC tables from `PEER_ID` (repeatable)")
 	fs.Var(&f.relays, "relay", "reserve a slot on relay `MULTIADDR` (ending in /p2p/ID) while not publicly reachable (repeatable)")
 	fs.StringVar(&f.relayService, "relay-service", "", "relay for swarm members: auto (while publicly reachable), on or off (default auto)")
+	fs.StringVar(&f.maxMemory, "max-memory", "", "memory the served roles and shards may take, e.g. `SIZE` 3GiB (default half the RAM)")
 	fs.StringVar(&f.reachability, "reachability", "", "auto (AutoNAT asks peers), public or private (default auto)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -191,6 +193,13 @@ func (f *daemonFlags) mergeConfig() (node.Config, error) {
 	cfg.NAT.Relays = append(cfg.NAT.Relays, f.relays...)
 	if f.relayService != "" {
 		cfg.NAT.RelayService = f.relayService
+	}
+	if f.maxMemory != "" {
+		v, err := node.ParseByteSize(f.maxMemory)
+		if err != nil {
+			return cfg, fmt.Errorf("--max-memory: %w", err)
+		}
+		cfg.MaxMemory = v
 	}
 	if f.reachability != "" {
 		cfg.NAT.Reachability = f.reachability

@@ -221,18 +221,8 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 			m.mem.Weights += int64(w)
 		}
 	}
-	kvHeads := int64(cfg.Uint("attention.head_count_kv"))
-	heads := int64(cfg.Uint("attention.head_count"))
-	hk, hv := int64(cfg.Uint("attention.key_length")), int64(cfg.Uint("attention.value_length"))
-	if hk == 0 && heads > 0 {
-		hk = int64(m.info.Hidden) / heads
-	}
-	if hv == 0 {
-		hv = hk
-	}
 	present := int64(m.info.LayerRange[1] - m.info.LayerRange[0])
-	ctxCells := int64((opts.Context + 255) / 256 * 256) // ggml pads the cache to 256 cells
-	m.mem.KVPerSession = present * ctxCells * kvHeads * (hk + hv) * 2
+	m.mem.KVPerSession = kvPerSession(cfg, int64(m.info.Hidden), present, opts.Context)
 	m.slots = make([]*slot, opts.Slots)
 	m.log.Info("model loaded", "model", path, "arch", m.info.Arch, "layers", fmt.Sprintf("%d-%d", m.info.LayerRange[0], m.info.LayerRange[1]),
 		"weights_bytes", m.mem.Weights, "threads", opts.Threads, "slots", opts.Slots, "context", opts.Context)

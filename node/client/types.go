@@ -118,6 +118,16 @@ type Status struct {
 	NAT NATStatus `json:"nat"`
 	// Power is the device's power state and whether the peer takes work.
 	Power PowerStatus `json:"power"`
+	// Memory is the serving budget (config max_memory) and what the
+	// loaded roles and shards take of it.
+	Memory MemoryStatus `json:"memory"`
+}
+
+// MemoryStatus is a peer's serving memory budget.
+type MemoryStatus struct {
+	MaxBytes  int64  `json:"max_bytes"` // 0: no budget
+	UsedBytes int64  `json:"used_bytes"`
+	Source    string `json:"source"` // where max_bytes comes from
 }
 
 // PowerStatus is a peer's power state (what its app reported, or what
