@@ -40,6 +40,10 @@ func printStatus(e *env, st client.Status) error {
 		row("queue", fmt.Sprintf("%d waiting (limit %d); %d waited, mean %.0f ms, longest %.0f ms",
 			q.Waiting, q.Limit, q.Waited, q.MeanWaitMS, q.MaxWaitMS))
 	}
+	if m := st.Memory; m.MaxBytes > 0 {
+		row("memory", fmt.Sprintf("%s of %s serving budget used (%s)", mib(m.UsedBytes), mib(m.MaxBytes), m.Source))
+	}
+	row("power", powerLine(st.Power))
 	reach := st.NAT.Reachability
 	if st.NAT.Relayed {
 		reach += ", reachable through a relay"
@@ -91,4 +95,21 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+func powerLine(p client.PowerStatus) string {
+	out := "no battery"
+	if b := p.Battery; b != nil {
+		out = fmt.Sprintf("battery %d%%", b.Percent)
+		if b.Charging {
+			out += ", charging"
+		}
+	}
+	if p.Thermal != "" {
+		out += ", thermal " + p.Thermal
+	}
+	if !p.TakingWork {
+		out += "; NOT taking new work: " + p.Why
+	}
+	return out
 }
