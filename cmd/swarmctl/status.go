@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -41,7 +42,7 @@ func printStatus(e *env, st client.Status) error {
 			q.Waiting, q.Limit, q.Waited, q.MeanWaitMS, q.MaxWaitMS))
 	}
 	if m := st.Memory; m.MaxBytes > 0 {
-		row("memory", fmt.Sprintf("%s of %s serving budget used (%s)", mib(m.UsedBytes), mib(m.MaxBytes), m.Source))
+		row("memory", fmt.Sprintf("%s of %s serving budget used (%s)", size(m.UsedBytes), size(m.MaxBytes), m.Source))
 	}
 	row("power", powerLine(st.Power))
 	reach := st.NAT.Reachability
@@ -112,4 +113,12 @@ func powerLine(p client.PowerStatus) string {
 		out += "; NOT taking new work: " + p.Why
 	}
 	return out
+}
+
+// size writes bytes in GiB from 1 GiB up, else in MiB.
+func size(b int64) string {
+	if b >= 1<<30 {
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(b)/(1<<30)), ".0") + " GiB"
+	}
+	return mib(b)
 }
