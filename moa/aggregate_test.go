@@ -70,7 +70,7 @@ func TestAggregatorPromptFitsItsContext(t *testing.T) {
 				roles[j].Context = 4096
 			}
 		}
-		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Roles: roles}, time.Now())
+		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Roles: roles, Load: gossip.Load{Capacity: 4}}, time.Now())
 	}
 	o := &Originator{Host: origin.h, View: v}
 	res, err := o.Ask(t.Context(), Query{Prompt: "What is the capital of France?", MaxTokens: 600, Sampling: Sampling{RepeatPenalty: 1.3}})

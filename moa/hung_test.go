@@ -46,7 +46,7 @@ func TestHungAgentMovesToNextHolder(t *testing.T) {
 		if p != hung {
 			origin.h.Peerstore().AddAddrs(p.h.ID(), p.h.Addrs(), time.Hour)
 		}
-		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Roles: p.srv.Roles()}, time.Now())
+		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Roles: p.srv.Roles(), Load: gossip.Load{Capacity: 4}}, time.Now())
 	}
 	px.Freeze()
 	o := &Originator{Host: origin.h, View: v, Progress: swarm.Progress{Floor: 500 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond}}

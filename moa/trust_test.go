@@ -113,7 +113,7 @@ func TestUnverifiedPeerVettedBeforeUse(t *testing.T) {
 	if banned, _ := tr.Banned(liar.h.ID()); !banned || len(rv.asked) != 1 {
 		t.Fatalf("liar banned %v after %d challenges", banned, len(rv.asked))
 	}
-	v.Observe(&gossip.Capability{PeerID: honest.h.ID().String(), Seq: 1, Roles: honest.srv.Roles()}, time.Now())
+	v.Observe(&gossip.Capability{PeerID: honest.h.ID().String(), Seq: 1, Roles: honest.srv.Roles(), Load: gossip.Load{Capacity: 4}}, time.Now())
 	origin.h.Peerstore().AddAddrs(honest.h.ID(), honest.h.Addrs(), time.Hour)
 	for range 3 {
 		res, err := o.Direct(t.Context(), Reasoner, q)
@@ -133,7 +133,7 @@ func TestUnverifiedPeerVettedBeforeUse(t *testing.T) {
 
 	// A holder this peer cannot check answers, and says so.
 	other := newTestPeer(t, 4, Writer)
-	v.Observe(&gossip.Capability{PeerID: other.h.ID().String(), Seq: 1, Roles: other.srv.Roles()}, time.Now())
+	v.Observe(&gossip.Capability{PeerID: other.h.ID().String(), Seq: 1, Roles: other.srv.Roles(), Load: gossip.Load{Capacity: 4}}, time.Now())
 	origin.h.Peerstore().AddAddrs(other.h.ID(), other.h.Addrs(), time.Hour)
 	rv.unknown = map[peer.ID]bool{other.h.ID(): true}
 	res, err := o.Direct(t.Context(), Writer, Query{Prompt: "Write a line about the sea.", MaxTokens: 4})

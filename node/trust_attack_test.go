@@ -178,7 +178,7 @@ func startSybils(t *testing.T, ctx context.Context, listen []string) []*sybil {
 		for seq := uint64(1); ctx.Err() == nil; seq++ {
 			for _, s := range out {
 				s.r.PublishCapability(ctx, &gossip.Capability{PeerID: s.h.ID().String(), Seq: seq,
-					Roles: []gossip.Role{{Role: "reasoner", ModelCID: "bafkreisybil", TokPerSec: 1e6}}})
+					Roles: []gossip.Role{{Role: "reasoner", ModelCID: "bafkreisybil", TokPerSec: 1e6}}, Load: gossip.Load{Capacity: 64}})
 			}
 			select {
 			case <-ctx.Done():
