@@ -10,7 +10,7 @@ endif
 export CGO_CFLAGS := $(SIMD_FLAGS)
 export CGO_CXXFLAGS := $(SIMD_FLAGS)
 
-.PHONY: build test demo deps clean
+.PHONY: build test demo deps clean arm64
 
 build:
 	go build -o bin/swarmd ./cmd/swarmd
@@ -18,6 +18,13 @@ build:
 
 deps:
 	scripts/install-deps.sh
+
+# Cross-build for linux/arm64 into bin/linux-arm64 (README "On a Raspberry
+# Pi"). ARM64_FLAGS is ggml's: the default needs ARMv8.2 with the dot
+# product (Pi 5, phones); a Pi 4 or 3 needs ARM64_FLAGS='-O3 -mcpu=cortex-a72'.
+ARM64_FLAGS ?= -O3 -march=armv8.2-a+dotprod
+arm64:
+	ARM64_FLAGS='$(ARM64_FLAGS)' scripts/cross-arm64.sh bin/linux-arm64
 
 test:
 	scripts/test.sh

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -66,6 +67,9 @@ type daemon struct {
 	// throttle, when set, makes the process a slow device from its start:
 	// it runs for run, then is SIGSTOPped for stop, over and over.
 	throttle *throttle
+	// exe, when set, is the command line before the flags, in place of
+	// bin/swarmd (an arm64 swarmd under qemu-user).
+	exe []string
 }
 
 type throttle struct{ run, stop time.Duration }
@@ -117,7 +121,11 @@ func (d *daemon) start() {
 	d.t.Helper()
 	os.Remove(filepath.Join(d.dir, "api.addr"))
 	d.log = &syncBuffer{}
-	d.cmd = netnsCmd(d.netns, filepath.Join(bin, "swarmd"), d.args...)
+	exe := d.exe
+	if exe == nil {
+		exe = []string{filepath.Join(bin, "swarmd")}
+	}
+	d.cmd = netnsCmd(d.netns, exe[0], append(slices.Clone(exe[1:]), d.args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := d.cmd.Start(); err != nil {

@@ -15,6 +15,13 @@ command -v nft >/dev/null || need_apt+=(nftables)
 # service, no maintainer scripts, no debconf questions (the service lives
 # in the miniupnpd package, which is not installed).
 command -v miniupnpd >/dev/null || [ -x /usr/sbin/miniupnpd ] || need_apt+=(miniupnpd-nftables)
+# The arm64 e2e and `make arm64`: Debian's aarch64 cross compilers (with
+# the arm64 libc, which qemu-user also loads the binaries with) and
+# qemu-user, called directly (no binfmt registration needed).
+command -v aarch64-linux-gnu-gcc >/dev/null || need_apt+=(gcc-aarch64-linux-gnu)
+command -v aarch64-linux-gnu-g++ >/dev/null || need_apt+=(g++-aarch64-linux-gnu)
+[ -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ] || need_apt+=(libc6-dev-arm64-cross)
+command -v qemu-aarch64 >/dev/null || command -v qemu-aarch64-static >/dev/null || need_apt+=(qemu-user)
 command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
 

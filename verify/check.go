@@ -48,7 +48,9 @@ type Checker struct {
 	// fresh input, and CheckLayers-1 others drawn at random.
 	CheckLayers int
 	// Tolerance is the largest relative L2 error ‖got − want‖ / ‖want‖ a
-	// boundary may show (default 1e-3).
+	// boundary may show (default by the reference's weights: 1e-3 for
+	// f32, f16 and bf16, 3e-2 for quantized ones, where honest peers on
+	// other CPUs differ by up to 1.5e-2: see tolerance.go).
 	Tolerance float64
 	// Tokens is the number of input positions of a challenge (default 8,
 	// at most MaxTokens).
@@ -65,6 +67,7 @@ type Checker struct {
 	flights map[vetKey]*flight
 	recent  map[vetKey]outcome // claims that could not be checked lately
 	noRef   map[refKey]time.Time
+	quants  map[string]string // reference file -> its weights' type
 }
 
 type vetKey struct {
@@ -125,13 +128,10 @@ func (c *Checker) log() *slog.Logger {
 	return c.Log
 }
 
-func (c *Checker) settings() (k int, tol float64, tokens int, timeout, retry time.Duration) {
-	k, tol, tokens, timeout, retry = c.CheckLayers, c.Tolerance, c.Tokens, c.Timeout, c.Retry
+func (c *Checker) settings() (k int, tokens int, timeout, retry time.Duration) {
+	k, tokens, timeout, retry = c.CheckLayers, c.Tokens, c.Timeout, c.Retry
 	if k <= 0 {
 		k = 2
-	}
-	if tol <= 0 || math.IsNaN(tol) {
-		tol = 1e-3
 	}
 	if tokens <= 0 || tokens > MaxTokens {
 		tokens = MaxTokens
@@ -159,7 +159,7 @@ func (c *Checker) Vet(ctx context.Context, id peer.ID, claim swarm.Claim) error 
 		return nil
 	}
 	k := vetKey{id, claim}
-	_, _, _, _, retry := c.settings()
+	_, _, _, retry := c.settings()
 	c.mu.Lock()
 	if o, ok := c.recent[k]; ok && time.Now().Before(o.until) {
 		c.mu.Unlock()
@@ -237,7 +237,7 @@ func (c *Checker) remember(k vetKey, o outcome) {
 // reference is Ref.Layer, checked to hold layer l, with failures
 // remembered for Retry. Errors wrap ErrNoReference.
 func (c *Checker) reference(ctx context.Context, model string, l int) (*engine.Model, error) {
-	_, _, _, _, retry := c.settings()
+	_, _, _, retry := c.settings()
 	k := refKey{model, l}
 	c.mu.Lock()
 	until, missed := c.noRef[k]
@@ -281,7 +281,7 @@ func holds(m *engine.Model, a, b int) bool {
 // the claim; a *WireError or a transport error when the peer refused or
 // did not answer (no verdict).
 func (c *Checker) Check(ctx context.Context, id peer.ID, claim swarm.Claim) (*Report, error) {
-	k, tol, tokens, timeout, _ := c.settings()
+	k, tokens, timeout, _ := c.settings()
 	if claim.Model == "" || claim.Start < 0 || claim.End <= claim.Start {
 		return nil, fmt.Errorf("verify: bad claim %s", claim)
 	}
@@ -292,6 +292,7 @@ func (c *Checker) Check(ctx context.Context, id peer.ID, claim swarm.Claim) (*Re
 		return nil, err
 	}
 	info := ref0.Info()
+	tol := c.tolerance(ref0)
 	a, b := claim.Start, claim.End
 	if claim.Whole() {
 		b = info.Layers

@@ -169,9 +169,11 @@ func TestLiarsFailTheirFirstChallenge(t *testing.T) {
 			}
 			return out
 		}},
-		{name: "scaled by 1.01", file: full, fault: "off by", tamper: func(_ *Request, _ int, out []float32) []float32 {
+		// 1.1, not 1.01: the model is q8_0, where honest peers on other
+		// CPUs differ by up to 1.5e-2 (tolerance.go).
+		{name: "scaled by 1.1", file: full, fault: "off by", tamper: func(_ *Request, _ int, out []float32) []float32 {
 			for i := range out {
-				out[i] *= 1.01
+				out[i] *= 1.1
 			}
 			return out
 		}},

@@ -38,6 +38,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	case *prompt < 1 || *gen < 1 || *reps < 1:
 		return usageErr(stderr, cmd, "--prompt, --gen and --reps must be at least 1")
 	}
+	if why := cpuMissing(); why != "" {
+		fmt.Fprintf(stderr, "%s: %s\n", cmd, why)
+		return 1
+	}
 	feats, ok := engine.SIMD()
 	if !ok {
 		fmt.Fprintf(stderr, "%s: warning: ggml built without SIMD (%s); rebuild with CGO_CFLAGS='-O3 -march=x86-64-v3'\n", cmd, feats)

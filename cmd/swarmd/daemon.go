@@ -251,6 +251,10 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "swarmd:", err)
 		return 2
 	}
+	if why := cpuMissing(); why != "" {
+		fmt.Fprintln(stderr, "swarmd:", why)
+		return 1
+	}
 	// go-libp2p logs through the same handler, floored at warn: its info
 	// and debug lines are for libp2p developers.
 	gologshim.SetDefaultHandler(floor{log.Handler(), slog.LevelWarn})
