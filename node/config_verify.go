@@ -21,7 +21,9 @@ type TrustConfig struct {
 	// this peer does not hold the whole range claimed. Default 2.
 	CheckLayers int `json:"check_layers,omitempty"`
 	// Tolerance is the largest relative L2 error a layer's output may
-	// show. Default 1e-3.
+	// show. Default by the weights: 1e-3 for float ones; for quantized
+	// ones 1e-2 from a peer whose record names this peer's CPU
+	// architecture, else 3e-2 (verify/tolerance.go).
 	Tolerance float64 `json:"tolerance,omitempty"`
 	// Tokens is the number of input positions of a challenge. Default 8.
 	Tokens int `json:"tokens,omitempty"`
@@ -39,7 +41,7 @@ func (t TrustConfig) validate() error {
 		return fmt.Errorf("config: trust.check_layers %d: want 1..64 (0: default 2)", t.CheckLayers)
 	}
 	if t.Tolerance < 0 || t.Tolerance > 1 || math.IsNaN(t.Tolerance) {
-		return fmt.Errorf("config: trust.tolerance %g: want 0..1 (0: default 1e-3)", t.Tolerance)
+		return fmt.Errorf("config: trust.tolerance %g: want 0..1 (0: by the weights, 1e-3 for float ones, 1e-2 or 3e-2 for quantized)", t.Tolerance)
 	}
 	if t.Tokens < 0 || t.Tokens > verify.MaxTokens {
 		return fmt.Errorf("config: trust.tokens %d: want 1..%d (0: default %d)", t.Tokens, verify.MaxTokens, verify.MaxTokens)

@@ -81,7 +81,8 @@ func (n *Node) startChecks() {
 	cs.ref = &reference{n: n, ledger: cs.ledger, loaded: map[string]*refModel{}, sem: make(chan struct{}, 1)}
 	if n.cfg.Trust.challenges() {
 		cs.checker = &verify.Checker{Host: n.host, Trust: cs.ledger, Ref: cs.ref, Log: n.log,
-			CheckLayers: n.cfg.Trust.CheckLayers, Tolerance: n.cfg.Trust.Tolerance, Tokens: n.cfg.Trust.Tokens}
+			CheckLayers: n.cfg.Trust.CheckLayers, Tolerance: n.cfg.Trust.Tolerance, Tokens: n.cfg.Trust.Tokens,
+			Arch: n.archOf}
 	}
 }
 
@@ -258,4 +259,14 @@ func (cs *checkState) referee(ctx context.Context, id peer.ID, claim swarm.Claim
 		return fmt.Errorf("%w: %v", pipeline.ErrCheckFailed, err)
 	}
 	return err
+}
+
+// archOf is the CPU architecture id's record names ("": none known).
+func (n *Node) archOf(id peer.ID) string {
+	s := n.Swarm()
+	if s == nil {
+		return ""
+	}
+	p, _ := s.View().Get(id)
+	return p.Cap.Platform.Arch
 }

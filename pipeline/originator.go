@@ -25,6 +25,10 @@ type ModelRef struct {
 	Name   string
 	Layers int
 	Hidden int
+	// Float: its manifest shows only float weights (F32, F16, BF16). A
+	// model known by its holders' word alone counts as quantized, whose
+	// checks allow more (see SpotCheck).
+	Float bool
 }
 
 // Originator generates text through a pipeline of peers.
@@ -239,7 +243,7 @@ func (o *Originator) resolve(ctx context.Context, model string) (ModelRef, []swa
 		if err != nil {
 			return ModelRef{}, nil, fmt.Errorf("pipeline: the manifest of %s: %w", cid, err)
 		}
-		ref.Layers, ref.Hidden = m.Layers, m.Hidden
+		ref.Layers, ref.Hidden, ref.Float = m.Layers, m.Hidden, !m.Quantized()
 		if ref.Name == "" {
 			ref.Name = m.Name
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -163,7 +164,7 @@ func originatorForFile(t testing.TB, full string, self *stagePeer, stages ...*st
 		for _, a := range p.addrs() {
 			addrs = append(addrs, a.String())
 		}
-		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Addrs: addrs, Shards: p.srv.Shards(), Load: gossip.Load{Capacity: 4}}, time.Now())
+		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Addrs: addrs, Shards: p.srv.Shards(), Load: gossip.Load{Capacity: 4}, Platform: gossip.Platform{Arch: runtime.GOARCH}}, time.Now())
 	}
 	tok, err := engine.LoadTokenizer(full)
 	if err != nil {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -43,7 +44,7 @@ func TestSybilsDoNotChangeTheShape(t *testing.T) {
 			t.Fatal(err)
 		}
 		seq++
-		o.View.Observe(&gossip.Capability{PeerID: id.String(), Seq: seq, Shards: []gossip.Shard{s}, Load: gossip.Load{Capacity: 4}}, time.Now())
+		o.View.Observe(&gossip.Capability{PeerID: id.String(), Seq: seq, Shards: []gossip.Shard{s}, Load: gossip.Load{Capacity: 4}, Platform: gossip.Platform{Arch: runtime.GOARCH}}, time.Now())
 	}
 	for range 3 {
 		lie(gossip.Shard{ModelCID: root, ModelName: name, Start: 0, End: 8, Layers: 8, Hidden: man.Hidden * 2, MsPerLayer: 0.001})

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -37,7 +38,7 @@ func announce(v *swarm.View, p *stagePeer, msPerLayer float64) {
 	for _, a := range p.addrs() {
 		addrs = append(addrs, a.String())
 	}
-	v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: 100, Addrs: addrs, Shards: shs, Load: gossip.Load{Capacity: 4}}, time.Now())
+	v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: 100, Addrs: addrs, Shards: shs, Load: gossip.Load{Capacity: 4}, Platform: gossip.Platform{Arch: runtime.GOARCH}}, time.Now())
 }
 
 // vetLog is a Vet hook for these tests: the peers in fail fail their

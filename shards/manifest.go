@@ -343,3 +343,17 @@ func hashTensors(r io.ReaderAt, size int64, g *GGUF) ([]string, []byte, error) {
 	}
 	return out, file.Sum(nil), nil
 }
+
+// Quantized reports whether any tensor of the model is stored in a
+// quantized type (anything but F32, F16 and BF16), from the tensors
+// themselves rather than the header's file type.
+func (m *Manifest) Quantized() bool {
+	for _, t := range m.Tensors {
+		switch t.Type.String() {
+		case "F32", "F16", "BF16":
+		default:
+			return true
+		}
+	}
+	return false
+}

@@ -49,9 +49,13 @@ type Checker struct {
 	CheckLayers int
 	// Tolerance is the largest relative L2 error ‖got − want‖ / ‖want‖ a
 	// boundary may show (default by the reference's weights: 1e-3 for
-	// f32, f16 and bf16, 3e-2 for quantized ones, where honest peers on
+	// f32, f16 and bf16; for quantized ones 1e-2 from a peer whose record
+	// names this peer's CPU architecture, else 3e-2, where honest peers on
 	// other CPUs differ by up to 1.5e-2: see tolerance.go).
 	Tolerance float64
+	// Arch, when set, names the CPU architecture a peer's record claims
+	// ("": none known).
+	Arch func(peer.ID) string
 	// Tokens is the number of input positions of a challenge (default 8,
 	// at most MaxTokens).
 	Tokens int
@@ -292,7 +296,7 @@ func (c *Checker) Check(ctx context.Context, id peer.ID, claim swarm.Claim) (*Re
 		return nil, err
 	}
 	info := ref0.Info()
-	tol := c.tolerance(ref0)
+	tol := c.tolerance(ref0, id)
 	a, b := claim.Start, claim.End
 	if claim.Whole() {
 		b = info.Layers

@@ -2,6 +2,9 @@ package verify
 
 import (
 	"math"
+	"runtime"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/shards"
@@ -28,17 +31,22 @@ import (
 // tight bound, and one holding quantized weights allows twice the worst
 // honest difference measured: a peer may shade a quantized layer's output
 // by up to that much unseen (a wrong weight, a skipped layer or random
-// numbers are off by 0.3 and more).
+// numbers are off by 0.3 and more). A peer whose record names this peer's
+// own architecture gets quantSameArch, which covers other builds for it
+// (2.7e-3 measured) with room; claiming another architecture buys a liar
+// the looser bound, no more.
 const (
 	floatTolerance = 1e-3
+	quantSameArch  = 1e-2
 	quantTolerance = 3e-2
 )
 
-// tolerance is the bound for a check against the reference m: Tolerance
-// when set, else by the type of m's weights (read from its file's header
-// once per file; an unreadable header counts as quantized, so an honest
-// peer is not banned for this peer's doubt).
-func (c *Checker) tolerance(m *engine.Model) float64 {
+// tolerance is the bound for a check of id against the reference m:
+// Tolerance when set, else by the type of m's weights (read from its
+// file's header once per file; an unreadable header counts as quantized,
+// so an honest peer is not banned for this peer's doubt) and, for
+// quantized ones, whether id's record names this peer's architecture.
+func (c *Checker) tolerance(m *engine.Model, id peer.ID) float64 {
 	if c.Tolerance > 0 && !math.IsNaN(c.Tolerance) {
 		return c.Tolerance
 	}
@@ -60,6 +68,9 @@ func (c *Checker) tolerance(m *engine.Model) float64 {
 	switch q {
 	case "F32", "F16", "BF16":
 		return floatTolerance
+	}
+	if c.Arch != nil && c.Arch(id) == runtime.GOARCH {
+		return quantSameArch
 	}
 	return quantTolerance
 }
