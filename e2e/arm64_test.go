@@ -213,18 +213,13 @@ func TestArm64StageInAmd64Swarm(t *testing.T) {
 			if !slices.Equal(p2.Tokens, want) {
 				t.Fatalf("spot-checked tokens differ from one amd64 daemon:\n got %v\nwant %v", p2.Tokens, want)
 			}
-			// f32: the routes agree within the spot-check's 1e-3 at every
-			// step. Quantized weights: the logits of an arm64 route and an
-			// amd64 one differ by 8e-3 to 4.5e-2 (q8_0 to q4_k), beyond the
-			// default pipeline.spot_tolerance, so the steps are found to
-			// disagree, and the disagreement stays undecided: no ban.
+			// The routes agree at every step: f32 within the spot-check's
+			// 1e-3; quantized weights within 5e-2, the bound across CPU
+			// architectures (they differ by about 1e-2 to 3e-2).
 			diff := max(p2.SpotMaxDiff, mismatchDiff(a))
-			switch {
-			case tc.typ == "f32" && (p2.SpotChecked != len(want) || p2.Mismatches != 0):
-				t.Fatalf("f32: %d of %d steps spot-checked, %d mismatches (largest difference %.3g)",
-					p2.SpotChecked, len(want), p2.Mismatches, diff)
-			case p2.SpotChecked+p2.Mismatches == 0:
-				t.Fatalf("no step was spot-checked (route %+v)", p2.Hops)
+			if p2.SpotChecked != len(want) || p2.Mismatches != 0 {
+				t.Fatalf("%s: %d of %d steps spot-checked, %d mismatches (largest difference %.3g)",
+					tc.typ, p2.SpotChecked, len(want), p2.Mismatches, diff)
 			}
 			bErr, _ := challengeErr(a, bID)
 			for _, bad := range []string{"failed a challenge", "peer banned", "proven liar"} {

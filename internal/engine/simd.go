@@ -22,6 +22,8 @@ import (
 	"runtime"
 	"strings"
 
+	"golang.org/x/sys/cpu"
+
 	_ "github.com/ollama/ollama/ml/backend/ggml" // links ggml and its CPU backend
 )
 
@@ -67,9 +69,19 @@ func SIMD() (features string, ok bool) {
 // WarnIfNoSIMD logs a warning (and returns false) when the ggml compiled into
 // this binary lacks the SIMD it needs for usable speed. Daemons call it at
 // start.
+//
+// It stays quiet where the CPU itself lacks that SIMD (a Raspberry Pi 4
+// has no dot product): a build for it is the right one there.
 func WarnIfNoSIMD(log *slog.Logger) bool {
 	features, ok := SIMD()
-	if !ok && log != nil {
+	cpuHas := true
+	switch runtime.GOARCH {
+	case "amd64":
+		cpuHas = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	case "arm64":
+		cpuHas = cpu.ARM64.HasASIMDDP
+	}
+	if !ok && cpuHas && log != nil {
 		log.Warn("ggml was built without SIMD: inference will be about 3x slower; build with CGO_CFLAGS/CGO_CXXFLAGS='-O3 -march=x86-64-v3' (amd64) or NEON dot-product flags (arm64)",
 			"features", features, "arch", runtime.GOARCH)
 	}
