@@ -66,7 +66,8 @@ type powerState struct {
 // ReportPower tells the peer its device's power state. From then on the
 // capability record carries it, and the peer stops taking new work while
 // the battery is at or below power.min_battery and not charging, or the
-// device is as hot as power.pause_thermal (README.md, "Power").
+// device is as hot as power.pause_thermal (README.md, "Power and
+// memory"). It may be called before Start.
 func (n *Node) ReportPower(p Power) error {
 	if err := p.validate(); err != nil {
 		return err
@@ -98,8 +99,8 @@ func (n *Node) readPower() (thermal string, bat *gossip.Battery) {
 // why new work is refused, "" while it is taken.
 func (n *Node) checkPower() (thermal string, bat *gossip.Battery, why string) {
 	thermal, bat = n.readPower()
-	why = n.power.cfg.refusal(thermal, bat)
 	n.power.mu.Lock()
+	why = n.power.cfg.refusal(thermal, bat)
 	was, log := n.power.why, n.power.log
 	n.power.why = why
 	n.power.mu.Unlock()
