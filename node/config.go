@@ -14,7 +14,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
-	"github.com/llmswarm/llmswarm/internal/wire"
 	"github.com/llmswarm/llmswarm/moa"
 )
 
@@ -188,13 +187,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // LoadConfig reads a JSON config file. Unknown keys are errors, so a typo
 // does not silently fall back to a default.
 func LoadConfig(path string) (Config, error) {
-	var c Config
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return c, fmt.Errorf("config: %w", err)
+		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	if err := wire.DecodeJSON(b, &c); err != nil {
-		return c, fmt.Errorf("config %s: %w", path, err)
+	c, err := ParseConfig(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
 }
