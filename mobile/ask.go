@@ -13,22 +13,29 @@ import (
 // AskHandler receives what a request produces. Its methods are called from
 // one goroutine per request, in order, one at a time; exactly one of
 // OnDone and OnError ends every request, after every other call.
+//
+// Each returns an error so that an exception thrown in a Java or Swift
+// implementation comes back to Go as that error instead of staying
+// pending on a thread the Go runtime attached (Android's CheckJNI aborts
+// the app on the next JNI call). An error from OnToken or OnEvent cancels
+// the request, which then ends with OnError(499, "handler_error", ...);
+// one from OnDone or OnError is dropped: the request has ended.
 type AskHandler interface {
 	// OnToken is a piece of the final answer as it is written; the pieces,
 	// concatenated, are the result's final_answer.
-	OnToken(text string)
+	OnToken(text string) error
 	// OnEvent is any other streamed event, by name, with its JSON, as the
 	// streamed POST /v1/swarm/query sends it: "agent" (an agent's answer),
 	// "agent_token" ({"role", "peer", "text"}: an agent writing), and the
 	// pipeline's traces ("route", "hop", ...).
-	OnEvent(name, json string)
+	OnEvent(name, json string) error
 	// OnDone is the result, as POST /v1/swarm/query answers: for MoA and
 	// role modes {"final_answer", "agent_responses", ...}.
-	OnDone(resultJSON string)
+	OnDone(resultJSON string) error
 	// OnError ends a request that failed, with the status and type the
 	// local API would answer it with: 499 cancelled (Cancel or Stop), 503
 	// no_agents, 429 busy, 504 no_response, 400 invalid_request_error, ...
-	OnError(status int, kind, message string)
+	OnError(status int, kind, message string) error
 }
 
 // Request is a running Ask, made by Ask (a Request made otherwise, as
@@ -80,7 +87,7 @@ func (m *Node) Ask(requestJSON string, h AskHandler) (*Request, error) {
 	m.mu.Unlock()
 	ctx, cancel := context.WithCancel(m.ctx)
 	r := &Request{cancel: cancel, done: make(chan struct{})}
-	q := &queue{h: h, done: r.done, wake: make(chan struct{}, 1)}
+	q := &queue{h: h, cancel: cancel, done: r.done, wake: make(chan struct{}, 1)}
 	go q.deliver()
 	go func() {
 		defer m.reqs.Done()
@@ -120,9 +127,11 @@ type item struct {
 // handler has not taken yet: a request's own output, bounded by its
 // max_tokens.
 type queue struct {
-	h    AskHandler
-	done chan struct{}
-	wake chan struct{} // capacity 1: there is something to take
+	h      AskHandler
+	cancel context.CancelFunc // the request's
+	done   chan struct{}
+	wake   chan struct{} // capacity 1: there is something to take
+	failed error         // the handler's, from OnToken or OnEvent
 
 	mu    sync.Mutex
 	items []item
@@ -174,18 +183,35 @@ func (q *queue) deliver() {
 		q.items = nil
 		q.mu.Unlock()
 		for _, it := range items {
-			switch {
-			case it.end && it.status == 0:
-				q.h.OnDone(it.text)
+			if it.end {
+				q.finish(it)
 				return
-			case it.end:
-				q.h.OnError(it.status, it.name, it.text)
-				return
-			case it.name == "token":
-				q.h.OnToken(it.text)
-			default:
-				q.h.OnEvent(it.name, it.text)
+			}
+			if q.failed != nil {
+				continue
+			}
+			var err error
+			if it.name == "token" {
+				err = q.h.OnToken(it.text)
+			} else {
+				err = q.h.OnEvent(it.name, it.text)
+			}
+			if err != nil {
+				q.failed = err
+				q.cancel()
 			}
 		}
+	}
+}
+
+// finish makes the request's last call; its error has nowhere to go.
+func (q *queue) finish(it item) {
+	switch {
+	case q.failed != nil:
+		_ = q.h.OnError(499, "handler_error", "mobile: the handler failed: "+q.failed.Error())
+	case it.status == 0:
+		_ = q.h.OnDone(it.text)
+	default:
+		_ = q.h.OnError(it.status, it.name, it.text)
 	}
 }

@@ -11,13 +11,14 @@ import (
 	"time"
 )
 
-// Logger receives the peer's log lines: level is "DEBUG", "INFO", "WARN"
-// or "ERROR" (INFO and above are sent), line the message and its
-// attributes as key=value pairs. Calls come from one goroutine, in order;
-// a logger that falls behind loses lines (a line says how many), it never
-// slows the peer.
+// Logger receives the peer's log lines: level is "INFO", "WARN" or
+// "ERROR" (INFO and above are sent), line the message and its attributes
+// as key=value pairs. Calls come from one goroutine, in order; a logger
+// that falls behind loses lines (a line says how many), it never slows the
+// peer. Its error (a Java or Swift exception) is dropped; it returns one
+// for the reason AskHandler's methods do.
 type Logger interface {
-	Log(level, line string)
+	Log(level, line string) error
 }
 
 // logBuffer is how many lines wait for a slow logger before lines drop.
@@ -44,7 +45,7 @@ func newLineLog(out Logger) *lineLog {
 func (l *lineLog) deliver() {
 	for ln := range l.lines {
 		l.reportDrops()
-		l.out.Log(ln.level, ln.line)
+		_ = l.out.Log(ln.level, ln.line)
 		if len(l.lines) == 0 {
 			l.reportDrops()
 		}
@@ -54,7 +55,7 @@ func (l *lineLog) deliver() {
 // reportDrops says how many lines were dropped since it last did.
 func (l *lineLog) reportDrops() {
 	if n := l.dropped.Swap(0); n > 0 {
-		l.out.Log("WARN", fmt.Sprintf("mobile: %d log lines dropped: the logger fell behind", n))
+		_ = l.out.Log("WARN", fmt.Sprintf("mobile: %d log lines dropped: the logger fell behind", n))
 	}
 }
 

@@ -20,7 +20,7 @@ type lines struct {
 	gate chan struct{}
 }
 
-func (l *lines) Log(level, line string) {
+func (l *lines) Log(level, line string) error {
 	l.mu.Lock()
 	gate := l.gate
 	l.mu.Unlock()
@@ -30,6 +30,7 @@ func (l *lines) Log(level, line string) {
 	l.mu.Lock()
 	l.got = append(l.got, level+" "+line)
 	l.mu.Unlock()
+	return errors.New("a logger's error is dropped")
 }
 
 func (l *lines) all() []string {

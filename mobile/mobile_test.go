@@ -3,6 +3,7 @@ package mobile
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -133,7 +134,7 @@ type recorder struct {
 	kind    string
 	message string
 	ends    int
-	onToken func(text string) // runs inside OnToken, when set
+	onToken func(text string) error // runs inside OnToken, when set
 }
 
 func newRecorder(t testing.TB) *recorder { return &recorder{t: t, events: map[string]int{}} }
@@ -156,18 +157,19 @@ func (r *recorder) leave() {
 	r.mu.Unlock()
 }
 
-func (r *recorder) OnToken(text string) {
+func (r *recorder) OnToken(text string) error {
 	r.enter()
 	defer r.leave()
 	r.mu.Lock()
 	r.tokens = append(r.tokens, text)
 	r.mu.Unlock()
 	if r.onToken != nil {
-		r.onToken(text)
+		return r.onToken(text)
 	}
+	return nil
 }
 
-func (r *recorder) OnEvent(name, js string) {
+func (r *recorder) OnEvent(name, js string) error {
 	r.enter()
 	defer r.leave()
 	if !json.Valid([]byte(js)) {
@@ -176,22 +178,25 @@ func (r *recorder) OnEvent(name, js string) {
 	r.mu.Lock()
 	r.events[name]++
 	r.mu.Unlock()
+	return nil
 }
 
-func (r *recorder) OnDone(result string) {
+func (r *recorder) OnDone(result string) error {
 	r.enter()
 	defer r.leave()
 	r.mu.Lock()
 	r.result, r.ends = result, r.ends+1
 	r.mu.Unlock()
+	return errors.New("an error after the end goes nowhere")
 }
 
-func (r *recorder) OnError(status int, kind, message string) {
+func (r *recorder) OnError(status int, kind, message string) error {
 	r.enter()
 	defer r.leave()
 	r.mu.Lock()
 	r.status, r.kind, r.message, r.ends = status, kind, message, r.ends+1
 	r.mu.Unlock()
+	return errors.New("an error after the end goes nowhere")
 }
 
 // TestAskStreams: a phone asks a role peer; its tokens, concatenated, are
@@ -283,7 +288,7 @@ func TestCancelAndStop(t *testing.T) {
 	var req *Request
 	ready := make(chan struct{})
 	rec := newRecorder(t)
-	rec.onToken = func(string) { <-ready; req.Cancel() }
+	rec.onToken = func(string) error { <-ready; req.Cancel(); return nil }
 	req, err := phone.Ask(long, rec)
 	if err != nil {
 		t.Fatal(err)
@@ -297,7 +302,7 @@ func TestCancelAndStop(t *testing.T) {
 	stopped := make(chan error, 1)
 	rec2 := newRecorder(t)
 	var once sync.Once
-	rec2.onToken = func(string) { once.Do(func() { stopped <- phone.Stop() }) }
+	rec2.onToken = func(string) error { once.Do(func() { stopped <- phone.Stop() }); return nil }
 	req2, err := phone.Ask(long, rec2)
 	if err != nil {
 		t.Fatal(err)
@@ -320,6 +325,34 @@ func TestCancelAndStop(t *testing.T) {
 	}
 	if err := phone.ReportPower(50, false, ""); err == nil || phone.APIAddr() != "off" {
 		t.Fatal("ReportPower after Stop accepted")
+	}
+}
+
+// TestHandlerError: a handler whose OnToken fails (a Java exception, come
+// back as an error) cancels its request, is called no more but for the
+// end, OnError(499, "handler_error"), and the node goes on.
+func TestHandlerError(t *testing.T) {
+	role := rolePeer(t)
+	phone := startPhone(t, phoneJSON(t, role.Addr(t)), nil)
+	seesRole(t, phone, role.ID().String(), "reasoner")
+	rec := newRecorder(t)
+	rec.onToken = func(string) error { return errors.New("java.lang.RuntimeException: boom") }
+	req, err := phone.Ask(`{"query":"Tell me a long story.","mode":"reasoner","max_tokens":400,"temperature":0}`, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.WaitDone()
+	if rec.ends != 1 || len(rec.tokens) != 1 || rec.status != 499 || rec.kind != "handler_error" || !strings.Contains(rec.message, "boom") {
+		t.Fatalf("ends %d, %d tokens, %d %s %q", rec.ends, len(rec.tokens), rec.status, rec.kind, rec.message)
+	}
+	ok := newRecorder(t)
+	req, err = phone.Ask(`{"query":"Tell me a story.","mode":"reasoner","max_tokens":8,"temperature":0}`, ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.WaitDone()
+	if ok.ends != 1 || ok.result == "" {
+		t.Fatalf("the next request: ends %d, %d %s %q", ok.ends, ok.status, ok.kind, ok.message)
 	}
 }
 
