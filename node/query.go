@@ -108,6 +108,10 @@ func classify(err error) error {
 	switch {
 	case errors.As(err, &eh):
 		return err
+	case errors.Is(err, context.Canceled):
+		// The caller went away: whatever the agents did after that is
+		// not the swarm's failure.
+		return &errHTTP{499, "cancelled", err}
 	case errors.Is(err, moa.ErrBadRequest):
 		return &errHTTP{http.StatusBadRequest, "invalid_request_error", err}
 	case errors.Is(err, moa.ErrNoAgents):
@@ -120,8 +124,6 @@ func classify(err error) error {
 			status = http.StatusGatewayTimeout
 		}
 		return &errHTTP{status, "no_response", err}
-	case errors.Is(err, context.Canceled):
-		return &errHTTP{499, "cancelled", err}
 	}
 	return &errHTTP{http.StatusInternalServerError, "internal_error", err}
 }
