@@ -173,7 +173,7 @@ func (o *Originator) Direct(ctx context.Context, role string, q Query) (*Result,
 		return nil, err
 	}
 	if len(o.modelCandidates(role, q.Model)) == 0 {
-		return nil, fmt.Errorf("%w (no live peer serves %s%s)", ErrNoAgents, role, withModel(q.Model))
+		return nil, fmt.Errorf("%w (no live peer serves %s%s%s)", ErrNoAgents, role, withModel(q.Model), o.idleHolders(role))
 	}
 	start := time.Now()
 	res := &Result{Query: q.Prompt, Mode: Mode(role), QueryType: ClassifyRules(q.Prompt), Classifier: "rules"}
@@ -200,7 +200,7 @@ func (o *Originator) mixture(ctx context.Context, q Query, res *Result) error {
 		}
 	}
 	if len(present) == 0 {
-		return fmt.Errorf("%w (%s needs %s)", ErrNoAgents, res.QueryType, strings.Join(roles, ", "))
+		return fmt.Errorf("%w (%s needs %s%s)", ErrNoAgents, res.QueryType, strings.Join(roles, ", "), o.idleHolders(roles...))
 	}
 	fctx, cancel := o.deadline(ctx, q, ModeMoA, res.QueryType)
 	defer cancel()
@@ -299,7 +299,7 @@ func (o *Originator) speed(ctx context.Context, q Query, res *Result) error {
 	defer cancel()
 	hasDrafter, hasReasoner := len(o.candidates(Drafter)) > 0, len(o.candidates(Reasoner)) > 0
 	if !hasDrafter && !hasReasoner {
-		return fmt.Errorf("%w (speed mode needs a drafter or a reasoner)", ErrNoAgents)
+		return fmt.Errorf("%w (speed mode needs a drafter or a reasoner%s)", ErrNoAgents, o.idleHolders(Drafter, Reasoner))
 	}
 	if !hasDrafter { // no draft to verify: the reasoner answers alone
 		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), func(_, t string) { emit(q.OnToken, t) }, true)

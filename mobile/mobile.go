@@ -25,9 +25,11 @@ type Node struct {
 	ctx    context.Context
 	cancel context.CancelFunc // ends every request; Stop calls it
 
-	mu      sync.Mutex
-	stopped bool
-	reqs    sync.WaitGroup // queries running
+	mu       sync.Mutex
+	stopped  bool
+	stopDone chan struct{}  // closed once Stop has stopped the peer
+	stopErr  error          // Stop's, once stopDone is closed
+	reqs     sync.WaitGroup // queries running
 }
 
 // Start starts a peer. configJSON is swarmd's config file format (README.md,
@@ -90,20 +92,31 @@ func phoneConfig(configJSON, dataDir string) (node.Config, error) {
 }
 
 // Stop stops the peer: requests still running end with OnError (499
-// cancelled), then the peer leaves the swarm. It is idempotent. It does not
+// cancelled), then the peer leaves the swarm. It is idempotent: a call
+// while another is stopping the peer returns once it has (with its
+// error), so a new Start on the same data dir finds it free. It does not
 // wait for handlers to return, so a handler may call it.
 func (m *Node) Stop() error {
 	m.mu.Lock()
-	if m.stopped || m.n == nil {
+	if m.n == nil {
 		m.mu.Unlock()
 		return nil
 	}
+	if m.stopped {
+		done := m.stopDone
+		m.mu.Unlock()
+		<-done
+		return m.stopErr
+	}
 	m.stopped = true
+	m.stopDone = make(chan struct{})
 	m.mu.Unlock()
 	m.cancel()
 	m.reqs.Wait()
 	err := m.n.Close()
 	m.log.close()
+	m.stopErr = err
+	close(m.stopDone)
 	return err
 }
 

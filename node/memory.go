@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
@@ -46,15 +47,28 @@ func (b *memBudget) reserve(what, path string, opts engine.Options) (int64, erro
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", what, err)
 	}
-	kv := mem.KVPerSession * int64(eff.Slots)
-	need := mem.Weights + kv
+	return b.take(what, mem, eff)
+}
+
+// take counts mem's weights and eff.Slots KV caches against the budget.
+func (b *memBudget) take(what string, mem engine.Memory, eff engine.Options) (int64, error) {
+	slots := int64(max(eff.Slots, 1))
+	// More than any budget where the sum would not fit an int64.
+	kv, need := int64(math.MaxInt64), int64(math.MaxInt64)
+	if mem.Weights >= 0 && mem.KVPerSession >= 0 && mem.KVPerSession <= (math.MaxInt64-mem.Weights)/slots {
+		kv = mem.KVPerSession * slots
+		need = mem.Weights + kv
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.limit > 0 && b.used+need > b.limit {
+	if b.limit > 0 && need > b.limit-b.used {
 		return 0, fmt.Errorf("%w: %s needs %s (weights %s, KV cache %s for %d slots of %d tokens), and %s of %s are left (%s); "+
 			"set max_memory, or fewer engine.slots or a smaller engine.context",
 			errNoMemory, what, ByteSize(need), ByteSize(mem.Weights), ByteSize(kv), eff.Slots, eff.Context,
 			ByteSize(b.limit-b.used), ByteSize(b.limit), b.source)
+	}
+	if need > math.MaxInt64-b.used {
+		return 0, fmt.Errorf("%w: %s needs %s, more than this peer can count (%s)", errNoMemory, what, ByteSize(need), b.source)
 	}
 	b.used += need
 	return need, nil

@@ -99,8 +99,15 @@ func thermalState() string {
 }
 
 // battery reads the first Linux battery; nil where there is none.
-func battery() *gossip.Battery {
-	dirs, _ := filepath.Glob("/sys/class/power_supply/BAT*")
+func battery() *gossip.Battery { return batteryIn("/sys/class/power_supply") }
+
+// batteryIn reads the first battery (BAT*) under a power_supply dir. It
+// counts as charging, that is on power, while Linux says Charging, Full or
+// Not charging (a charger plugged in that does not charge it: a charge
+// threshold, or an old laptop's worn battery), or Unknown while a mains
+// or USB supply is online.
+func batteryIn(root string) *gossip.Battery {
+	dirs, _ := filepath.Glob(filepath.Join(root, "BAT*"))
 	for _, d := range dirs {
 		b, err := os.ReadFile(filepath.Join(d, "capacity"))
 		if err != nil {
@@ -111,10 +118,32 @@ func battery() *gossip.Battery {
 			continue
 		}
 		st, _ := os.ReadFile(filepath.Join(d, "status"))
-		s := strings.TrimSpace(string(st))
-		return &gossip.Battery{Percent: pct, Charging: s == "Charging" || s == "Full"}
+		var on bool
+		switch strings.TrimSpace(string(st)) {
+		case "Charging", "Full", "Not charging":
+			on = true
+		case "Discharging":
+		default:
+			on = chargerOnline(root)
+		}
+		return &gossip.Battery{Percent: pct, Charging: on}
 	}
 	return nil
+}
+
+// chargerOnline reports whether a mains or USB supply under root is online.
+func chargerOnline(root string) bool {
+	dirs, _ := filepath.Glob(filepath.Join(root, "*"))
+	for _, d := range dirs {
+		typ, _ := os.ReadFile(filepath.Join(d, "type"))
+		switch strings.TrimSpace(string(typ)) {
+		case "Mains", "USB", "USB_C", "USB_PD":
+			if on, _ := os.ReadFile(filepath.Join(d, "online")); strings.TrimSpace(string(on)) == "1" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // queue is the slot queue of every model this peer serves.

@@ -56,6 +56,10 @@ func thermalRank(s string) int {
 // powerState decides whether this peer takes new work. The zero value
 // reads the system and has no policy until configure.
 type powerState struct {
+	// check serializes checkPower, so that a verdict drawn from a state
+	// read before a report never overwrites the report's own verdict
+	// (a heartbeat racing ReportPower), and changes are logged in order.
+	check    sync.Mutex
 	mu       sync.Mutex
 	reported *Power // nil: read sysfs
 	cfg      PowerConfig
@@ -98,6 +102,8 @@ func (n *Node) readPower() (thermal string, bat *gossip.Battery) {
 // change of mind once (log and status warnings). It returns the state and
 // why new work is refused, "" while it is taken.
 func (n *Node) checkPower() (thermal string, bat *gossip.Battery, why string) {
+	n.power.check.Lock()
+	defer n.power.check.Unlock()
 	thermal, bat = n.readPower()
 	n.power.mu.Lock()
 	why = n.power.cfg.refusal(thermal, bat)

@@ -44,7 +44,9 @@ func printStatus(e *env, st client.Status) error {
 	if m := st.Memory; m.MaxBytes > 0 {
 		row("memory", fmt.Sprintf("%s of %s serving budget used (%s)", size(m.UsedBytes), size(m.MaxBytes), m.Source))
 	}
-	row("power", powerLine(st.Power))
+	if p := powerLine(st.Power); p != "" {
+		row("power", p)
+	}
 	reach := st.NAT.Reachability
 	if st.NAT.Relayed {
 		reach += ", reachable through a relay"
@@ -98,7 +100,12 @@ func onOff(b bool) string {
 	return "off"
 }
 
+// powerLine is the power row; "" for a swarmd that reports no power
+// state (one from before it did says neither taking_work nor why).
 func powerLine(p client.PowerStatus) string {
+	if p == (client.PowerStatus{}) {
+		return ""
+	}
 	out := "no battery"
 	if b := p.Battery; b != nil {
 		out = fmt.Sprintf("battery %d%%", b.Percent)

@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
 	"github.com/ollama/ollama/fs"
+	fsggml "github.com/ollama/ollama/fs/ggml"
 )
 
 // Estimate is the memory Load(path, opts) will take, read from the file's
@@ -25,7 +28,11 @@ func Estimate(path string, opts Options) (Memory, Options, error) {
 	var embed int64
 	head := false
 	for _, t := range meta.Tensors().Items() {
-		mem.Weights += int64(t.Size())
+		// Each tensor ends inside the file (checkFile), but tensors may
+		// overlap: a header can declare far more than the file holds.
+		if mem.Weights, err = addBytes(mem.Weights, t.Size()); err != nil {
+			return Memory{}, opts, &FileError{path, fmt.Errorf("%w: tensor %s: %v", ErrNotGGUF, t.Name, err)}
+		}
 		if i, ok := blockOf(t.Name); ok {
 			layers[i] = true
 		}
@@ -39,26 +46,87 @@ func Estimate(path string, opts Options) (Memory, Options, error) {
 	if !head {
 		// A tied head: the backend loads the embedding a second time as
 		// the output matrix.
-		mem.Weights += embed
+		if mem.Weights, err = addBytes(mem.Weights, uint64(embed)); err != nil {
+			return Memory{}, opts, &FileError{path, fmt.Errorf("%w: tied output head: %v", ErrNotGGUF, err)}
+		}
 	}
-	mem.KVPerSession = kvPerSession(kv, int64(kv.Uint("embedding_length")), int64(len(layers)), opts.Context)
+	var ok bool
+	if mem.KVPerSession, ok = kvPerSession(kv, int64(kv.Uint("embedding_length")), int64(len(layers)), opts.Context); !ok {
+		return Memory{}, opts, &FileError{path, fmt.Errorf("%w: its KV cache (%d layers of %d tokens, as the header shapes attention) is too large to count",
+			ErrNotGGUF, len(layers), opts.Context)}
+	}
 	return mem, opts, nil
 }
 
-// kvPerSession is the KV cache bytes of one session of ctx tokens over
-// layers layers, in f16 as the engine keeps it.
-func kvPerSession(cfg fs.Config, hidden, layers int64, ctx int) int64 {
-	kvHeads := int64(cfg.Uint("attention.head_count_kv"))
+// addBytes is a+b, or an error where the sum does not fit an int64.
+func addBytes(a int64, b uint64) (int64, error) {
+	if b > math.MaxInt64 || a > math.MaxInt64-int64(b) {
+		return 0, fmt.Errorf("more bytes than an int64 counts")
+	}
+	return a + int64(b), nil
+}
+
+// kvShape is the header's attention shape: KV heads, key and value sizes.
+func kvShape(cfg fs.Config, hidden int64) (kvHeads, hk, hv int64) {
+	kvHeads = int64(cfg.Uint("attention.head_count_kv"))
 	heads := int64(cfg.Uint("attention.head_count"))
-	hk, hv := int64(cfg.Uint("attention.key_length")), int64(cfg.Uint("attention.value_length"))
+	hk, hv = int64(cfg.Uint("attention.key_length")), int64(cfg.Uint("attention.value_length"))
 	if hk == 0 && heads > 0 {
 		hk = hidden / heads
 	}
 	if hv == 0 {
 		hv = hk
 	}
+	return kvHeads, hk, hv
+}
+
+// kvPerSession is the KV cache bytes of one session of ctx tokens over
+// layers layers, in f16 as the engine keeps it; false where a header's
+// numbers multiply past an int64.
+func kvPerSession(cfg fs.Config, hidden, layers int64, ctx int) (int64, bool) {
+	kvHeads, hk, hv := kvShape(cfg, hidden)
 	ctxCells := int64((ctx + 255) / 256 * 256) // ggml pads the cache to 256 cells
-	return layers * ctxCells * kvHeads * (hk + hv) * 2
+	return mulBytes(layers, ctxCells, kvHeads, hk+hv, 2)
+}
+
+// mulBytes is the product of non-negative xs; false where it overflows.
+func mulBytes(xs ...int64) (int64, bool) {
+	p := int64(1)
+	for _, x := range xs {
+		if x < 0 || (x != 0 && p > math.MaxInt64/x) {
+			return 0, false
+		}
+		p *= x
+	}
+	return p, true
+}
+
+// checkKVShape refuses a header whose attention shape is not its tensors':
+// the engine sizes the KV cache by the header and reshapes the key and
+// value projections into it, and where they disagree ggml aborts the
+// process (GGML_ASSERT) at the first compute, after Load succeeded.
+func checkKVShape(meta *fsggml.GGML) error {
+	kv := meta.KV()
+	kvHeads, hk, hv := kvShape(kv, int64(kv.Uint("embedding_length")))
+	if kvHeads == 0 {
+		return nil // per layer (an array) or absent: not this check's
+	}
+	for _, t := range meta.Tensors().Items() {
+		var want uint64
+		switch {
+		case strings.HasSuffix(t.Name, ".attn_k.weight"):
+			want = uint64(kvHeads) * uint64(hk) // each below 2^32
+		case strings.HasSuffix(t.Name, ".attn_v.weight"):
+			want = uint64(kvHeads) * uint64(hv)
+		default:
+			continue
+		}
+		if len(t.Shape) != 2 || t.Shape[1] != want {
+			return fmt.Errorf("%w: tensor %s has shape %v, but the header's attention (%d KV heads of %d key and %d value dims) wants %d outputs",
+				ErrNotGGUF, t.Name, t.Shape, kvHeads, hk, hv, want)
+		}
+	}
+	return nil
 }
 
 // blockOf is N of a tensor named "blk.N.…".

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -222,7 +223,11 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 		}
 	}
 	present := int64(m.info.LayerRange[1] - m.info.LayerRange[0])
-	m.mem.KVPerSession = kvPerSession(cfg, int64(m.info.Hidden), present, opts.Context)
+	kvBytes, ok := kvPerSession(cfg, int64(m.info.Hidden), present, opts.Context)
+	if !ok {
+		kvBytes = math.MaxInt64 // checkFile refused what would abort; this is but a count
+	}
+	m.mem.KVPerSession = kvBytes
 	m.slots = make([]*slot, opts.Slots)
 	m.log.Info("model loaded", "model", path, "arch", m.info.Arch, "layers", fmt.Sprintf("%d-%d", m.info.LayerRange[0], m.info.LayerRange[1]),
 		"weights_bytes", m.mem.Weights, "threads", opts.Threads, "slots", opts.Slots, "context", opts.Context)
@@ -264,6 +269,9 @@ func checkFile(path string) (meta *fsggml.GGML, err error) {
 	}
 	if arch := meta.KV().Architecture(); !slices.Contains(Architectures, arch) {
 		return nil, &FileError{path, fmt.Errorf("%w %q (supported: %s)", ErrUnsupportedArch, arch, strings.Join(Architectures, ", "))}
+	}
+	if err := checkKVShape(meta); err != nil {
+		return nil, &FileError{path, err}
 	}
 	return meta, nil
 }
