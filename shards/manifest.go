@@ -349,11 +349,30 @@ func hashTensors(r io.ReaderAt, size int64, g *GGUF) ([]string, []byte, error) {
 // themselves rather than the header's file type.
 func (m *Manifest) Quantized() bool {
 	for _, t := range m.Tensors {
-		switch t.Type.String() {
-		case "F32", "F16", "BF16":
-		default:
+		if t.Type.Quantized() {
 			return true
 		}
 	}
 	return false
+}
+
+// Quantized reports whether any tensor of the file is stored in a
+// quantized type, as Manifest.Quantized.
+func (g *GGUF) Quantized() bool {
+	for _, t := range g.Tensors {
+		if t.Type.Quantized() {
+			return true
+		}
+	}
+	return false
+}
+
+// Quantized reports whether t is a quantized type: anything but F32, F16
+// and BF16.
+func (t GGMLType) Quantized() bool {
+	switch t.String() {
+	case "F32", "F16", "BF16":
+		return false
+	}
+	return true
 }

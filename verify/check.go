@@ -71,7 +71,7 @@ type Checker struct {
 	flights map[vetKey]*flight
 	recent  map[vetKey]outcome // claims that could not be checked lately
 	noRef   map[refKey]time.Time
-	quants  map[string]string // reference file -> its weights' type
+	quants  map[string]bool // reference file -> whether its weights are quantized
 }
 
 type vetKey struct {

@@ -42,31 +42,30 @@ const (
 )
 
 // tolerance is the bound for a check of id against the reference m:
-// Tolerance when set, else by the type of m's weights (read from its
-// file's header once per file; an unreadable header counts as quantized,
-// so an honest peer is not banned for this peer's doubt) and, for
-// quantized ones, whether id's record names this peer's architecture.
+// Tolerance when set, else by the types of m's tensors (read from its
+// file once per file, not from the header's file type, which a file may
+// mislabel; an unreadable file counts as quantized, so an honest peer is
+// not banned for this peer's doubt) and, for quantized ones, whether
+// id's record names this peer's architecture.
 func (c *Checker) tolerance(m *engine.Model, id peer.ID) float64 {
 	if c.Tolerance > 0 && !math.IsNaN(c.Tolerance) {
 		return c.Tolerance
 	}
 	path := m.Info().Path
 	c.mu.Lock()
-	q, ok := c.quants[path]
+	quant, ok := c.quants[path]
 	c.mu.Unlock()
 	if !ok {
-		if mi, err := shards.ReadModelInfo(path); err == nil {
-			q = mi.Quant
-		}
+		g, err := shards.ReadGGUFFile(path)
+		quant = err != nil || g.Quantized()
 		c.mu.Lock()
 		if c.quants == nil || len(c.quants) >= maxRemembered {
-			c.quants = map[string]string{}
+			c.quants = map[string]bool{}
 		}
-		c.quants[path] = q
+		c.quants[path] = quant
 		c.mu.Unlock()
 	}
-	switch q {
-	case "F32", "F16", "BF16":
+	if !quant {
 		return floatTolerance
 	}
 	if c.Arch != nil && c.Arch(id) == runtime.GOARCH {

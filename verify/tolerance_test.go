@@ -8,6 +8,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -57,6 +58,30 @@ func TestToleranceFollowsTheWeights(t *testing.T) {
 			t.Fatalf("%s, tolerance %g, off by %g, arch %q: %v, want a failure", tc.typ, tc.tol, tc.scale-1, tc.arch, err)
 		case tc.pass && math.Abs(rep.WorstRelErr-float64(tc.scale-1)) > 1e-4:
 			t.Fatalf("%s: worst relative error %g, want %g", tc.typ, rep.WorstRelErr, tc.scale-1)
+		}
+	}
+}
+
+// TestQuantizedFromTensors: whether a file's weights are quantized is read
+// from its tensors (norms stay F32 in every file), for the file and for
+// the manifest built from it alike.
+func TestQuantizedFromTensors(t *testing.T) {
+	for typ, want := range map[string]bool{"f32": false, "f16": false, "q8_0": true, "q4_k": true} {
+		size := "tiny"
+		if typ == "q4_k" {
+			size = "small" // tiny rows are too short for k-quants
+		}
+		p, _ := modelOf(t, size, typ, 1)
+		g, err := shards.ReadGGUFFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _, _, err := shards.BuildManifest(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Quantized() != want || m.Quantized() != want {
+			t.Errorf("%s: file says quantized %v, manifest %v; want %v", typ, g.Quantized(), m.Quantized(), want)
 		}
 	}
 }
