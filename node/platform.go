@@ -71,33 +71,6 @@ func memInfo() (total, avail uint64) {
 	return total, avail
 }
 
-// thermalState maps the hottest Linux thermal zone to the iOS/Android
-// thermal state names; "" where the platform exposes none.
-func thermalState() string {
-	zones, _ := filepath.Glob("/sys/class/thermal/thermal_zone*/temp")
-	hottest := -1
-	for _, z := range zones {
-		b, err := os.ReadFile(z)
-		if err != nil {
-			continue
-		}
-		if milli, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && milli > hottest {
-			hottest = milli
-		}
-	}
-	switch {
-	case hottest < 0:
-		return ""
-	case hottest < 65000:
-		return gossip.ThermalNominal
-	case hottest < 78000:
-		return gossip.ThermalFair
-	case hottest < 90000:
-		return gossip.ThermalSerious
-	}
-	return gossip.ThermalCritical
-}
-
 // battery reads the first Linux battery; nil where there is none.
 func battery() *gossip.Battery { return batteryIn("/sys/class/power_supply") }
 
