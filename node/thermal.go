@@ -19,7 +19,7 @@ func thermalState() string { return thermalIn("/sys/class/thermal") }
 // trip (where the kernel starts throttling) serious; within 10 °C below
 // that, fair. A zone without a passive trip is rated by fixed
 // temperatures that laptops and boards reach only when they throttle
-// (serious from 90 °C, fair from 80 °C; a laptop's package runs at 80-95
+// (serious from 90 °C, fair from 80 °C; a laptop's package often runs at 80-90
 // °C under a sustained load, which must not pause it for good).
 func thermalIn(root string) string {
 	zones, _ := filepath.Glob(filepath.Join(root, "thermal_zone*"))
