@@ -3,13 +3,17 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/node"
+	"github.com/llmswarm/llmswarm/node/client"
 	"github.com/llmswarm/llmswarm/node/nodetest"
 )
 
@@ -91,5 +95,50 @@ func TestMemoryBudget(t *testing.T) {
 	d := nodetest.Start(t, nodetest.Config(t.TempDir()))
 	if st, _ := d.Status(); st.Memory.MaxBytes <= 0 || !strings.Contains(st.Memory.Source, "half of this device's") {
 		t.Fatalf("default budget %+v, want half the RAM", st.Memory)
+	}
+}
+
+// TestReferenceCountsAgainstBudget: the one-layer slices a peer loads to
+// check other peers' claims count against max_memory. With no room for
+// one, the claims stay unchecked (the peers are used, not proven, not
+// banned); with room, they are proven.
+func TestReferenceCountsAgainstBudget(t *testing.T) {
+	model := filepath.Join(t.TempDir(), "small-q8_0.gguf") // a layer of it takes more than 1 MiB
+	if err := engine.Synth(context.Background(), model, engine.SynthSpec{Arch: "qwen3", Size: "small", Type: "q8_0", Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		budget node.ByteSize
+		proven bool
+	}{{1 << 20, false}, {1 << 30, true}} {
+		ocfg := nodetest.Config(t.TempDir())
+		ocfg.MaxMemory = c.budget
+		origin := nodetest.Start(t, ocfg)
+		var ids []peer.ID
+		for _, r := range []string{":0-4", ":4-8"} {
+			cfg := nodetest.Config(t.TempDir())
+			cfg.Bootstrap = []string{origin.Addr(t)}
+			cfg.Engine = node.EngineConfig{Threads: 1, Context: 256}
+			cfg.Shards = []string{model + r}
+			ids = append(ids, nodetest.Start(t, cfg).ID())
+		}
+		nodetest.Eventually(t, 15*time.Second, "origin sees both stages", func() bool {
+			return nodetest.SeesAlive(origin, ids...)
+		})
+		cl := client.New(origin.APIAddr(), "")
+		if _, err := cl.Query(t.Context(), client.QueryRequest{Query: "Tell me about the swarm.", Mode: "pipeline", MaxTokens: 4}, nil); err != nil {
+			t.Fatalf("budget %s: %v", c.budget, err)
+		}
+		st, _ := origin.Status()
+		for _, id := range ids {
+			banned, _ := origin.Trust().Banned(id)
+			if banned || origin.Trust().Proven(id) != c.proven {
+				t.Fatalf("budget %s: stage banned %v, proven %v; want proven %v (memory %+v)", c.budget, banned,
+					origin.Trust().Proven(id), c.proven, st.Memory)
+			}
+		}
+		if st.Memory.UsedBytes > st.Memory.MaxBytes || (c.proven && st.Memory.UsedBytes == 0) {
+			t.Fatalf("budget %s: memory %+v", c.budget, st.Memory)
+		}
 	}
 }

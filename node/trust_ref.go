@@ -38,6 +38,7 @@ type refModel struct {
 	fetched bool // fetched for checks only: removed from the store once unloaded
 	model   string
 	layer   int
+	mem     int64 // taken from max_memory
 }
 
 // Bounds of the reference: models kept loaded, the least recently used
@@ -93,17 +94,26 @@ func (r *reference) load(ctx context.Context, se shards.SliceEntry, model string
 	r.mu.Unlock()
 	opts := r.n.engineOptions()
 	opts.Slots, opts.Queue, opts.Context = 2, 8, 256
+	// A reference counts against max_memory like what the peer serves:
+	// one that does not fit leaves the claim unchecked, not the device
+	// out of memory.
+	mem, err := r.n.mem.reserve(fmt.Sprintf("reference layer %d of %s", l, model), se.Path, opts)
+	if err != nil {
+		return nil, err
+	}
 	m, err := engine.Load(ctx, se.Path, opts)
 	if err != nil {
+		r.n.mem.release(mem)
 		return nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		m.Close()
+		r.n.mem.release(mem)
 		return nil, engine.ErrClosed
 	}
-	r.loaded[se.Path] = &refModel{m: m, used: time.Now(), fetched: fetched, model: model, layer: l}
+	r.loaded[se.Path] = &refModel{m: m, used: time.Now(), fetched: fetched, model: model, layer: l, mem: mem}
 	r.evictLocked()
 	return m, nil
 }
@@ -125,6 +135,7 @@ func (r *reference) evictLocked() {
 		rm := r.loaded[victim]
 		delete(r.loaded, victim)
 		rm.m.Close()
+		r.n.mem.release(rm.mem)
 		if rm.fetched {
 			r.n.pipe.store.RemoveSlice(rm.model, rm.layer, rm.layer+1)
 		}
@@ -233,6 +244,7 @@ func (r *reference) close() {
 	r.closed = true
 	for p, rm := range r.loaded {
 		rm.m.Close()
+		r.n.mem.release(rm.mem)
 		delete(r.loaded, p)
 	}
 }
