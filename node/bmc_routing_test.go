@@ -19,23 +19,30 @@ import (
 )
 
 var (
-	tinyOnce sync.Once
-	tinyPath string
+	modelsMu sync.Mutex
+	models   = map[string]string{} // weight type -> the tiny model's file
 )
 
-func tinyModel(t *testing.T) string {
+// tinyModel is the tiny synthetic qwen3 in f32.
+func tinyModel(t *testing.T) string { return tinyModelOf(t, "f32") }
+
+// q8Model is the tiny synthetic model in q8_0, as phones run it.
+func q8Model(t *testing.T) string { return tinyModelOf(t, "q8_0") }
+
+// tinyModelOf writes the tiny synthetic qwen3 in typ once per test run.
+func tinyModelOf(t *testing.T, typ string) string {
 	t.Helper()
-	tinyOnce.Do(func() {
-		p := filepath.Join(os.TempDir(), "node-test-tiny-qwen3.gguf")
-		if err := engine.Synth(context.Background(), p, engine.SynthSpec{Arch: "qwen3", Size: "tiny", Type: "f32", Seed: 5}); err != nil {
-			t.Fatal(err)
-		}
-		tinyPath = p
-	})
-	if tinyPath == "" {
-		t.Fatal("no synthetic model")
+	modelsMu.Lock()
+	defer modelsMu.Unlock()
+	if p, ok := models[typ]; ok {
+		return p
 	}
-	return tinyPath
+	p := filepath.Join(os.TempDir(), "node-test-tiny-qwen3-"+typ+".gguf")
+	if err := engine.Synth(context.Background(), p, engine.SynthSpec{Arch: "qwen3", Size: "tiny", Type: typ, Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	models[typ] = p
+	return p
 }
 
 type routed struct {

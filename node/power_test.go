@@ -1,45 +1,19 @@
 package node_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/node"
 	"github.com/llmswarm/llmswarm/node/client"
 	"github.com/llmswarm/llmswarm/node/nodetest"
 )
-
-var (
-	q8Once sync.Once
-	q8Path string
-)
-
-// q8Model is the tiny synthetic model in q8_0, as phones run it.
-func q8Model(t *testing.T) string {
-	t.Helper()
-	q8Once.Do(func() {
-		p := filepath.Join(os.TempDir(), "node-test-tiny-qwen3-q8_0.gguf")
-		if err := engine.Synth(context.Background(), p, engine.SynthSpec{Arch: "qwen3", Size: "tiny", Type: "q8_0", Seed: 5}); err != nil {
-			t.Fatal(err)
-		}
-		q8Path = p
-	})
-	if q8Path == "" {
-		t.Fatal("no synthetic model")
-	}
-	return q8Path
-}
 
 // capacityIn is the capacity p's view shows for id (-1: not seen).
 func capacityIn(p *nodetest.Peer, id peer.ID) int {
