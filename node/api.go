@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // apiServer is the local HTTP API.
@@ -35,6 +38,8 @@ func startAPI(ln net.Listener, n *Node, log *slog.Logger) *apiServer {
 	a.mux.HandleFunc("GET /v1/models/{id...}", a.model)
 	a.mux.HandleFunc("GET /v1/swarm/shards", a.shardsView)
 	a.mux.HandleFunc("GET /v1/swarm/plan", a.plan)
+	a.mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{n.metrics.reg, prometheus.DefaultGatherer},
+		promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// A known path asked with the wrong method is 405, not 404.
 		if allow := a.allowed(r); allow != "" {

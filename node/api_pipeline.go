@@ -59,6 +59,11 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 		}
 		return nil, &errHTTP{http.StatusBadGateway, "pipeline_failed", err}
 	}
+	if m := n.metrics; m != nil {
+		m.failovers.Add(float64(len(res.Reroutes)))
+		m.checked.Add(float64(res.SpotChecked))
+		m.mismatch.Add(float64(res.Mismatches))
+	}
 	out := &outcome{final: res.Text, promptToks: res.PromptTokens, genToks: len(res.Tokens), finish: "stop"}
 	if res.Done == "length" {
 		out.finish = "length"

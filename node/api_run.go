@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
@@ -16,16 +17,18 @@ import (
 // every strategy: the text ends before the first stop string (and the
 // generation is cancelled there), and a prompt that does not fit a model's
 // context is the caller's error (400), not the swarm's.
-func (n *Node) ask(ctx context.Context, spec querySpec, stops []string) (*outcome, error) {
+func (n *Node) ask(ctx context.Context, spec querySpec, stops []string) (out *outcome, err error) {
+	start := time.Now()
+	defer func() { n.metrics.answered(spec.mode, out, err, time.Since(start)) }()
 	if len(stops) == 0 {
-		out, err := n.answer(ctx, spec)
+		out, err = n.answer(ctx, spec)
 		return out, contextFull(err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cut := &stopCutter{stops: stops, emit: spec.onToken, cancel: cancel}
 	spec.onToken = cut.add
-	out, err := n.answer(ctx, spec)
+	out, err = n.answer(ctx, spec)
 	if text, pieces, hit := cut.result(); hit {
 		// The strategy saw a cancellation, perhaps as a failure: the answer
 		// is what came before the stop string.

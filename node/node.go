@@ -64,6 +64,7 @@ type Node struct {
 	nat     natState
 	power   powerState
 	mem     memBudget
+	metrics *metrics
 }
 
 // APIAddrFile, in the data dir, holds the address the API listens on while
@@ -158,6 +159,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		n.log.Warn(msg)
 	}
 	n.startPower()
+	n.metrics = newMetrics(n)
 	n.mem.init(n.cfg.MaxMemory)
 	// The pipeline's store first: role models are registered in it too,
 	// so peers can fetch their manifests and layers to check them.
