@@ -82,6 +82,19 @@ func (s *Server) Roles() []gossip.Role {
 	return out
 }
 
+// Models lists the role models served, by role, in the order of Roles.
+func (s *Server) Models() []*RoleModel {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*RoleModel
+	for _, r := range Roles {
+		if rm := s.roles[r]; rm != nil {
+			out = append(out, rm)
+		}
+	}
+	return out
+}
+
 // Load is the number of requests being served and how many fit at once.
 func (s *Server) Load() (active, capacity int) {
 	s.mu.RLock()

@@ -48,6 +48,7 @@ func init() {
 		"id":      {"", "print this peer's ID and addresses", runID},
 		"peers":   {"", "list the peers this one knows, alive and dead", runPeers},
 		"plan":    {"[MODEL]", "recommend a placement of a model's layers on the live peers", runPlan},
+		"ps":      {"", "list the models the peer has loaded: memory, KV cache, sessions, queue", runPS},
 		"shards":  {"", "show who holds which layers of each model, and the gaps", runShards},
 		"status":  {"", "print the peer's status and health warnings", runStatus},
 		"version": {"", "print swarmctl's version (swarmd version prints the same for the same build)", runVersion},

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/llmswarm/llmswarm/node/client"
@@ -23,5 +25,28 @@ func TestPowerLine(t *testing.T) {
 		if got := powerLine(c.in); got != c.want {
 			t.Errorf("powerLine(%+v) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+func TestPrintPS(t *testing.T) {
+	var out bytes.Buffer
+	e := &env{stdout: &out}
+	ps := client.PS{Models: []client.Loaded{
+		{Kind: "role", Roles: []string{"reasoner", "writer"}, Name: "qwen3-0.6b", Start: 0, End: 28, WeightsBytes: 400 << 20,
+			KVBytes: 448 << 20, KVPerSessionBytes: 448 << 20, Sessions: 1, Slots: 4, TokPerSec: 21.5},
+		{Kind: "shard", ModelCID: "bafkreiabcdefghijklmnop", Start: 0, End: 14, WeightsBytes: 2 << 30, Slots: 4, MsPerLayer: 1.25, Queued: 2},
+	}, Memory: client.MemoryStatus{MaxBytes: 8 << 30, UsedBytes: 5 << 30, Source: "max_memory"}}
+	if err := printPS(e, ps); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"reasoner,writer", "qwen3-0.6b", "[0,28)", "448.0 MiB of 1.8 GiB", "1/4", "21.5 tok/s",
+		"…ghijklmnop", "2 GiB", "1.25 ms/layer", "memory: 5 GiB of 8 GiB serving budget used (max_memory)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("missing %q in:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if printPS(e, client.PS{}); !strings.Contains(out.String(), "no model loaded") {
+		t.Errorf("empty: %q", out.String())
 	}
 }

@@ -100,6 +100,21 @@ func (m *Model) expireLocked() int {
 	return n
 }
 
+// CachedSlots is how many slots hold a KV cache: one is allocated when a
+// slot is first used and kept for reuse until Close, so CachedSlots x
+// Memory().KVPerSession bounds the KV memory held now.
+func (m *Model) CachedSlots() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, sl := range m.slots {
+		if sl != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // Sessions reports how many sessions are open and the slot count.
 func (m *Model) Sessions() (open, slots int) {
 	m.mu.Lock()

@@ -76,6 +76,12 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	return out, c.get(ctx, "/v1/swarm/status", &out)
 }
 
+// PS fetches GET /v1/swarm/ps: the models the peer has loaded.
+func (c *Client) PS(ctx context.Context) (PS, error) {
+	var out PS
+	return out, c.get(ctx, "/v1/swarm/ps", &out)
+}
+
 // Healthy reports whether the daemon answers /healthz.
 func (c *Client) Healthy(ctx context.Context) error {
 	var out map[string]any

@@ -123,6 +123,38 @@ type Status struct {
 	Memory MemoryStatus `json:"memory"`
 }
 
+// PS is GET /v1/swarm/ps: the models this peer has loaded.
+type PS struct {
+	Models []Loaded      `json:"models"`
+	Memory MemoryStatus `json:"memory"`
+}
+
+// Loaded is one model in memory: a role model (serving one or more
+// roles), a shard, or a one-layer reference loaded to check others.
+type Loaded struct {
+	Kind     string   `json:"kind"` // role, shard or reference
+	Roles    []string `json:"roles,omitempty"`
+	Name     string   `json:"name,omitempty"`
+	ModelCID string   `json:"model_cid"`
+	Path     string   `json:"path"`
+	Quant    string   `json:"quant,omitempty"`
+	Start    int      `json:"start"` // layers [start,end) the file holds
+	End      int      `json:"end"`
+	// WeightsBytes is held by the weights; KVBytes by the KV caches
+	// allocated so far (a slot's on its first use, kept for reuse), up to
+	// Slots x KVPerSessionBytes.
+	WeightsBytes      int64 `json:"weights_bytes"`
+	KVBytes           int64 `json:"kv_bytes"`
+	KVPerSessionBytes int64 `json:"kv_per_session_bytes"`
+	Context           int   `json:"context"`
+	Sessions          int   `json:"sessions"` // open now
+	Slots             int   `json:"slots"`
+	Queued            int   `json:"queued"`
+	// TokPerSec (roles) and MsPerLayer (shards): measured at load.
+	TokPerSec  float64 `json:"tok_s,omitempty"`
+	MsPerLayer float64 `json:"ms_per_layer,omitempty"`
+}
+
 // MemoryStatus is a peer's serving memory budget.
 type MemoryStatus struct {
 	MaxBytes  int64  `json:"max_bytes"` // 0: no budget

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/llmswarm/llmswarm/node/client"
+)
+
+func runPS(ctx context.Context, e *env, args []string) error {
+	return simple(ctx, e, "ps", args, func(ctx context.Context) error {
+		ps, err := e.client.PS(ctx)
+		if err != nil {
+			return err
+		}
+		return printPS(e, ps)
+	})
+}
+
+func printPS(e *env, ps client.PS) error {
+	if e.json {
+		return printJSON(e.stdout, ps)
+	}
+	if len(ps.Models) == 0 {
+		fmt.Fprintln(e.stdout, "no model loaded")
+	} else {
+		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "KIND\tSERVES\tMODEL\tLAYERS\tWEIGHTS\tKV CACHE\tSESSIONS\tQUEUED\tSPEED")
+		for _, m := range ps.Models {
+			serves := strings.Join(m.Roles, ",")
+			if serves == "" {
+				serves = "-"
+			}
+			name := m.Name
+			if name == "" {
+				name = shortID(m.ModelCID) // a CID's end tells models apart as an ID's does peers
+			}
+			speed := "-"
+			switch {
+			case m.TokPerSec > 0:
+				speed = fmt.Sprintf("%.1f tok/s", m.TokPerSec)
+			case m.MsPerLayer > 0:
+				speed = fmt.Sprintf("%.2f ms/layer", m.MsPerLayer)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t[%d,%d)\t%s\t%s of %s\t%d/%d\t%d\t%s\n", m.Kind, serves, name, m.Start, m.End,
+				size(m.WeightsBytes), size(m.KVBytes), size(int64(m.Slots)*m.KVPerSessionBytes), m.Sessions, m.Slots, m.Queued, speed)
+		}
+		w.Flush()
+	}
+	if m := ps.Memory; m.MaxBytes > 0 {
+		fmt.Fprintf(e.stdout, "memory: %s of %s serving budget used (%s)\n", size(m.UsedBytes), size(m.MaxBytes), m.Source)
+	}
+	return nil
+}
