@@ -125,7 +125,7 @@ type Status struct {
 
 // PS is GET /v1/swarm/ps: the models this peer has loaded.
 type PS struct {
-	Models []Loaded      `json:"models"`
+	Models []Loaded     `json:"models"`
 	Memory MemoryStatus `json:"memory"`
 }
 
