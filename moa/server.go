@@ -59,6 +59,30 @@ func (s *Server) Add(rm *RoleModel) {
 	}
 }
 
+// Remove stops serving role: no new request reaches it, those running
+// finish. When no other role shares its model, the model is closed once
+// they have, and freed is closed then; freed is nil when the model stays
+// (shared, or the role was not served).
+func (s *Server) Remove(role string) (served bool, freed <-chan struct{}) {
+	s.mu.Lock()
+	rm := s.roles[role]
+	delete(s.roles, role)
+	shared := rm != nil && s.usesLocked(rm.Model)
+	s.mu.Unlock()
+	if rm == nil || shared {
+		return rm != nil, nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for rm.active.Load() > 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		rm.Close()
+	}()
+	return true, done
+}
+
 // usesLocked reports whether some role is served by m (roles may share a model).
 func (s *Server) usesLocked(m *engine.Model) bool {
 	for _, rm := range s.roles {
@@ -134,10 +158,16 @@ func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) e
 	s.mu.RLock()
 	rm := s.roles[req.Role]
 	closed := s.closed
+	if rm != nil && !closed {
+		// Counted under the lock: Remove, once it has taken the role out,
+		// sees every request that found it.
+		rm.active.Add(1)
+	}
 	s.mu.RUnlock()
 	if closed || rm == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNoRole, req.Role)
 	}
+	defer rm.active.Add(-1)
 	parent := ctx
 	var deadline context.Context
 	if req.DeadlineMS > 0 {
@@ -160,8 +190,6 @@ func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) e
 		Sampling: engine.SamplerOptions{Temperature: sm.Temperature, TopK: sm.TopK, TopP: sm.TopP, MinP: sm.MinP,
 			RepeatPenalty: sm.RepeatPenalty, Seed: sm.Seed},
 	}
-	rm.active.Add(1)
-	defer rm.active.Add(-1)
 	start := time.Now()
 	res, err := rm.Model.Generate(ctx, ereq, func(t engine.Token) error {
 		if t.Text == "" || onToken == nil {

@@ -20,6 +20,7 @@ type memBudget struct {
 	limit  int64  // 0: none (the device's RAM is unknown and none was set)
 	source string // where limit comes from, for messages
 	used   int64
+	held   map[*engine.Model]int64 // what each unloadable model reserved
 }
 
 // init sets the budget from the config, or to half the device's RAM.
@@ -85,4 +86,22 @@ func (b *memBudget) status() client.MemoryStatus {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return client.MemoryStatus{MaxBytes: b.limit, UsedBytes: b.used, Source: b.source}
+}
+
+// hold notes what model m reserved, for releaseModel once it is unloaded.
+func (b *memBudget) hold(m *engine.Model, n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held == nil {
+		b.held = map[*engine.Model]int64{}
+	}
+	b.held[m] = n
+}
+
+// releaseModel gives back what m reserved (see hold).
+func (b *memBudget) releaseModel(m *engine.Model) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= b.held[m]
+	delete(b.held, m)
 }

@@ -36,38 +36,52 @@ func (n *Node) startMoA(ctx context.Context) error {
 		roles = append(roles, r)
 	}
 	sort.Strings(roles)
-	loaded := map[string]*moa.RoleModel{} // by path: a file given for several roles loads once
 	for _, role := range roles {
-		path := n.cfg.Roles[role]
-		start := time.Now()
-		var rm *moa.RoleModel
-		var err error
-		if first := loaded[path]; first != nil {
-			rm, err = first.As(role)
-		} else {
-			// Registered in the store: named by its root (built once, kept
-			// while the file is unchanged), and served to peers who check it.
-			var me shards.ModelEntry
-			if me, err = n.pipe.store.AddModel(path); err != nil {
-				return fmt.Errorf("role %s: %w", role, err)
-			}
-			var reserved int64
-			if reserved, err = n.mem.reserve("role "+role+" ("+path+")", path, n.engineOptions()); err != nil {
-				return err
-			}
-			if rm, err = moa.LoadRoleNamed(ctx, role, path, me.CID, n.engineOptions()); err != nil {
-				n.mem.release(reserved)
-			}
-			loaded[path] = rm
-		}
+		rm, err := n.loadRole(ctx, role, n.cfg.Roles[role])
 		if err != nil {
-			return fmt.Errorf("role %s: %w", role, err)
+			return err
 		}
 		n.moaServer.Add(rm)
-		n.log.Info("serving role", "role", role, "model", rm.Name, "cid", rm.CID, "quant", rm.Quant,
-			"tok_s", fmt.Sprintf("%.1f", rm.TokPerSec), "load_time", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
+}
+
+// loadRole loads the GGUF at path, counted against max_memory, to serve
+// as role (the caller adds it to the server). A file some role already
+// runs is not loaded twice: the roles share it.
+func (n *Node) loadRole(ctx context.Context, role, path string) (*moa.RoleModel, error) {
+	start := time.Now()
+	var rm *moa.RoleModel
+	var err error
+	for _, other := range n.moaServer.Models() {
+		if other.Model.Info().Path == path {
+			rm, err = other.As(role)
+			break
+		}
+	}
+	if rm == nil && err == nil {
+		// Registered in the store: named by its root (built once, kept
+		// while the file is unchanged), and served to peers who check it.
+		var me shards.ModelEntry
+		if me, err = n.pipe.store.AddModel(path); err != nil {
+			return nil, fmt.Errorf("role %s: %w", role, err)
+		}
+		var reserved int64
+		if reserved, err = n.mem.reserve("role "+role+" ("+path+")", path, n.engineOptions()); err != nil {
+			return nil, err
+		}
+		if rm, err = moa.LoadRoleNamed(ctx, role, path, me.CID, n.engineOptions()); err != nil {
+			n.mem.release(reserved)
+		} else {
+			n.mem.hold(rm.Model, reserved)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("role %s: %w", role, err)
+	}
+	n.log.Info("serving role", "role", role, "model", rm.Name, "cid", rm.CID, "quant", rm.Quant,
+		"tok_s", fmt.Sprintf("%.1f", rm.TokPerSec), "load_time", time.Since(start).Round(time.Millisecond))
+	return rm, nil
 }
 
 // originator is this peer's MoA originator (built after the swarm view).

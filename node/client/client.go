@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"syscall"
 	"time"
@@ -74,6 +76,24 @@ func (c *Client) Peers(ctx context.Context) (Peers, error) {
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	var out Status
 	return out, c.get(ctx, "/v1/swarm/status", &out)
+}
+
+// AddRole asks the peer to serve role with the GGUF at path on its
+// machine (POST /v1/swarm/roles); it answers once the model is loaded.
+func (c *Client) AddRole(ctx context.Context, role, path string) (Role, error) {
+	var out Role
+	b, err := json.Marshal(RoleRequest{Role: role, Path: path})
+	if err != nil {
+		return out, err
+	}
+	return out, c.do(ctx, http.MethodPost, "/v1/swarm/roles", bytes.NewReader(b), &out)
+}
+
+// RemoveRole asks the peer to stop serving role (DELETE
+// /v1/swarm/roles/ROLE).
+func (c *Client) RemoveRole(ctx context.Context, role string) error {
+	var out map[string]string
+	return c.do(ctx, http.MethodDelete, "/v1/swarm/roles/"+url.PathEscape(role), nil, &out)
 }
 
 // PS fetches GET /v1/swarm/ps: the models the peer has loaded.

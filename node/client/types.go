@@ -123,6 +123,13 @@ type Status struct {
 	Memory MemoryStatus `json:"memory"`
 }
 
+// RoleRequest is the body of POST /v1/swarm/roles: serve Role with the
+// GGUF at Path (a file on the peer's machine).
+type RoleRequest struct {
+	Role string `json:"role"`
+	Path string `json:"path"`
+}
+
 // PS is GET /v1/swarm/ps: the models this peer has loaded.
 type PS struct {
 	Models []Loaded     `json:"models"`

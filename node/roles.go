@@ -1,0 +1,109 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/llmswarm/llmswarm/moa"
+	"github.com/llmswarm/llmswarm/node/client"
+)
+
+// AddRole loads the GGUF at path and serves it as role, while the peer
+// runs (POST /v1/swarm/roles): counted against max_memory, announced from
+// the next heartbeat. A role already served is replaced once the new
+// model is up; its requests running finish on the old one.
+func (n *Node) AddRole(ctx context.Context, role, path string) (client.Role, error) {
+	if n.Swarm() == nil {
+		return client.Role{}, ErrNotRunning
+	}
+	if !moa.IsRole(role) {
+		return client.Role{}, badRequest("unknown role %q (roles: %s)", role, strings.Join(moa.Roles, ", "))
+	}
+	if path == "" {
+		return client.Role{}, badRequest("role %s: no model file (path)", role)
+	}
+	n.roleMu.Lock()
+	defer n.roleMu.Unlock()
+	old := n.servedRole(role)
+	if old != nil && old.Model.Info().Path == path {
+		return client.Role(old.Capability()), nil
+	}
+	rm, err := n.loadRole(ctx, role, path)
+	if err != nil {
+		if errors.Is(err, errNoMemory) {
+			return client.Role{}, &errHTTP{http.StatusInsufficientStorage, "no_memory", err}
+		}
+		return client.Role{}, &errHTTP{http.StatusBadRequest, "invalid_request_error", err}
+	}
+	if old != nil {
+		n.removeRole(role) // its requests running finish on it
+	}
+	n.moaServer.Add(rm)
+	return client.Role(rm.Capability()), nil
+}
+
+// RemoveRole stops serving role (DELETE /v1/swarm/roles/ROLE): no new
+// request reaches it; those running finish, then its model is unloaded
+// (unless another role shares it) and its memory given back.
+func (n *Node) RemoveRole(role string) error {
+	if n.Swarm() == nil {
+		return ErrNotRunning
+	}
+	n.roleMu.Lock()
+	defer n.roleMu.Unlock()
+	return n.removeRole(role)
+}
+
+func (n *Node) removeRole(role string) error {
+	rm := n.servedRole(role)
+	served, freed := n.moaServer.Remove(role)
+	if !served {
+		return &errHTTP{http.StatusNotFound, "not_found", fmt.Errorf("role %s is not served here", role)}
+	}
+	n.log.Info("role no longer served", "role", role)
+	if freed != nil {
+		go func() {
+			<-freed
+			n.mem.releaseModel(rm.Model)
+		}()
+	}
+	return nil
+}
+
+// servedRole is the model serving role here, or nil.
+func (n *Node) servedRole(role string) *moa.RoleModel {
+	for _, rm := range n.moaServer.Models() {
+		if rm.Role == role {
+			return rm
+		}
+	}
+	return nil
+}
+
+// addRole serves POST /v1/swarm/roles.
+func (a *apiServer) addRole(w http.ResponseWriter, r *http.Request) {
+	var req client.RoleRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	out, err := a.n.AddRole(r.Context(), req.Role, req.Path)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// removeRole serves DELETE /v1/swarm/roles/{role}.
+func (a *apiServer) removeRole(w http.ResponseWriter, r *http.Request) {
+	role := r.PathValue("role")
+	if err := a.n.RemoveRole(role); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"removed": role})
+}
