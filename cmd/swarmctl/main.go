@@ -49,6 +49,7 @@ func init() {
 		"peers":   {"", "list the peers this one knows, alive and dead", runPeers},
 		"plan":    {"[MODEL]", "recommend a placement of a model's layers on the live peers", runPlan},
 		"ps":      {"", "list the models the peer has loaded: memory, KV cache, sessions, queue", runPS},
+		"role":    {"add ROLE PATH.gguf | rm ROLE", "serve a Mixture-of-Agents role, or stop serving it, without a restart", runRole},
 		"shards":  {"", "show who holds which layers of each model, and the gaps", runShards},
 		"status":  {"", "print the peer's status and health warnings", runStatus},
 		"version": {"", "print swarmctl's version (swarmd version prints the same for the same build)", runVersion},

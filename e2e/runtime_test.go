@@ -1,0 +1,46 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRoleAtRunTime: swarmctl adds a role to a running swarmd, which
+// then answers as it and lists it in ps; swarmctl removes it, and ps is
+// empty again; bad uses are usage errors (exit 2).
+func TestRoleAtRunTime(t *testing.T) {
+	model := synthModel(t, "qwen3", "tiny", "q8_0")
+	d := startDaemon(t, "", "--no-mdns", "--threads", "1")
+	if out, errb, code := d.ctl("role", "add", "reasoner", model); code != 0 || !strings.Contains(out, "serving reasoner") {
+		t.Fatalf("role add: exit %d\n%s%s", code, out, errb)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, errb, code := d.ctl("ask", "--mode", "speed", "--max-tokens", "3", "hello")
+		if code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ask after role add: exit %d\n%s%s", code, out, errb)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out, _, code := d.ctl("ps"); code != 0 || !strings.Contains(out, "reasoner") || !strings.Contains(out, "role") {
+		t.Fatalf("ps after role add: exit %d\n%s", code, out)
+	}
+	if out, errb, code := d.ctl("role", "rm", "reasoner"); code != 0 || !strings.Contains(out, "no longer serving reasoner") {
+		t.Fatalf("role rm: exit %d\n%s%s", code, out, errb)
+	}
+	if out, _, code := d.ctl("ps"); code != 0 || !strings.Contains(out, "no model loaded") {
+		t.Fatalf("ps after role rm: exit %d\n%s", code, out)
+	}
+	for _, bad := range [][]string{{"role"}, {"role", "add", "writer"}, {"role", "del", "writer"}} {
+		if _, errb, code := d.ctl(bad...); code != 2 {
+			t.Errorf("swarmctl %v: exit %d, want 2 (usage)\n%s", bad, code, errb)
+		}
+	}
+	if _, errb, code := d.ctl("role", "rm", "critic"); code != 1 || !strings.Contains(errb, "not served") {
+		t.Errorf("role rm of a role not served: exit %d\n%s", code, errb)
+	}
+}
