@@ -8,7 +8,8 @@ import (
 
 // TestRoleAtRunTime: swarmctl adds a role to a running swarmd, which
 // then answers as it and lists it in ps; swarmctl removes it, and ps is
-// empty again; bad uses are usage errors (exit 2).
+// empty again; the same for a shard, through which a pipeline answers;
+// bad uses are usage errors (exit 2).
 func TestRoleAtRunTime(t *testing.T) {
 	model := synthModel(t, "qwen3", "tiny", "q8_0")
 	d := startDaemon(t, "", "--no-mdns", "--threads", "1")
@@ -35,7 +36,34 @@ func TestRoleAtRunTime(t *testing.T) {
 	if out, _, code := d.ctl("ps"); code != 0 || !strings.Contains(out, "no model loaded") {
 		t.Fatalf("ps after role rm: exit %d\n%s", code, out)
 	}
-	for _, bad := range [][]string{{"role"}, {"role", "add", "writer"}, {"role", "del", "writer"}} {
+	out, errb, code := d.ctl("shard", "add", model+":0-4")
+	if code != 0 || !strings.Contains(out, "serving layers [0,4)") {
+		t.Fatalf("shard add: exit %d\n%s%s", code, out, errb)
+	}
+	var ps struct {
+		Models []struct {
+			Kind     string `json:"kind"`
+			ModelCID string `json:"model_cid"`
+		} `json:"models"`
+	}
+	d.ctlJSON(&ps, "ps")
+	if len(ps.Models) != 1 || ps.Models[0].Kind != "shard" {
+		t.Fatalf("ps after shard add: %+v", ps)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out, errb, code := d.ctl("ask", "--mode", "pipeline", "--max-tokens", "3", "hello")
+		if code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pipeline after shard add: exit %d\n%s%s", code, out, errb)
+		}
+	}
+	if out, errb, code := d.ctl("shard", "rm", ps.Models[0].ModelCID+":0-4"); code != 0 || !strings.Contains(out, "no longer serving") {
+		t.Fatalf("shard rm: exit %d\n%s%s", code, out, errb)
+	}
+	for _, bad := range [][]string{{"role"}, {"role", "add", "writer"}, {"role", "del", "writer"},
+		{"shard", "add"}, {"shard", "rm", "x:2-1"}, {"shard", "move", "x:0-2"}} {
 		if _, errb, code := d.ctl(bad...); code != 2 {
 			t.Errorf("swarmctl %v: exit %d, want 2 (usage)\n%s", bad, code, errb)
 		}

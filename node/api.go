@@ -33,6 +33,8 @@ func startAPI(ln net.Listener, n *Node, log *slog.Logger) *apiServer {
 	a.mux.HandleFunc("GET /v1/swarm/status", a.status)
 	a.mux.HandleFunc("POST /v1/swarm/roles", a.addRole)
 	a.mux.HandleFunc("DELETE /v1/swarm/roles/{role}", a.removeRole)
+	a.mux.HandleFunc("POST /v1/swarm/shards", a.addShard)
+	a.mux.HandleFunc("DELETE /v1/swarm/shards/{model}/{range}", a.removeShard)
 	a.mux.HandleFunc("GET /v1/swarm/ps", func(w http.ResponseWriter, r *http.Request) { serveValue(w, n.PS) })
 	a.mux.HandleFunc("GET /v1/swarm/bmc", a.bmc)
 	a.mux.HandleFunc("POST /v1/swarm/query", a.query)

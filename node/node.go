@@ -65,7 +65,7 @@ type Node struct {
 	power   powerState
 	mem     memBudget
 	metrics *metrics
-	roleMu  sync.Mutex // one role change at a time
+	runMu   sync.Mutex // one run-time change of roles or shards at a time
 }
 
 // APIAddrFile, in the data dir, holds the address the API listens on while

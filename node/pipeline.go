@@ -134,6 +134,11 @@ func (n *Node) loadShardFile(ctx context.Context, spec ShardSpec) error {
 
 func (n *Node) serveShard(ctx context.Context, path, modelCID string, a, b int) error {
 	start := time.Now()
+	for _, sh := range n.pipe.stages.Local() {
+		if sh.ModelCID == modelCID && sh.Start == a && sh.End == b {
+			return nil // served already
+		}
+	}
 	what := fmt.Sprintf("shard %s [%d,%d)", path, a, b)
 	reserved, err := n.mem.reserve(what, path, n.engineOptions())
 	if err != nil {
@@ -144,6 +149,7 @@ func (n *Node) serveShard(ctx context.Context, path, modelCID string, a, b int) 
 		n.mem.release(reserved)
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	n.mem.hold(sh.Model, reserved)
 	n.pipe.stages.Add(sh)
 	n.log.Info("serving shard", "model", sh.Name, "cid", modelCID, "layers", fmt.Sprintf("[%d,%d)", a, b),
 		"of", sh.Layers, "mem_bytes", sh.MemBytes, "ms_per_layer", fmt.Sprintf("%.3f", sh.MsPerLayer),

@@ -25,8 +25,8 @@ func (n *Node) AddRole(ctx context.Context, role, path string) (client.Role, err
 	if path == "" {
 		return client.Role{}, badRequest("role %s: no model file (path)", role)
 	}
-	n.roleMu.Lock()
-	defer n.roleMu.Unlock()
+	n.runMu.Lock()
+	defer n.runMu.Unlock()
 	old := n.servedRole(role)
 	if old != nil && old.Model.Info().Path == path {
 		return client.Role(old.Capability()), nil
@@ -52,8 +52,8 @@ func (n *Node) RemoveRole(role string) error {
 	if n.Swarm() == nil {
 		return ErrNotRunning
 	}
-	n.roleMu.Lock()
-	defer n.roleMu.Unlock()
+	n.runMu.Lock()
+	defer n.runMu.Unlock()
 	return n.removeRole(role)
 }
 

@@ -82,3 +82,49 @@ func TestRolesAtRunTime(t *testing.T) {
 		t.Errorf("remove a role not served: %v, want 404", err)
 	}
 }
+
+// TestShardsAtRunTime: layers are added to a running peer through the
+// API, announced, listed, and routed through; adding them again changes
+// nothing; removed, they are no longer announced and their memory is
+// given back. Bad requests are refused, naming the problem.
+func TestShardsAtRunTime(t *testing.T) {
+	model := q8Model(t)
+	cfg := nodetest.Config(t.TempDir())
+	cfg.Engine = node.EngineConfig{Threads: 1, Context: 256}
+	p := nodetest.Start(t, cfg)
+	c := client.New(p.APIAddr(), "")
+	sh, err := c.AddShard(t.Context(), model+":0-4")
+	if err != nil || sh.Start != 0 || sh.End != 4 || sh.ModelCID == "" {
+		t.Fatalf("add shard: %+v, %v", sh, err)
+	}
+	again, err := c.AddShard(t.Context(), model+":0-4")
+	if err != nil || again.ModelCID != sh.ModelCID {
+		t.Fatalf("add it again: %+v, %v", again, err)
+	}
+	nodetest.Eventually(t, 10*time.Second, "the peer announces the layers", func() bool {
+		return len(p.Swarm().View().HoldersOf(sh.ModelCID)) == 1
+	})
+	if _, err := c.Query(t.Context(), client.QueryRequest{Query: "hi", Mode: "pipeline", MaxTokens: 3}, nil); err != nil {
+		t.Fatalf("pipeline through the added shard: %v", err)
+	}
+	ps, _ := c.PS(t.Context())
+	if len(ps.Models) != 1 || ps.Models[0].Kind != "shard" || ps.Memory.UsedBytes == 0 {
+		t.Fatalf("ps %+v", ps)
+	}
+	if err := c.RemoveShard(t.Context(), sh.ModelCID, 0, 4); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.Eventually(t, 10*time.Second, "the layers no longer announced, their memory given back", func() bool {
+		st, _ := c.Status(t.Context())
+		return len(p.Swarm().View().HoldersOf(sh.ModelCID)) == 0 && st.Memory.UsedBytes == 0
+	})
+	var ae *client.APIError
+	for _, bad := range []struct{ spec, want string }{{"nonsense", "want PATH.gguf:A-B"}, {model + ":3-1", "layer range"}, {"/no/such.gguf:0-2", "no such file"}} {
+		if _, err := c.AddShard(t.Context(), bad.spec); !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("add %q: %v, want 400 naming %q", bad.spec, err, bad.want)
+		}
+	}
+	if err := c.RemoveShard(t.Context(), sh.ModelCID, 0, 4); !errors.As(err, &ae) || ae.Status != 404 {
+		t.Errorf("remove again: %v, want 404", err)
+	}
+}

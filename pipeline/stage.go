@@ -83,6 +83,43 @@ func (s *StageServer) Add(sh *Shard) {
 	s.shards = append(s.shards, sh)
 }
 
+// Remove stops serving layers [a,b) of model: no new session opens on
+// them; the sessions open finish (each ends with its generation, or when
+// idle too long), then the shard's model is closed and freed is closed.
+// served is false when no such shard is served.
+func (s *StageServer) Remove(model string, a, b int) (served bool, freed <-chan struct{}) {
+	s.mu.Lock()
+	var sh *Shard
+	for i, x := range s.shards {
+		if x.ModelCID == model && x.Start == a && x.End == b {
+			sh = x
+			s.shards = append(s.shards[:i:i], s.shards[i+1:]...)
+			break
+		}
+	}
+	s.mu.Unlock()
+	if sh == nil {
+		return false, nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Sessions end with their generation, or idle after IdleTimeout;
+		// the engine's own TTL bounds a stuck one.
+		wait := sh.Model.Options().TTL
+		if wait <= 0 {
+			wait = 10 * time.Minute
+		}
+		for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if open, _ := sh.Model.Sessions(); open == 0 {
+				break
+			}
+		}
+		sh.Model.Close()
+	}()
+	return true, done
+}
+
 // Shards is what to announce.
 func (s *StageServer) Shards() []gossip.Shard {
 	s.mu.RLock()

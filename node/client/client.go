@@ -96,6 +96,24 @@ func (c *Client) RemoveRole(ctx context.Context, role string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/swarm/roles/"+url.PathEscape(role), nil, &out)
 }
 
+// AddShard asks the peer to serve spec, "PATH.gguf:A-B" or
+// "MODEL_CID:A-B" (POST /v1/swarm/shards); it answers once loaded.
+func (c *Client) AddShard(ctx context.Context, spec string) (Shard, error) {
+	var out Shard
+	b, err := json.Marshal(ShardRequest{Shard: spec})
+	if err != nil {
+		return out, err
+	}
+	return out, c.do(ctx, http.MethodPost, "/v1/swarm/shards", bytes.NewReader(b), &out)
+}
+
+// RemoveShard asks the peer to stop serving layers [a,b) of model
+// (DELETE /v1/swarm/shards/MODEL/A-B).
+func (c *Client) RemoveShard(ctx context.Context, model string, a, b int) error {
+	var out map[string]any
+	return c.do(ctx, http.MethodDelete, fmt.Sprintf("/v1/swarm/shards/%s/%d-%d", url.PathEscape(model), a, b), nil, &out)
+}
+
 // PS fetches GET /v1/swarm/ps: the models the peer has loaded.
 func (c *Client) PS(ctx context.Context) (PS, error) {
 	var out PS

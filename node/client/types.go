@@ -130,6 +130,13 @@ type RoleRequest struct {
 	Path string `json:"path"`
 }
 
+// ShardRequest is the body of POST /v1/swarm/shards: serve Shard,
+// "PATH.gguf:A-B" (a file on the peer's machine) or "MODEL_CID:A-B"
+// (fetched from a peer).
+type ShardRequest struct {
+	Shard string `json:"shard"`
+}
+
 // PS is GET /v1/swarm/ps: the models this peer has loaded.
 type PS struct {
 	Models []Loaded     `json:"models"`

@@ -1,0 +1,113 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/node/client"
+)
+
+// AddShard serves layers of a model while the peer runs (POST
+// /v1/swarm/shards), as the shards config key does at start: spec is
+// "PATH.gguf:A-B" (a full model, sliced into the data dir, or a slice) or
+// "MODEL_CID:A-B" (fetched from a peer that holds the layers, checked
+// against the model's manifest, in one attempt). Counted against
+// max_memory; announced from the next heartbeat. A shard served already
+// is left as it is.
+func (n *Node) AddShard(ctx context.Context, spec string) (client.Shard, error) {
+	if n.Swarm() == nil {
+		return client.Shard{}, ErrNotRunning
+	}
+	s, err := ParseShardSpec(spec)
+	if err != nil {
+		return client.Shard{}, badRequest("%s", strings.TrimPrefix(err.Error(), "config: "))
+	}
+	n.runMu.Lock()
+	defer n.runMu.Unlock()
+	before := len(n.pipe.stages.Local())
+	if s.Path != "" {
+		err = n.loadShardFile(ctx, s)
+	} else {
+		err = n.tryFetchShard(ctx, s)
+	}
+	switch {
+	case errors.Is(err, errNoMemory):
+		return client.Shard{}, &errHTTP{http.StatusInsufficientStorage, "no_memory", err}
+	case err != nil && ctx.Err() != nil:
+		return client.Shard{}, &errHTTP{499, "cancelled", err}
+	case err != nil:
+		return client.Shard{}, &errHTTP{http.StatusBadRequest, "invalid_request_error", err}
+	}
+	local := n.pipe.stages.Local()
+	if len(local) > before {
+		return client.Shard(local[len(local)-1].Capability()), nil
+	}
+	for _, sh := range local { // served already
+		if sh.Start == s.Start && sh.End == s.End && (s.CID == "" || sh.ModelCID == s.CID) {
+			return client.Shard(sh.Capability()), nil
+		}
+	}
+	return client.Shard{}, fmt.Errorf("shard %s: loaded, but not found among those served", spec)
+}
+
+// RemoveShard stops serving layers [a,b) of model (DELETE
+// /v1/swarm/shards/MODEL/A-B): no new session opens on them, those open
+// finish, then the layers are unloaded and their memory given back.
+func (n *Node) RemoveShard(model string, a, b int) error {
+	if n.Swarm() == nil {
+		return ErrNotRunning
+	}
+	n.runMu.Lock()
+	defer n.runMu.Unlock()
+	var m *engine.Model
+	for _, sh := range n.pipe.stages.Local() {
+		if sh.ModelCID == model && sh.Start == a && sh.End == b {
+			m = sh.Model
+		}
+	}
+	served, freed := n.pipe.stages.Remove(model, a, b)
+	if !served {
+		return &errHTTP{http.StatusNotFound, "not_found", fmt.Errorf("layers [%d,%d) of %s are not served here", a, b, model)}
+	}
+	n.log.Info("shard no longer served", "model", model, "layers", fmt.Sprintf("[%d,%d)", a, b))
+	go func() {
+		<-freed
+		n.mem.releaseModel(m)
+	}()
+	return nil
+}
+
+func (a *apiServer) addShard(w http.ResponseWriter, r *http.Request) {
+	var req client.ShardRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	out, err := a.n.AddShard(r.Context(), req.Shard)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *apiServer) removeShard(w http.ResponseWriter, r *http.Request) {
+	model, rng := r.PathValue("model"), r.PathValue("range")
+	as, bs, ok := strings.Cut(rng, "-")
+	start, err1 := strconv.Atoi(as)
+	end, err2 := strconv.Atoi(bs)
+	if !ok || err1 != nil || err2 != nil {
+		writeErr(w, badRequest("layer range %q: want A-B", rng))
+		return
+	}
+	if err := a.n.RemoveShard(model, start, end); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"removed": map[string]any{"model_cid": model, "start": start, "end": end}})
+}
