@@ -1,7 +1,12 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -70,5 +75,56 @@ func TestRoleAtRunTime(t *testing.T) {
 	}
 	if _, errb, code := d.ctl("role", "rm", "critic"); code != 1 || !strings.Contains(errb, "not served") {
 		t.Errorf("role rm of a role not served: exit %d\n%s", code, errb)
+	}
+}
+
+// TestReloadOnSIGHUP: swarmd re-reads its config file on SIGHUP and
+// applies its roles and shards: a role and a shard written into the file
+// are served, then taken out of it, no longer; a key that needs a
+// restart is reported, not applied.
+func TestReloadOnSIGHUP(t *testing.T) {
+	model := synthModel(t, "qwen3", "tiny", "q8_0")
+	conf := filepath.Join(t.TempDir(), "swarm.json")
+	write := func(s string) {
+		if err := os.WriteFile(conf, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{}`)
+	d := startDaemon(t, "", "--no-mdns", "--threads", "1", "--config", conf)
+	loaded := func() []string {
+		var ps struct {
+			Models []struct {
+				Kind  string   `json:"kind"`
+				Roles []string `json:"roles"`
+			} `json:"models"`
+		}
+		d.ctlJSON(&ps, "ps")
+		var out []string
+		for _, m := range ps.Models {
+			out = append(out, m.Kind+strings.Join(m.Roles, ","))
+		}
+		slices.Sort(out)
+		return out
+	}
+	hup := func(want []string) {
+		t.Helper()
+		if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(15 * time.Second)
+		for !slices.Equal(loaded(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after SIGHUP: loaded %v, want %v\n%s", loaded(), want, tail(d.log.String(), 20))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	write(fmt.Sprintf(`{"roles": {"reasoner": %q}, "shards": [%q]}`, model, model+":0-4"))
+	hup([]string{"rolereasoner", "shard"})
+	write(`{"heartbeat": "3s"}`)
+	hup(nil)
+	if !strings.Contains(d.log.String(), "need a restart, not applied: [heartbeat]") {
+		t.Errorf("a changed heartbeat was not reported as needing a restart:\n%s", tail(d.log.String(), 20))
 	}
 }

@@ -270,7 +270,17 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "swarmd:", err)
 		return 1
 	}
-	<-ctx.Done()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for running := true; running; {
+		select {
+		case <-ctx.Done():
+			running = false
+		case <-hup:
+			f.reload(ctx, n, log)
+		}
+	}
 	log.Info("shutting down")
 	if err := n.Close(); err != nil {
 		log.Warn("shutdown", "err", err)
@@ -289,3 +299,22 @@ func (f floor) Enabled(ctx context.Context, l slog.Level) bool {
 }
 func (f floor) WithAttrs(a []slog.Attr) slog.Handler { return floor{f.Handler.WithAttrs(a), f.min} }
 func (f floor) WithGroup(g string) slog.Handler      { return floor{f.Handler.WithGroup(g), f.min} }
+
+// reload re-reads the config file and the flags, as at start, and applies
+// their roles and shards to the running peer (SIGHUP).
+func (f *daemonFlags) reload(ctx context.Context, n *node.Node, log *slog.Logger) {
+	cfg, err := f.buildConfig()
+	if err != nil {
+		log.Error("reload: config not applied", "err", err)
+		return
+	}
+	done, err := n.Reload(ctx, cfg)
+	for _, d := range done {
+		log.Info("reload: " + d)
+	}
+	if err != nil {
+		log.Error("reload", "err", err)
+		return
+	}
+	log.Info("reload: done", "changes", len(done))
+}
