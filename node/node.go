@@ -65,6 +65,7 @@ type Node struct {
 	power   powerState
 	mem     memBudget
 	metrics *metrics
+	events  eventHub   // live events for the API's /v1/swarm/events
 	runMu   sync.Mutex // one run-time change of roles or shards at a time
 }
 

@@ -1,0 +1,17 @@
+package client
+
+import "encoding/json"
+
+// SwarmEvent is one event of GET /v1/swarm/events, the peer's live feed:
+// an SSE event named Type whose data is this object.
+//
+// Types: "task" (Data: Task) while a pull, fetch, load, synth or slice
+// runs; "peers" (Data: Peers) when the view of the swarm changes; "roles"
+// and "shards" when this peer's served models change (Data: PS); "bmc"
+// (Data: BMC) when a BMC table arrives; "dropped" (Data: a count) when the
+// reader fell behind and lost that many events.
+type SwarmEvent struct {
+	Type   string          `json:"type"`
+	TimeMS int64           `json:"time_ms"`
+	Data   json.RawMessage `json:"data"`
+}
