@@ -71,7 +71,7 @@ func (n *Node) Status() (client.Status, error) {
 		Private: n.private, HeartbeatMS: time.Duration(n.cfg.Heartbeat).Milliseconds(),
 		DeadAfterMS: s.View().Liveness().DeadAfter().Milliseconds(), Bootstrap: len(n.cfg.Bootstrap),
 		ListenAddrs: addrStrings(h), Warnings: n.Warnings(), Queue: queueOut(n.queue()),
-		NAT: n.natStatus(), Power: n.powerStatus(), Memory: n.mem.status(),
+		NAT: n.natStatus(), Power: n.powerStatus(), Memory: n.mem.status(), Tasks: n.tasks.list(),
 	}
 	for _, p := range s.View().Peers() {
 		st.PeersKnown++

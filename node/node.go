@@ -66,6 +66,7 @@ type Node struct {
 	mem     memBudget
 	metrics *metrics
 	events  eventHub   // live events for the API's /v1/swarm/events
+	tasks   taskList   // pulls, fetches and loads a user waits for
 	runMu   sync.Mutex // one run-time change of roles or shards at a time
 }
 
@@ -95,6 +96,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		n.log = slog.New(slog.DiscardHandler)
 	}
 	n.start = time.Now()
+	n.tasks.pub = n.events.publish
 	if n.cfg, err = n.Config.withDefaults(); err != nil {
 		return err
 	}

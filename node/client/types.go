@@ -121,6 +121,9 @@ type Status struct {
 	// Memory is the serving budget (config max_memory) and what the
 	// loaded roles and shards take of it.
 	Memory MemoryStatus `json:"memory"`
+	// Tasks are the pulls, fetches and loads running now or ended in the
+	// last minute.
+	Tasks []Task `json:"tasks"`
 }
 
 // RoleRequest is the body of POST /v1/swarm/roles: serve Role with the
