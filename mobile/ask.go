@@ -104,7 +104,7 @@ func (m *Node) Ask(requestJSON string, h AskHandler) (*Request, error) {
 			q.end(item{status: status, name: kind, text: err.Error()})
 			return
 		}
-		b, err := json.Marshal(res)
+		b, err := json.Marshal(res.Result)
 		if err != nil {
 			q.end(item{status: 500, name: "internal_error", text: "mobile: encoding the result: " + err.Error()})
 			return

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/llmswarm/llmswarm/api"
 	"github.com/llmswarm/llmswarm/internal/version"
 	"github.com/llmswarm/llmswarm/node"
 )
@@ -55,6 +56,7 @@ func Start(configJSON, dataDir string, logger Logger) (*Node, error) {
 		m.log = newLineLog(logger)
 	}
 	m.n = &node.Node{Config: cfg, Logger: m.log.slogger()}
+	m.n.API = api.New(m.n, m.n.Logger)
 	if err := m.n.Start(context.Background()); err != nil {
 		m.n.Close()
 		m.log.close()

@@ -3,8 +3,6 @@ package node_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,38 +10,19 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/node"
 	"github.com/llmswarm/llmswarm/node/client"
 	"github.com/llmswarm/llmswarm/node/nodetest"
 )
 
-var (
-	modelsMu sync.Mutex
-	models   = map[string]string{} // weight type -> the tiny model's file
-)
-
 // tinyModel is the tiny synthetic qwen3 in f32.
-func tinyModel(t *testing.T) string { return tinyModelOf(t, "f32") }
+func tinyModel(t *testing.T) string { return nodetest.TinyModel(t, "f32") }
 
 // q8Model is the tiny synthetic model in q8_0, as phones run it.
-func q8Model(t *testing.T) string { return tinyModelOf(t, "q8_0") }
+func q8Model(t *testing.T) string { return nodetest.TinyModel(t, "q8_0") }
 
-// tinyModelOf writes the tiny synthetic qwen3 in typ once per test run.
-func tinyModelOf(t *testing.T, typ string) string {
-	t.Helper()
-	modelsMu.Lock()
-	defer modelsMu.Unlock()
-	if p, ok := models[typ]; ok {
-		return p
-	}
-	p := filepath.Join(os.TempDir(), "node-test-tiny-qwen3-"+typ+".gguf")
-	if err := engine.Synth(context.Background(), p, engine.SynthSpec{Arch: "qwen3", Size: "tiny", Type: typ, Seed: 5}); err != nil {
-		t.Fatal(err)
-	}
-	models[typ] = p
-	return p
-}
+// tinyModelOf is the tiny synthetic qwen3 in typ.
+func tinyModelOf(t *testing.T, typ string) string { return nodetest.TinyModel(t, typ) }
 
 type routed struct {
 	Pipeline struct {

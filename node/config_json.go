@@ -27,8 +27,8 @@ func ParseConfig(b []byte) (Config, error) {
 // ErrorKind is 400 invalid_request_error.
 func ParseQuery(b []byte) (client.QueryRequest, error) {
 	var req client.QueryRequest
-	if err := decodeJSON(b, &req); err != nil {
-		return client.QueryRequest{}, err
+	if err := wire.DecodeRequest(b, &req); err != nil {
+		return client.QueryRequest{}, requestError(err)
 	}
 	if _, err := specFromQuery(req); err != nil {
 		return client.QueryRequest{}, err

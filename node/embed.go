@@ -87,14 +87,27 @@ func (n *Node) Status() (client.Status, error) {
 	return st, nil
 }
 
-// Query answers req as POST /v1/swarm/query does and returns the body that
-// call answers with (a *moa.Result, or the pipeline's result; both encode
-// as JSON). on, when not nil, sees what a streaming call sends as it
-// happens, by event name: "agent" (a moa.AgentResponse), "agent_token"
-// (client.AgentToken), "token" (the text, a string) and the traces
-// ("route", "hop", ...). Cancelling ctx stops the generation. An error's
-// HTTP status and type are ErrorKind's.
-func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event string, v any)) (any, error) {
+// Answer is a query's answer.
+type Answer struct {
+	// Result is the body POST /v1/swarm/query answers with: a *moa.Result,
+	// or the pipeline's result; both encode as JSON.
+	Result any
+	// Text is the final answer, cut before the first stop string.
+	Text string
+	// PromptTokens and CompletionTokens are the final answer's model's
+	// counts.
+	PromptTokens, CompletionTokens int
+	// Finish is why the answer ended, as OpenAI says it: "stop" or
+	// "length".
+	Finish string
+}
+
+// Query answers req as POST /v1/swarm/query does. on, when not nil, sees
+// what a streaming call sends as it happens, by event name: "agent" (a
+// client.AgentResponse), "agent_token" (client.AgentToken), "token" (the
+// text, a string) and the traces ("route", "hop", ...). Cancelling ctx
+// stops the generation. An error's HTTP status and type are ErrorKind's.
+func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event string, v any)) (*Answer, error) {
 	if n.Swarm() == nil {
 		return nil, ErrNotRunning
 	}
@@ -103,18 +116,19 @@ func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event
 		return nil, err
 	}
 	if on != nil {
-		spec.onAgent = func(ar moa.AgentResponse) { on("agent", ar) }
+		spec.onAgent = func(ar moa.AgentResponse) { on("agent", agentOut(ar)) }
 		spec.onToken = func(t string) { on("token", t) }
 		spec.onAgentToken = func(role, peer, text string) {
 			on("agent_token", client.AgentToken{Role: role, Peer: peer, Text: text})
 		}
 		spec.onTrace = on
 	}
-	out, err := n.ask(ctx, spec, nil)
+	out, err := n.ask(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	return out.result, nil
+	return &Answer{Result: out.result, Text: out.final, PromptTokens: out.promptToks,
+		CompletionTokens: out.genToks, Finish: out.finish}, nil
 }
 
 // ErrorKind is the HTTP status and error type the local API answers err
@@ -125,3 +139,7 @@ func ErrorKind(err error) (status int, typ string) {
 	}
 	return statusOf(err)
 }
+
+// APIToken is the bearer token the local API requires (config api_token;
+// "" for none).
+func (n *Node) APIToken() string { return n.cfg.APIToken }

@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/llmswarm/llmswarm/api"
 	"github.com/llmswarm/llmswarm/node"
 	"github.com/llmswarm/llmswarm/node/client"
 	"github.com/llmswarm/llmswarm/node/nodetest"
@@ -31,6 +32,7 @@ func TestDataDirLock(t *testing.T) {
 	want, id := first.APIAddr()+"\n", first.ID()
 
 	second := &node.Node{Config: nodetest.Config(dir)}
+	second.API = api.New(second, nil)
 	err := second.Start(t.Context())
 	second.Close()
 	if !errors.Is(err, node.ErrDataDirInUse) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
@@ -133,6 +135,7 @@ func TestBootstrapWarnings(t *testing.T) {
 			}
 			logs := &logBuffer{}
 			n := &node.Node{Config: cfg, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+			n.API = api.New(n, nil)
 			if err := n.Start(t.Context()); err != nil {
 				t.Fatal(err)
 			}

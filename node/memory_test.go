@@ -10,6 +10,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/api"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/node"
@@ -68,6 +69,7 @@ func TestMemoryBudget(t *testing.T) {
 		return c
 	}
 	n := &node.Node{Config: cfg(both - 1)}
+	n.API = api.New(n, nil)
 	err := n.Start(context.Background())
 	n.Close()
 	if err == nil || !strings.Contains(err.Error(), "does not fit in this peer's memory budget: role writer") ||

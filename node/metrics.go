@@ -162,3 +162,9 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	counter("swarm_relay_refused_total", float64(c.RelayRefused))
 	counter("swarm_relayed_bytes_total", float64(c.RelayedBytes))
 }
+
+// Metrics is what GET /metrics serves: this peer's swarm_* metrics, and
+// libp2p's and Go's from the process's default registry.
+func (n *Node) Metrics() prometheus.Gatherer {
+	return prometheus.Gatherers{n.metrics.reg, prometheus.DefaultGatherer}
+}

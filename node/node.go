@@ -30,6 +30,10 @@ import (
 type Node struct {
 	Config Config
 	Logger *slog.Logger // nil: discard
+	// API, when set, serves the local HTTP API on Config.API's address
+	// (cmd/swarmd and mobile set api.New(node)). Without it the peer
+	// serves no HTTP.
+	API HTTPServer
 
 	mu      sync.Mutex
 	started bool
@@ -45,7 +49,7 @@ type Node struct {
 	gate    *gossip.Gate
 	swarm   *swarm.Service
 	disc    *discovery
-	api     *apiServer
+	api     *apiListener
 	cancel  context.CancelFunc
 	private bool
 	lock    *dirLock
@@ -123,7 +127,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	// Claim the API port before starting libp2p, so "port in use" is found
 	// before the peer announces itself.
 	var apiLn net.Listener
-	if n.cfg.API != "off" {
+	if n.cfg.API != "off" && n.API != nil {
 		if apiLn, err = net.Listen("tcp", n.cfg.API); err != nil {
 			return fmt.Errorf("api: listening on %s: %w", n.cfg.API, err)
 		}
@@ -228,7 +232,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		n.cfg.NoMDNS = true // status says mDNS is off when it could not start
 	}
 	if apiLn != nil {
-		n.api = startAPI(apiLn, n, n.log)
+		n.api = &apiListener{ln: apiLn, srv: n.API}
+		go n.API.Serve(apiLn)
 		// Tell local tools where the API is (it may be on an ephemeral port).
 		if err = os.WriteFile(filepath.Join(n.cfg.DataDir, APIAddrFile), []byte(n.api.addr()+"\n"), 0o600); err != nil {
 			return fmt.Errorf("data dir %s: %w", n.cfg.DataDir, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"go.uber.org/goleak"
 
+	"github.com/llmswarm/llmswarm/api"
 	"github.com/llmswarm/llmswarm/internal/nettest"
 	"github.com/llmswarm/llmswarm/node"
 	"github.com/llmswarm/llmswarm/node/client"
@@ -147,6 +148,7 @@ func TestIdentityPersistsAndCorruptKeyIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := &node.Node{Config: nodetest.Config(dir)}
+	n.API = api.New(n, nil)
 	err = n.Start(t.Context())
 	n.Close()
 	if err == nil || !strings.Contains(err.Error(), keyFile) || !strings.Contains(err.Error(), "corrupt") {
@@ -187,6 +189,7 @@ func TestStartErrors(t *testing.T) {
 			cfg := nodetest.Config(t.TempDir())
 			tc.edit(&cfg)
 			n := &node.Node{Config: cfg}
+			n.API = api.New(n, nil)
 			err := n.Start(t.Context())
 			n.Close()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -2,12 +2,13 @@ package node
 
 import (
 	"bufio"
-	"github.com/llmswarm/llmswarm/internal/engine"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
 
 	"github.com/llmswarm/llmswarm/gossip"
 )

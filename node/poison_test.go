@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmswarm/llmswarm/api"
 	"github.com/llmswarm/llmswarm/node"
 	"github.com/llmswarm/llmswarm/node/nodetest"
 	"github.com/llmswarm/llmswarm/shards"
@@ -163,6 +164,7 @@ func TestPoisonedLocalSliceRefused(t *testing.T) {
 	cfg.Shards = []string{bad + ":0-2"}
 	cfg.Engine = node.EngineConfig{Threads: 1}
 	n := &node.Node{Config: cfg, Logger: nodetest.Logger(t)}
+	n.API = api.New(n, nil)
 	err = n.Start(t.Context())
 	n.Close()
 	if err == nil || !errors.Is(err, shards.ErrMismatch) || !strings.Contains(err.Error(), "blk.1.attn_q.weight") {

@@ -2,11 +2,15 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/llmswarm/llmswarm/node/client"
 
 	"github.com/llmswarm/llmswarm/moa"
 )
@@ -15,10 +19,11 @@ import (
 type querySpec struct {
 	prompt    string
 	history   []moa.Message
-	mode      string // auto, moa, speed, pipeline, or a role name
-	model     string // pipeline: model name or CID
-	dtype     string // pipeline: f32 (default) or f16
-	standby   *bool  // pipeline: keep a warm standby route (nil: the config's pipeline.standby)
+	stops     []string // the answer ends before the first of these
+	mode      string   // auto, moa, speed, pipeline, or a role name
+	model     string   // pipeline: model name or CID
+	dtype     string   // pipeline: f32 (default) or f16
+	standby   *bool    // pipeline: keep a warm standby route (nil: the config's pipeline.standby)
 	maxTokens int
 	sampling  moa.Sampling
 	timeout   time.Duration
@@ -137,3 +142,108 @@ func statusOf(err error) (int, string) {
 }
 
 func errFmt(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// requestError is what wire.DecodeRequest found wrong with a request, as a
+// 400.
+func requestError(err error) error {
+	var eh *errHTTP
+	if errors.As(err, &eh) {
+		return err
+	}
+	return &errHTTP{http.StatusBadRequest, "invalid_request_error", err}
+}
+
+func specFromQuery(req client.QueryRequest) (querySpec, error) {
+	if strings.TrimSpace(req.Query) == "" {
+		return querySpec{}, badRequest("query is empty")
+	}
+	if req.MaxTokens < 0 || req.MaxTokens > 8192 {
+		return querySpec{}, badRequest("max_tokens %d: want 0..8192", req.MaxTokens)
+	}
+	if req.TimeoutMS < 0 || req.TimeoutMS > 600_000 {
+		return querySpec{}, badRequest("timeout_ms %d: want 0..600000", req.TimeoutMS)
+	}
+	if req.DType != "" && req.DType != "f16" && req.DType != "f32" {
+		return querySpec{}, badRequest("dtype %q: want f16 or f32", req.DType)
+	}
+	hist, err := historyOf(req.History)
+	if err != nil {
+		return querySpec{}, err
+	}
+	if len(req.Stop) > MaxStops {
+		return querySpec{}, badRequest("stop: %d strings, at most %d", len(req.Stop), MaxStops)
+	}
+	for i, st := range req.Stop {
+		if st == "" {
+			return querySpec{}, badRequest("stop[%d] is empty", i)
+		}
+	}
+	spec := querySpec{prompt: req.Query, history: hist, stops: req.Stop, mode: req.Mode, model: req.Model, dtype: req.DType, standby: req.Standby, maxTokens: req.MaxTokens,
+		timeout: time.Duration(req.TimeoutMS) * time.Millisecond}
+	if spec.maxTokens == 0 {
+		spec.maxTokens = defaultMaxTokens
+	}
+	if req.Temperature != nil {
+		if *req.Temperature < 0 || *req.Temperature > 2 {
+			return querySpec{}, badRequest("temperature %v: want 0..2", *req.Temperature)
+		}
+		spec.sampling.Temperature = *req.Temperature
+	}
+	spec.sampling.Seed = seedFor(spec.sampling.Temperature, req.Seed)
+	if rp := req.RepeatPenalty; rp != nil {
+		if *rp < 0 || *rp > 10 {
+			return querySpec{}, badRequest("repeat_penalty %v: want 0..10", *rp)
+		}
+		spec.sampling.RepeatPenalty = *rp
+	}
+	if p := req.TopP; p != nil {
+		if *p <= 0 || *p > 1 {
+			return querySpec{}, badRequest("top_p %v: want (0,1]", *p)
+		}
+		spec.sampling.TopP = *p
+	}
+	return spec, nil
+}
+
+// MaxStops is the most stop strings a query may give (OpenAI's limit).
+const MaxStops = 4
+
+// maxHistory bounds a query's history; the request body's size bounds it
+// too, this bounds the count of (possibly empty) turns.
+const maxHistory = 1024
+
+// historyOf checks a conversation's turns: known roles, and the system
+// prompt, when there is one, first.
+func historyOf(msgs []client.Message) ([]moa.Message, error) {
+	if len(msgs) > maxHistory {
+		return nil, badRequest("history: %d messages, at most %d", len(msgs), maxHistory)
+	}
+	out := make([]moa.Message, 0, len(msgs))
+	for i, m := range msgs {
+		switch m.Role {
+		case "system", "user", "assistant":
+		default:
+			return nil, badRequest("history[%d].role %q: want system, user or assistant", i, m.Role)
+		}
+		out = append(out, moa.Message{Role: m.Role, Content: m.Content})
+	}
+	return out, nil
+}
+
+// defaultMaxTokens caps answers when the caller gives no limit.
+const defaultMaxTokens = 256
+
+// seedFor is the sampling seed of a request: the caller's, so that a given
+// seed reproduces its answer, else a fresh one, so that sampling without a
+// seed varies from call to call. Greedy decoding ignores it.
+func seedFor(temperature float32, given *uint64) uint64 {
+	if given != nil {
+		return *given
+	}
+	if temperature <= 0 {
+		return 0
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
+}

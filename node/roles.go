@@ -82,28 +82,3 @@ func (n *Node) servedRole(role string) *moa.RoleModel {
 	}
 	return nil
 }
-
-// addRole serves POST /v1/swarm/roles.
-func (a *apiServer) addRole(w http.ResponseWriter, r *http.Request) {
-	var req client.RoleRequest
-	if err := decodeBody(w, r, &req); err != nil {
-		writeErr(w, err)
-		return
-	}
-	out, err := a.n.AddRole(r.Context(), req.Role, req.Path)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// removeRole serves DELETE /v1/swarm/roles/{role}.
-func (a *apiServer) removeRole(w http.ResponseWriter, r *http.Request) {
-	role := r.PathValue("role")
-	if err := a.n.RemoveRole(role); err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"removed": role})
-}

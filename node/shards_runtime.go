@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
@@ -80,34 +79,4 @@ func (n *Node) RemoveShard(model string, a, b int) error {
 		n.mem.releaseModel(m)
 	}()
 	return nil
-}
-
-func (a *apiServer) addShard(w http.ResponseWriter, r *http.Request) {
-	var req client.ShardRequest
-	if err := decodeBody(w, r, &req); err != nil {
-		writeErr(w, err)
-		return
-	}
-	out, err := a.n.AddShard(r.Context(), req.Shard)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (a *apiServer) removeShard(w http.ResponseWriter, r *http.Request) {
-	model, rng := r.PathValue("model"), r.PathValue("range")
-	as, bs, ok := strings.Cut(rng, "-")
-	start, err1 := strconv.Atoi(as)
-	end, err2 := strconv.Atoi(bs)
-	if !ok || err1 != nil || err2 != nil {
-		writeErr(w, badRequest("layer range %q: want A-B", rng))
-		return
-	}
-	if err := a.n.RemoveShard(model, start, end); err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"removed": map[string]any{"model_cid": model, "start": start, "end": end}})
 }

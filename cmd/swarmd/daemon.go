@@ -15,6 +15,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/gologshim"
 
+	"github.com/llmswarm/llmswarm/api"
 	"github.com/llmswarm/llmswarm/internal/cli"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/node"
@@ -265,6 +266,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	n := &node.Node{Config: cfg, Logger: log}
+	n.API = api.New(n, log)
 	if err := n.Start(ctx); err != nil {
 		n.Close()
 		fmt.Fprintln(stderr, "swarmd:", err)

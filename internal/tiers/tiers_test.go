@@ -31,9 +31,10 @@ var tier = map[string]int{
 	"pipeline":         3,
 	"verify":           3,
 	"node":             4,
-	"cmd/swarmd":       5,
-	"cmd/swarmctl":     5,
-	"mobile":           5,
+	"api":              5,
+	"cmd/swarmd":       6,
+	"cmd/swarmctl":     6,
+	"mobile":           6,
 }
 
 // swarmctlMay are the module's packages swarmctl may link: the API client

@@ -12,18 +12,32 @@ import (
 
 // QueryRequest is POST /v1/swarm/query.
 type QueryRequest struct {
-	Query       string   `json:"query"`
-	Mode        string   `json:"mode,omitempty"`    // auto (default), moa, speed, pipeline
-	Model       string   `json:"model,omitempty"`   // pipeline mode: model name or CID
-	DType       string   `json:"dtype,omitempty"`   // pipeline mode: f32 (default) or f16
-	Standby     *bool    `json:"standby,omitempty"` // pipeline mode: keep a warm standby route (default: the peer's config)
-	MaxTokens   int      `json:"max_tokens,omitempty"`
-	Temperature *float32 `json:"temperature,omitempty"`
-	Seed        *uint64  `json:"seed,omitempty"`
+	Query string `json:"query"`
+	// History is the conversation before Query, oldest first (a chat's
+	// earlier turns): roles system, user and assistant.
+	History     []Message `json:"history,omitempty"`
+	Mode        string    `json:"mode,omitempty"`    // auto (default), moa, speed, pipeline
+	Model       string    `json:"model,omitempty"`   // pipeline mode: model name or CID
+	DType       string    `json:"dtype,omitempty"`   // pipeline mode: f32 (default) or f16
+	Standby     *bool     `json:"standby,omitempty"` // pipeline mode: keep a warm standby route (default: the peer's config)
+	MaxTokens   int       `json:"max_tokens,omitempty"`
+	Temperature *float32  `json:"temperature,omitempty"`
+	Seed        *uint64   `json:"seed,omitempty"`
 	// RepeatPenalty divides the logits of recently seen tokens (1 or 0: off).
 	RepeatPenalty *float32 `json:"repeat_penalty,omitempty"`
-	TimeoutMS     int64    `json:"timeout_ms,omitempty"` // 0: by mode and complexity
-	Stream        bool     `json:"stream,omitempty"`
+	// TopP keeps the smallest set of tokens whose probability reaches it
+	// (0 or 1: off).
+	TopP *float32 `json:"top_p,omitempty"`
+	// Stop ends the answer before the first of these strings (at most 4).
+	Stop      []string `json:"stop,omitempty"`
+	TimeoutMS int64    `json:"timeout_ms,omitempty"` // 0: by mode and complexity
+	Stream    bool     `json:"stream,omitempty"`
+}
+
+// Message is one turn of a conversation.
+type Message struct {
+	Role    string `json:"role"` // system, user or assistant
+	Content string `json:"content"`
 }
 
 // AgentResponse is one agent's answer (or failure) in a query result.

@@ -263,3 +263,13 @@ type ErrorBody struct {
 	// error would have had, had it come before the stream began.
 	Status int `json:"status,omitempty"`
 }
+
+// ModelInfo is one model of the OpenAI API's GET /v1/models: the swarm's
+// modes (swarm, swarm-moa, swarm-speed), every role a live peer serves,
+// the model names those roles run, and every pipeline model.
+type ModelInfo struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}

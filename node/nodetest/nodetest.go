@@ -8,11 +8,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/api"
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/node"
 )
 
@@ -58,6 +62,7 @@ func Start(t testing.TB, cfg node.Config) *Peer {
 		cfg.DataDir = t.TempDir()
 	}
 	n := &node.Node{Config: cfg, Logger: Logger(t)}
+	n.API = api.New(n, n.Logger)
 	if err := n.Start(context.Background()); err != nil {
 		t.Fatalf("starting peer in %s: %v", cfg.DataDir, err)
 	}
@@ -122,4 +127,31 @@ func SeesAlive(p *Peer, ids ...peer.ID) bool {
 		}
 	}
 	return true
+}
+
+var (
+	modelsMu sync.Mutex
+	models   = map[string]string{} // weight type -> the tiny model's file
+)
+
+// TinyModel is the tiny synthetic qwen3 in typ (f32, q8_0, q4_k...),
+// written once per machine: test binaries of several packages share the
+// file, so it is written to a private name and renamed into place.
+func TinyModel(t testing.TB, typ string) string {
+	t.Helper()
+	modelsMu.Lock()
+	defer modelsMu.Unlock()
+	if p, ok := models[typ]; ok {
+		return p
+	}
+	p := filepath.Join(os.TempDir(), "node-test-tiny-qwen3-"+typ+".gguf")
+	tmp := fmt.Sprintf("%s.%d.tmp", p, os.Getpid())
+	if err := engine.Synth(context.Background(), tmp, engine.SynthSpec{Arch: "qwen3", Size: "tiny", Type: typ, Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		t.Fatal(err)
+	}
+	models[typ] = p
+	return p
 }

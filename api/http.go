@@ -1,7 +1,6 @@
-package node
+package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,24 +10,42 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/llmswarm/llmswarm/internal/wire"
+	"github.com/llmswarm/llmswarm/node"
+	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // maxBody bounds API request bodies.
 const maxBody = 1 << 20
 
-// Timeouts of the API server. Without them a client that sends half a
-// request holds a connection (and a goroutine) forever. They are variables
-// so that a test can shorten them.
-var (
-	apiHeaderTimeout = 10 * time.Second  // request line and headers
-	apiBodyTimeout   = 30 * time.Second  // a request body, once the headers are in
-	apiIdleTimeout   = 120 * time.Second // a kept-alive connection between requests
-)
+// apiError carries the status and type an error of this package answers
+// with; the node's errors carry theirs (node.ErrorKind).
+type apiError struct {
+	status int
+	typ    string
+	err    error
+}
 
-// unknownFieldError names a request field no endpoint accepts.
-type unknownFieldError struct{ field string }
+func (e *apiError) Error() string { return e.err.Error() }
+func (e *apiError) Unwrap() error { return e.err }
 
-func (e *unknownFieldError) Error() string { return fmt.Sprintf("unknown field %q", e.field) }
+func badRequest(format string, args ...any) error {
+	return &apiError{http.StatusBadRequest, "invalid_request_error", fmt.Errorf(format, args...)}
+}
+
+// statusOf is the HTTP status and error type err answers with.
+func statusOf(err error) (int, string) {
+	var ae *apiError
+	var re *wire.RequestError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status, ae.typ
+	case errors.As(err, &re):
+		return http.StatusBadRequest, "invalid_request_error"
+	}
+	return node.ErrorKind(err)
+}
 
 // decodeBody reads a JSON body strictly into v: an application/json
 // content type (browsers send cross-site form and text/plain posts without
@@ -36,11 +53,11 @@ func (e *unknownFieldError) Error() string { return fmt.Sprintf("unknown field %
 // nothing after the object.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); !isJSONType(ct) {
-		return &errHTTP{http.StatusUnsupportedMediaType, "invalid_request_error",
+		return &apiError{http.StatusUnsupportedMediaType, "invalid_request_error",
 			fmt.Errorf("request body: Content-Type %q: want application/json (form and text/plain bodies are refused: browsers send them cross-site)", ct)}
 	}
 	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(apiBodyTimeout))
+	rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		// Answer and close, keeping the deadline: the server would
@@ -48,10 +65,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 		w.Header().Set("Connection", "close")
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &errHTTP{http.StatusRequestEntityTooLarge, "request_too_large",
+			return &apiError{http.StatusRequestEntityTooLarge, "request_too_large",
 				fmt.Errorf("request body is larger than %d bytes", maxBody)}
 		}
-		return &errHTTP{http.StatusRequestTimeout, "invalid_request_error", fmt.Errorf("reading request body: %w", err)}
+		return &apiError{http.StatusRequestTimeout, "invalid_request_error", fmt.Errorf("reading request body: %w", err)}
 	}
 	// A streamed answer may outlive the body deadline: clear it, or the
 	// server's background read would end the request's context.
@@ -59,59 +76,27 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	return decodeJSON(b, v)
 }
 
-// decodeJSON decodes b strictly into v, with errors that say what is wrong
-// in the caller's terms: an unknown field is named as such, never reported
-// as invalid JSON.
+// decodeJSON decodes b strictly into v (wire.DecodeRequest): an unknown
+// field is a *wire.RequestError naming it, which answers 400.
 func decodeJSON(b []byte, v any) error {
-	if len(bytes.TrimSpace(b)) == 0 {
-		return badRequest("request body is empty: want a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var syn *json.SyntaxError
-		var typ *json.UnmarshalTypeError
-		var eh *errHTTP
-		switch {
-		case errors.As(err, &eh):
-			return err // a field's own decoder said what is wrong
-		case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF):
-			return badRequest("request body is not valid JSON: %v", err)
-		case errors.As(err, &typ):
-			if typ.Field == "" {
-				return badRequest("request body: want a JSON object, not %s", typ.Value)
-			}
-			return badRequest("field %s: %s is not %s", typ.Field, typ.Value, jsonKind(typ.Type.Kind().String()))
-		}
-		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return &errHTTP{http.StatusBadRequest, "invalid_request_error", &unknownFieldError{strings.Trim(name, `"`)}}
-		}
-		return badRequest("request body: %v", err)
-	}
-	if dec.More() {
-		return badRequest("request body has data after the JSON object")
-	}
-	return nil
-}
-
-// jsonKind names a Go kind as the JSON type a caller should send.
-func jsonKind(kind string) string {
-	switch {
-	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"), strings.HasPrefix(kind, "float"):
-		return "a number"
-	case kind == "string":
-		return "a string"
-	case kind == "bool":
-		return "true or false"
-	case kind == "slice", kind == "array":
-		return "an array"
-	}
-	return "an object"
+	return wire.DecodeRequest(b, v)
 }
 
 func isJSONType(ct string) bool {
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "application/json"
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	writeJSON(w, status, client.Error{Error: client.ErrorBody{Message: msg, Type: typ}})
 }
 
 func writeErr(w http.ResponseWriter, err error) {

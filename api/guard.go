@@ -1,4 +1,4 @@
-package node
+package api
 
 import (
 	"net"
@@ -19,10 +19,9 @@ import (
 //     asking first only as form or text/plain bodies: those are refused
 //     (decodeBody wants application/json, which browsers never send
 //     cross-site without a CORS preflight, which the API never grants).
-func (a *apiServer) browserGuard(next http.Handler) http.Handler {
-	hasToken := a.n.cfg.APIToken != ""
+func (a *server) browserGuard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !hasToken && !loopbackHost(r.Host) {
+		if a.b.APIToken() == "" && !loopbackHost(r.Host) {
 			writeError(w, http.StatusForbidden, "forbidden",
 				"Host "+quoteHost(r.Host)+" is not a loopback name: refused (DNS rebinding); use 127.0.0.1, [::1] or localhost, or configure api_token")
 			return

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -11,14 +10,6 @@ import (
 	"github.com/llmswarm/llmswarm/pipeline"
 	"github.com/llmswarm/llmswarm/swarm"
 )
-
-// SetAPITimeoutsForTest shortens the API server's timeouts for servers
-// started after it; the returned func restores them.
-func SetAPITimeoutsForTest(header, body, idle time.Duration) (restore func()) {
-	h, b, i := apiHeaderTimeout, apiBodyTimeout, apiIdleTimeout
-	apiHeaderTimeout, apiBodyTimeout, apiIdleTimeout = header, body, idle
-	return func() { apiHeaderTimeout, apiBodyTimeout, apiIdleTimeout = h, b, i }
-}
 
 // TokenizerForTest is the originator's tokenizer lookup for model root,
 // asking the given holders in order (as they would come from the view).

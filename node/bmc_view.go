@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"net/http"
 	"sort"
 	"time"
@@ -10,18 +11,19 @@ import (
 	"github.com/llmswarm/llmswarm/node/client"
 )
 
-// bmc answers GET /v1/swarm/bmc: the authoritative table, its signer and
-// age, and the BMC peers this peer listens to.
-func (a *apiServer) bmc(w http.ResponseWriter, r *http.Request) {
-	a.n.mu.Lock()
-	s := a.n.bmc
-	a.n.mu.Unlock()
+// BMC is what GET /v1/swarm/bmc answers: the authoritative table, its
+// signer and age, and the BMC peers this peer listens to. Without a BMC
+// configured it is an error whose ErrorKind is 404 not_found.
+func (n *Node) BMC() (client.BMC, error) {
+	n.mu.Lock()
+	s := n.bmc
+	n.mu.Unlock()
 	if s == nil {
-		writeError(w, http.StatusNotFound, "not_found",
-			"no BMC configured on this peer: set bmc_peers (--bmc-peer) to accept BMC tables, or bmc_serial (--bmc-serial) to be a bridge")
-		return
+		return client.BMC{}, &errHTTP{http.StatusNotFound, "not_found",
+			errors.New("no BMC configured on this peer: set bmc_peers (--bmc-peer) to accept BMC tables, or bmc_serial (--bmc-serial) to be a bridge")}
 	}
-	writeJSON(w, http.StatusOK, bmcOut(s.snapshot(time.Now()), time.Now()))
+	now := time.Now()
+	return bmcOut(s.snapshot(now), now), nil
 }
 
 // bmcSnapshot is the state the API reports.

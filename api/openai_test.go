@@ -1,4 +1,4 @@
-package node_test
+package api_test
 
 import (
 	"bufio"
@@ -105,7 +105,7 @@ func asList(v any) []any { l, _ := v.([]any); return l }
 // a role with a synthetic model, each streamed and not.
 func TestOpenAISchema(t *testing.T) {
 	cfg := nodetest.Config(t.TempDir())
-	cfg.Roles = map[string]string{"reasoner": tinyModel(t)}
+	cfg.Roles = map[string]string{"reasoner": nodetest.TinyModel(t, "f32")}
 	cfg.Engine.Threads, cfg.Engine.Context = 1, 256
 	api := nodetest.Start(t, cfg).APIAddr()
 	waitModel(t, api, "reasoner")
@@ -186,7 +186,7 @@ func TestOpenAISchema(t *testing.T) {
 // caller's error (400), on both APIs, streamed or not.
 func TestAPIPromptTooLong(t *testing.T) {
 	cfg := nodetest.Config(t.TempDir())
-	cfg.Roles = map[string]string{"reasoner": tinyModel(t)}
+	cfg.Roles = map[string]string{"reasoner": nodetest.TinyModel(t, "f32")}
 	cfg.Engine.Threads, cfg.Engine.Context = 1, 64
 	api := nodetest.Start(t, cfg).APIAddr()
 	waitModel(t, api, "reasoner")

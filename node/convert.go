@@ -1,11 +1,10 @@
 package node
 
 import (
-	"crypto/subtle"
-	"encoding/json"
-	"github.com/llmswarm/llmswarm/internal/engine"
-	"net/http"
 	"time"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/moa"
 
 	"github.com/libp2p/go-libp2p/core/host"
 
@@ -49,26 +48,18 @@ func peerOut(p swarm.Peer, now time.Time, connected bool) client.Peer {
 	return out
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, typ, msg string) {
-	writeJSON(w, status, client.Error{Error: client.ErrorBody{Message: msg, Type: typ}})
-}
-
-func equalConstantTime(a, b string) bool {
-	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
-}
-
 func queueOut(q engine.QueueStats) client.Queue {
 	out := client.Queue{Waiting: q.Waiting, Limit: q.Limit, Waited: q.Waited, MaxWaitMS: float64(q.MaxWait.Microseconds()) / 1000}
 	if q.Waited > 0 {
 		out.MeanWaitMS = float64(q.WaitTime.Microseconds()) / 1000 / float64(q.Waited)
 	}
 	return out
+}
+
+// agentOut is an agent's answer as the API reports it.
+func agentOut(a moa.AgentResponse) client.AgentResponse {
+	return client.AgentResponse{Role: a.Role, Peer: a.Peer, Model: a.Model, ModelCID: a.ModelCID, Content: a.Content,
+		Tokens: a.Tokens, TokPerSec: a.TokPerSec, MS: a.MS, ServerMS: a.ServerMS, TTFTMS: a.TTFTMS, Prompt: a.Prompt,
+		Weight: a.Weight, Thermal: a.Thermal, Battery: a.Battery, Conn: a.Conn, Unverified: a.Unverified,
+		Partial: a.Partial, PartialReason: a.PartialReason, Skipped: a.Skipped, Error: a.Error}
 }

@@ -1,4 +1,4 @@
-package node_test
+package api_test
 
 import (
 	"io"

@@ -1,4 +1,4 @@
-package node
+package api
 
 import (
 	"bytes"
@@ -6,10 +6,13 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
-	"github.com/llmswarm/llmswarm/moa"
+	"github.com/llmswarm/llmswarm/internal/wire"
+	"github.com/llmswarm/llmswarm/node"
+	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // chatRequest is OpenAI's chat completion request, as far as the swarm
@@ -49,9 +52,6 @@ type responseFormat struct {
 // stopList is OpenAI's stop field: null, a string, or an array of strings.
 type stopList []string
 
-// maxStops is OpenAI's limit on stop strings.
-const maxStops = 4
-
 func (s *stopList) UnmarshalJSON(b []byte) error {
 	var one string
 	switch {
@@ -63,8 +63,8 @@ func (s *stopList) UnmarshalJSON(b []byte) error {
 	case json.Unmarshal(b, (*[]string)(s)) != nil:
 		return badRequest("stop: want a string, an array of strings or null")
 	}
-	if len(*s) > maxStops {
-		return badRequest("stop: %d strings, at most %d", len(*s), maxStops)
+	if len(*s) > node.MaxStops {
+		return badRequest("stop: %d strings, at most %d", len(*s), node.MaxStops)
 	}
 	for _, st := range *s {
 		if st == "" {
@@ -93,7 +93,6 @@ var notSupported = map[string]string{
 
 // chatOptions are what a chat request asks of the answer beyond the query.
 type chatOptions struct {
-	stops        []string
 	includeUsage bool
 	jsonObject   bool     // response_format json_object: validated, not constrained
 	ignored      []string // fields accepted and ignored
@@ -135,10 +134,10 @@ func (m chatMessage) text() (string, error) {
 func decodeChat(w http.ResponseWriter, r *http.Request) (chatRequest, error) {
 	var req chatRequest
 	err := decodeBody(w, r, &req)
-	var uf *unknownFieldError
-	if errors.As(err, &uf) {
-		if why, ok := notSupported[uf.field]; ok {
-			return req, badRequest("field %q is not supported: %s", uf.field, why)
+	var uf *wire.RequestError
+	if errors.As(err, &uf) && uf.Field != "" {
+		if why, ok := notSupported[uf.Field]; ok {
+			return req, badRequest("field %q is not supported: %s", uf.Field, why)
 		}
 	}
 	return req, err
@@ -150,8 +149,8 @@ const defaultTemperature = 1.0
 
 // specFromChat turns a chat request into a query: the last user message
 // is the question, the messages before it the history.
-func (a *apiServer) specFromChat(req chatRequest) (querySpec, chatOptions, error) {
-	var spec querySpec
+func (a *server) specFromChat(req chatRequest) (client.QueryRequest, chatOptions, error) {
+	var spec client.QueryRequest
 	var opt chatOptions
 	if len(req.Messages) == 0 {
 		return spec, opt, badRequest("messages must not be empty")
@@ -176,7 +175,7 @@ func (a *apiServer) specFromChat(req chatRequest) (querySpec, chatOptions, error
 			return spec, opt, badRequest(`response_format type %q: want "text" or "json_object"`, rf.Type)
 		}
 	}
-	msgs := make([]moa.Message, 0, len(req.Messages))
+	msgs := make([]client.Message, 0, len(req.Messages))
 	for i, m := range req.Messages {
 		switch m.Role {
 		case "system", "developer", "user", "assistant":
@@ -191,48 +190,36 @@ func (a *apiServer) specFromChat(req chatRequest) (querySpec, chatOptions, error
 		if role == "developer" {
 			role = "system"
 		}
-		msgs = append(msgs, moa.Message{Role: role, Content: text})
+		msgs = append(msgs, client.Message{Role: role, Content: text})
 	}
 	last := msgs[len(msgs)-1]
 	if last.Role != "user" || strings.TrimSpace(last.Content) == "" {
 		return spec, opt, badRequest("the last message must be a non-empty user message")
 	}
-	spec.prompt, spec.history = last.Content, msgs[:len(msgs)-1]
-	spec.maxTokens = defaultMaxTokens
+	spec.Query, spec.History = last.Content, msgs[:len(msgs)-1]
 	for _, mt := range []*int{req.MaxTokens, req.MaxCompletionTokens} {
 		if mt != nil {
 			if *mt < 1 || *mt > 8192 {
 				return spec, opt, badRequest("max_tokens %d: want 1..8192", *mt)
 			}
-			spec.maxTokens = *mt
+			spec.MaxTokens = *mt
 		}
 	}
-	spec.sampling.Temperature = defaultTemperature
-	if t := req.Temperature; t != nil {
-		if *t < 0 || *t > 2 {
-			return spec, opt, badRequest("temperature %v: want 0..2", *t)
-		}
-		spec.sampling.Temperature = *t
+	temp := float32(defaultTemperature)
+	if req.Temperature != nil {
+		temp = *req.Temperature
 	}
-	if p := req.TopP; p != nil {
-		if *p <= 0 || *p > 1 {
-			return spec, opt, badRequest("top_p %v: want (0,1]", *p)
-		}
-		spec.sampling.TopP = *p
-	}
-	var seed *uint64
+	spec.Temperature, spec.TopP, spec.Stop = &temp, req.TopP, req.Stop
 	if req.Seed != nil {
 		s := uint64(*req.Seed) // OpenAI's seeds are signed; any integer is a seed
-		seed = &s
+		spec.Seed = &s
 	}
-	opt.sampled = spec.sampling.Temperature > 0
-	spec.sampling.Seed = seedFor(spec.sampling.Temperature, seed)
-	mode, model, err := a.resolveModel(req.Model)
+	opt.sampled = givenSeed(&spec)
+	mode, model, err := a.b.ResolveModel(req.Model)
 	if err != nil {
 		return spec, opt, err
 	}
-	spec.mode, spec.model = mode, model
-	opt.stops = req.Stop
+	spec.Mode, spec.Model = mode, model
 	opt.includeUsage = req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	if req.User != nil {
 		opt.ignored = append(opt.ignored, "user")
@@ -252,19 +239,20 @@ func (a *apiServer) specFromChat(req chatRequest) (querySpec, chatOptions, error
 	return spec, opt, nil
 }
 
-// seedFor is the sampling seed of a request: the caller's, so that a given
-// seed reproduces its answer, else a fresh one, so that sampling without a
-// seed varies from call to call. Greedy decoding ignores it.
-func seedFor(temperature float32, given *uint64) uint64 {
-	if given != nil {
-		return *given
+// givenSeed gives a sampled request without a seed a fresh one, so that
+// the API can tell the caller (X-Swarm-Seed) the seed that reproduces the
+// answer. It reports whether the request samples.
+func givenSeed(req *client.QueryRequest) bool {
+	if req.Temperature == nil || *req.Temperature <= 0 {
+		return false
 	}
-	if temperature <= 0 {
-		return 0
+	if req.Seed == nil {
+		var b [8]byte
+		rand.Read(b[:])
+		s := binary.LittleEndian.Uint64(b[:])
+		req.Seed = &s
 	}
-	var b [8]byte
-	rand.Read(b[:])
-	return binary.LittleEndian.Uint64(b[:])
+	return true
 }
 
 // checkJSONObject enforces response_format json_object on a finished
@@ -278,6 +266,6 @@ func checkJSONObject(text string) error {
 	if len(t) > 200 {
 		t = t[:200] + "…"
 	}
-	return &errHTTP{http.StatusBadGateway, "invalid_json_output",
-		errFmt("response_format json_object: the model's answer is not a JSON object (the swarm checks answers, it does not constrain generation: ask for JSON in the prompt): %q", t)}
+	return &apiError{http.StatusBadGateway, "invalid_json_output",
+		fmt.Errorf("response_format json_object: the model's answer is not a JSON object (the swarm checks answers, it does not constrain generation: ask for JSON in the prompt): %q", t)}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/node/client"
@@ -103,13 +104,12 @@ func (n *Node) hasRoles() bool {
 	return false
 }
 
-// shardsView serves GET /v1/swarm/shards: who holds which layers of each
-// model, and what is not covered by live peers.
-func (a *apiServer) shardsView(w http.ResponseWriter, r *http.Request) {
-	s := a.n.Swarm()
+// Shards is what GET /v1/swarm/shards answers: who holds which layers of
+// each model, and what is not covered by live peers.
+func (n *Node) Shards() (client.Shards, error) {
+	s := n.Swarm()
 	if s == nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "peer is shutting down")
-		return
+		return client.Shards{}, ErrNotRunning
 	}
 	models := map[string]*client.ModelShards{}
 	for _, p := range s.View().Peers() {
@@ -119,7 +119,7 @@ func (a *apiServer) shardsView(w http.ResponseWriter, r *http.Request) {
 				m = &client.ModelShards{ModelCID: sh.ModelCID, Name: sh.ModelName, Layers: sh.Layers, Holders: []client.ShardHolder{}}
 				models[sh.ModelCID] = m
 			}
-			m.Holders = append(m.Holders, client.ShardHolder{PeerID: p.ID.String(), Alive: p.Alive && !a.n.excluded(p.ID),
+			m.Holders = append(m.Holders, client.ShardHolder{PeerID: p.ID.String(), Alive: p.Alive && !n.excluded(p.ID),
 				Start: sh.Start, End: sh.End, MsPerLayer: sh.MsPerLayer, MemBytes: sh.MemBytes})
 		}
 	}
@@ -143,34 +143,26 @@ func (a *apiServer) shardsView(w http.ResponseWriter, r *http.Request) {
 		out.Models = append(out.Models, *m)
 	}
 	sort.Slice(out.Models, func(i, j int) bool { return out.Models[i].Name < out.Models[j].Name })
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
-// plan serves GET /v1/swarm/plan?model=NAME|CID: the placement the
-// partitioner recommends over the live peers.
-func (a *apiServer) plan(w http.ResponseWriter, r *http.Request) {
-	s := a.n.Swarm()
-	if s == nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "peer is shutting down")
-		return
+// Plan is what GET /v1/swarm/plan?model=NAME|CID answers: the placement
+// the partitioner recommends over the live peers. An unknown model's
+// ErrorKind is 404 model_not_found; no possible placement is 409 no_plan.
+func (n *Node) Plan(model string) (client.Plan, error) {
+	s, h := n.Swarm(), n.Host()
+	if s == nil || h == nil {
+		return client.Plan{}, ErrNotRunning
 	}
-	model := r.URL.Query().Get("model")
 	o := &pipeline.Originator{View: s.View()}
 	ref, holders, err := o.Resolve(model)
 	if err != nil {
-		writeError(w, http.StatusNotFound, "model_not_found", err.Error())
-		return
+		return client.Plan{}, &errHTTP{http.StatusNotFound, "model_not_found", err}
 	}
-	h := a.n.Host()
-	if h == nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "peer is shutting down")
-		return
-	}
-	devs, shape := planInputs(s, h, a.n.excluded, ref, holders)
+	devs, shape := planInputs(s, h, n.excluded, ref, holders)
 	p, err := pipeline.Partition(devs, shape)
 	if err != nil {
-		writeError(w, http.StatusConflict, "no_plan", err.Error())
-		return
+		return client.Plan{}, &errHTTP{http.StatusConflict, "no_plan", err}
 	}
 	out := client.Plan{ModelCID: ref.CID, Name: ref.Name, Layers: ref.Layers, LayerBytes: shape.LayerBytes,
 		BottleneckMS: p.BottleneckMs, LatencyMS: p.LatencyMs, Unused: map[string]string{}}
@@ -183,7 +175,7 @@ func (a *apiServer) plan(w http.ResponseWriter, r *http.Request) {
 	for _, d := range devs {
 		out.Devices = append(out.Devices, client.PlanDevice{PeerID: d.ID, MemBytes: d.MemBytes, MsPerLayer: d.MsPerLayer, RTTMS: d.RTTms})
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // planInputs describes every live peer as a pipeline device: memory free

@@ -1,4 +1,4 @@
-package node_test
+package api_test
 
 import (
 	"bufio"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmswarm/llmswarm/node"
+	"github.com/llmswarm/llmswarm/api"
 	"github.com/llmswarm/llmswarm/node/nodetest"
 )
 
@@ -62,7 +62,7 @@ func TestAPIBrowserSafety(t *testing.T) {
 // TestAPITimeouts: half-sent requests and idle connections do not hold a
 // connection forever.
 func TestAPITimeouts(t *testing.T) {
-	defer node.SetAPITimeoutsForTest(300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond)()
+	defer api.SetTimeoutsForTest(300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond)()
 	p := nodetest.Start(t, nodetest.Config(t.TempDir()))
 	cases := []struct {
 		name, send string

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,7 +18,8 @@ import (
 // every strategy: the text ends before the first stop string (and the
 // generation is cancelled there), and a prompt that does not fit a model's
 // context is the caller's error (400), not the swarm's.
-func (n *Node) ask(ctx context.Context, spec querySpec, stops []string) (out *outcome, err error) {
+func (n *Node) ask(ctx context.Context, spec querySpec) (out *outcome, err error) {
+	stops := spec.stops
 	start := time.Now()
 	defer func() { n.metrics.answered(spec.mode, out, err, time.Since(start)) }()
 	if len(stops) == 0 {
@@ -34,8 +36,9 @@ func (n *Node) ask(ctx context.Context, spec querySpec, stops []string) (out *ou
 		// is what came before the stop string.
 		stopped := &outcome{final: text, genToks: pieces, finish: "stop"}
 		if out != nil {
-			stopped.result, stopped.promptToks = out.result, out.promptToks
+			stopped.promptToks = out.promptToks
 		}
+		stopped.result = stoppedResult(spec, out, text, time.Since(start))
 		return stopped, nil
 	}
 	if err != nil {
@@ -46,6 +49,30 @@ func (n *Node) ask(ctx context.Context, spec querySpec, stops []string) (out *ou
 		out.final, out.finish = out.final[:i], "stop"
 	}
 	return out, nil
+}
+
+// stoppedResult is the query body of an answer a stop string ended: the
+// strategy's, when the cancellation left it one, with the final answer cut
+// before the stop string; else the answer alone.
+func stoppedResult(spec querySpec, out *outcome, text string, took time.Duration) any {
+	if out != nil {
+		switch r := out.result.(type) {
+		case *moa.Result:
+			cp := *r
+			cp.FinalAnswer = text
+			return &cp
+		case map[string]any:
+			cp := maps.Clone(r)
+			cp["final_answer"] = text
+			return cp
+		}
+	}
+	mode := spec.mode
+	if mode == "" {
+		mode = "auto"
+	}
+	return map[string]any{"query": spec.prompt, "mode": mode, "final_answer": text, "stopped": true,
+		"total_time_ms": float64(took.Microseconds()) / 1000, "agents_responded": 0, "agent_responses": []any{}}
 }
 
 // contextFull turns a prompt too long for the model into a 400.

@@ -1,0 +1,140 @@
+package api
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llmswarm/llmswarm/node"
+	"github.com/llmswarm/llmswarm/node/client"
+)
+
+func newID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "chatcmpl-" + hex.EncodeToString(b[:])
+}
+
+// chatCompletions serves POST /v1/chat/completions.
+func (a *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	req, err := decodeChat(w, r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	spec, opt, err := a.specFromChat(req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	a.noteIgnored(w, opt.ignored)
+	if opt.sampled {
+		w.Header().Set("X-Swarm-Seed", strconv.FormatUint(*spec.Seed, 10))
+	}
+	id, created := newID(), time.Now().Unix()
+	model := req.Model
+	if model == "" {
+		model = node.ModelAuto
+	}
+	usage := func(out *node.Answer) map[string]int {
+		return map[string]int{"prompt_tokens": out.PromptTokens, "completion_tokens": out.CompletionTokens,
+			"total_tokens": out.PromptTokens + out.CompletionTokens}
+	}
+	if !req.Stream {
+		out, err := a.b.Query(r.Context(), spec, nil)
+		if err == nil && opt.jsonObject {
+			err = checkJSONObject(out.Text)
+		}
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{
+			"id": id, "object": "chat.completion", "created": created, "model": model,
+			"choices": []any{map[string]any{"index": 0, "finish_reason": out.Finish, "logprobs": nil,
+				"message": map[string]any{"role": "assistant", "content": out.Text}}},
+			"usage": usage(out),
+			"swarm": out.Result,
+		})
+		return
+	}
+	s := newSSE(w)
+	chunk := func(delta map[string]any, finish any) map[string]any {
+		return map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+	}
+	var role sync.Once
+	content := func(t string) {
+		role.Do(func() { s.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil)) })
+		if t != "" {
+			s.event("", chunk(map[string]any{"content": t}, nil))
+		}
+	}
+	out, err := a.b.Query(r.Context(), spec, func(event string, v any) {
+		switch event {
+		case "token":
+			if t, ok := v.(string); ok && !opt.jsonObject { // a JSON answer is sent once checked whole
+				content(t)
+			}
+		case "agent":
+			if ar, ok := v.(client.AgentResponse); ok {
+				s.comment("agent " + ar.Role + " done")
+			}
+		}
+	})
+	if err == nil && opt.jsonObject {
+		if err = checkJSONObject(out.Text); err == nil {
+			content(out.Text)
+		}
+	}
+	if err != nil {
+		s.fail(err, func(status int, typ string) []sseEvent {
+			return []sseEvent{{"", map[string]any{"error": map[string]any{"message": err.Error(), "type": typ, "status": status}}},
+				{"", "[DONE]"}}
+		})
+		return
+	}
+	content("")
+	s.event("", chunk(map[string]any{}, out.Finish))
+	if opt.includeUsage {
+		s.event("", map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+			"choices": []any{}, "usage": usage(out)})
+	}
+	s.event("", "[DONE]")
+}
+
+// noteIgnored tells the caller, in a header, which fields it sent that the
+// swarm accepts and ignores, and logs each such field once.
+func (a *server) noteIgnored(w http.ResponseWriter, fields []string) {
+	if len(fields) == 0 {
+		return
+	}
+	w.Header().Set("X-Swarm-Ignored-Fields", strings.Join(fields, ", "))
+	for _, f := range fields {
+		if _, seen := a.warned.LoadOrStore(f, true); !seen {
+			a.log.Warn("chat completions: request field accepted and ignored (logged once)", "field", f)
+		}
+	}
+}
+
+// models serves GET /v1/models.
+func (a *server) models(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": a.b.Models()})
+}
+
+// model serves GET /v1/models/{id}.
+func (a *server) model(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	for _, m := range a.b.Models() {
+		if m.ID == id {
+			writeJSON(w, http.StatusOK, m)
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, "model_not_found", fmt.Sprintf("model %q not found: GET /v1/models lists the models live peers serve", id))
+}
