@@ -55,10 +55,10 @@ func TestQueryHistoryAndStop(t *testing.T) {
 	}
 	for body, want := range map[string]string{
 		`{"query":"q","history":[{"role":"tool","content":"x"}]}`: `history[0].role \"tool\"`,
-		`{"query":"q","stop":["a","b","c","d","e"]}`:               "stop: 5 strings, at most 4",
-		`{"query":"q","stop":[""]}`:                                "stop[0] is empty",
-		`{"query":"q","top_p":1.5}`:                                "top_p 1.5",
-		`{"query":"q","history":[{"role":"user","text":"x"}]}`:     `unknown field \"text\"`,
+		`{"query":"q","stop":["a","b","c","d","e"]}`:              "stop: 5 strings, at most 4",
+		`{"query":"q","stop":[""]}`:                               "stop[0] is empty",
+		`{"query":"q","top_p":1.5}`:                               "top_p 1.5",
+		`{"query":"q","history":[{"role":"user","text":"x"}]}`:    `unknown field \"text\"`,
 	} {
 		apiCase{method: "POST", path: "/v1/swarm/query", body: body, status: 400, want: want}.run(t, "http://"+addr)
 	}
