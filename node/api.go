@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/llmswarm/llmswarm/dashboard"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -20,11 +21,12 @@ type apiServer struct {
 	n      *Node
 	mux    *http.ServeMux
 	log    *slog.Logger
-	warned sync.Map // request fields ignored and already logged
+	warned sync.Map      // request fields ignored and already logged
+	ending chan struct{} // closed when the server shuts down: ends event streams
 }
 
 func startAPI(ln net.Listener, n *Node, log *slog.Logger) *apiServer {
-	a := &apiServer{ln: ln, n: n, mux: http.NewServeMux(), log: log}
+	a := &apiServer{ln: ln, n: n, mux: http.NewServeMux(), log: log, ending: make(chan struct{})}
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 	})
@@ -43,6 +45,10 @@ func startAPI(ln net.Listener, n *Node, log *slog.Logger) *apiServer {
 	a.mux.HandleFunc("GET /v1/models/{id...}", a.model)
 	a.mux.HandleFunc("GET /v1/swarm/shards", a.shardsView)
 	a.mux.HandleFunc("GET /v1/swarm/plan", a.plan)
+	a.mux.HandleFunc("GET "+eventsPath, a.events)
+	dash := dashboard.Handler(dashboard.Options{TokenRequired: n.cfg.APIToken != ""})
+	a.mux.Handle("GET /{$}", dash)
+	a.mux.Handle("GET /ui/", dash)
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{n.metrics.reg, prometheus.DefaultGatherer},
 		promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -63,6 +69,7 @@ func startAPI(ln net.Listener, n *Node, log *slog.Logger) *apiServer {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	a.srv.RegisterOnShutdown(func() { close(a.ending) })
 	go a.srv.Serve(ln)
 	return a
 }
@@ -79,12 +86,16 @@ func (a *apiServer) close() error {
 }
 
 // auth requires the bearer token, when one is configured, on everything but
-// /healthz. The comparison is constant-time.
+// /healthz and the dashboard's static files; the events stream may carry it
+// as ?token= (see queryToken). The comparison is constant-time.
 func (a *apiServer) auth(next http.Handler) http.Handler {
 	token := a.n.cfg.APIToken
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if token != "" && r.URL.Path != "/healthz" {
+		if token != "" && r.URL.Path != "/healthz" && !publicPath(r) {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok {
+				got, ok = queryToken(r)
+			}
 			if !ok || !equalConstantTime(got, token) {
 				writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong API token")
 				return
