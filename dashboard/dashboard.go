@@ -12,6 +12,7 @@ package dashboard
 import (
 	"bytes"
 	"embed"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"path"
@@ -56,13 +57,9 @@ func Handler(o Options) http.Handler {
 			return
 		}
 		name, ok := strings.CutPrefix(r.URL.Path, "/ui/")
-		if !ok || name == "" || name == "index.html" || strings.Contains(name, "/") {
-			http.NotFound(w, r)
-			return
-		}
 		b, err := fs.ReadFile(static, "static/"+name)
-		if err != nil {
-			http.NotFound(w, r)
+		if !ok || name == "" || name == "index.html" || strings.Contains(name, "/") || err != nil {
+			notFound(w, r.URL.Path)
 			return
 		}
 		if ct, ok := contentTypes[path.Ext(name)]; ok {
@@ -70,6 +67,14 @@ func Handler(o Options) http.Handler {
 		}
 		w.Write(b)
 	})
+}
+
+// notFound answers 404 in the API's error shape.
+func notFound(w http.ResponseWriter, p string) {
+	b, _ := json.Marshal(map[string]any{"error": map[string]string{"message": "no such dashboard file: " + p, "type": "not_found"}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusNotFound)
+	w.Write(append(b, '\n'))
 }
 
 var contentTypes = map[string]string{

@@ -146,6 +146,7 @@ function connect() {
     state.ps = ps;
     renderLocal();
     refreshPeers();
+    if (kind === "shards") refreshShards();
   };
   on("roles", onPS("roles"));
   on("shards", onPS("shards"));
