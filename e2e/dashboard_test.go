@@ -109,8 +109,8 @@ func TestDashboard(t *testing.T) {
 	b := roleDaemon(t, "", "writer", "critic")
 	boot := b.bootstrapAddr()
 	a := startDaemon(t, "", "--no-mdns", "--threads", "1", "--bootstrap", boot, "--config", conf,
-		"--role", "reasoner="+model, "--role", "concise="+model)
-	roleDaemon(t, boot, "aggregator")
+		"--role", "reasoner="+model, "--role", "concise="+model, "--shard", model+":0-2")
+	startDaemon(t, "", "--no-mdns", "--threads", "1", "--bootstrap", boot, "--role", "aggregator="+model, "--shard", model+":2-4")
 	eventually(t, 20*time.Second, "b sees 3 peers alive", func() bool {
 		alive := 0
 		for _, ok := range b.peers() {
@@ -224,6 +224,21 @@ func TestDashboard(t *testing.T) {
 			}
 		}
 	}
+
+	// The pipeline: its two hops, each with its latency bar.
+	waitJS("the coverage shows the model covered", `document.getElementById("coverage").innerText.includes("covered")`, 20*time.Second)
+	run("ask through the pipeline", chromedp.Click(`input[name="mode"][value="pipeline"] + span`, chromedp.ByQuery),
+		chromedp.Click("#ask-btn", chromedp.ByID))
+	waitJS("the pipeline answer is complete", `document.getElementById("ask-status").textContent.startsWith("done") &&
+		document.getElementById("latency-title").textContent.startsWith("Pipeline")`, 90*time.Second)
+	run("count hop bars", chromedp.Evaluate(`document.querySelectorAll("#latency .bar").length`, &bars))
+	if bars != 2 {
+		t.Errorf("pipeline hop bars: %d, want 2", bars)
+	}
+	run("show the MoA answer again", chromedp.Click(`input[name="mode"][value="moa"] + span`, chromedp.ByQuery),
+		chromedp.Click("#ask-btn", chromedp.ByID))
+	waitJS("the answer is complete", `document.getElementById("ask-status").textContent.startsWith("done") &&
+		document.getElementById("latency-title").textContent.startsWith("Agents")`, 90*time.Second)
 	shot("dashboard.png")
 
 	// Chaos: stop the local reasoner; the page learns it from the feed.
@@ -248,6 +263,14 @@ func TestDashboard(t *testing.T) {
 	if out := served(); !strings.Contains(out, `"reasoner"`) {
 		t.Fatalf("the reasoner is not served after restart:\n%s", out)
 	}
+
+	// Chaos on a shard: its layers are no longer covered, then again.
+	run("stop the shard", chromedp.Click(`button[data-stop-shard="0-2"]`, chromedp.ByQuery))
+	waitJS("the page shows the gap", `!!document.querySelector('button[data-restart="0-2"]') &&
+		document.getElementById("coverage").innerText.includes("gaps: [0,2)")`, 30*time.Second)
+	run("restart the shard", chromedp.Click(`button[data-restart="0-2"]`, chromedp.ByQuery))
+	waitJS("the page shows the layers covered again", `!!document.querySelector('button[data-stop-shard="0-2"]') &&
+		!document.getElementById("coverage").innerText.includes("gaps")`, 60*time.Second)
 
 	// A phone's width: one column, nothing wider than the screen.
 	run("phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
