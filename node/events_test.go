@@ -40,7 +40,7 @@ func TestEventHubDropsOldestForASlowReader(t *testing.T) {
 		t.Fatalf("dropped %d and got %d of %d", dropped, len(got), eventBuffer+10)
 	}
 	stop()
-	stop() // idempotent
+	stop()             // idempotent
 	for range events { // the channel closes after stop
 	}
 	n.events.publish("task", 1) // no subscribers: nothing blocks
