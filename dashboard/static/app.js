@@ -346,7 +346,9 @@ function renderLocal() {
 }
 
 function renderTasks() {
-  const tasks = [...state.tasks.values()].filter((t) => t.state === "running" || Date.now() - t.started_ms < 60000);
+  // Running tasks, and those ended in the last minute (as status lists them).
+  for (const [id, t] of state.tasks) if (t.state !== "running" && Date.now() - t.started_ms > 60000) state.tasks.delete(id);
+  const tasks = [...state.tasks.values()];
   $("tasks").replaceChildren(...(tasks.length ? [el("h3", {}, "Tasks"), ...tasks.map((t) => el("div", { class: "small" },
     `${t.kind} ${t.name} · ${t.stage || ""} · ${t.state}` + (t.total ? ` · ${((100 * t.done) / t.total).toFixed(0)}%` : ""),
     t.total ? el("div", { class: "meter" }, el("i", { style: { width: `${((100 * t.done) / t.total).toFixed(0)}%` } })) : null,
