@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/llmswarm/llmswarm/dashboard"
 	"github.com/llmswarm/llmswarm/node"
 	"github.com/llmswarm/llmswarm/node/client"
 )
@@ -39,6 +40,7 @@ type Backend interface {
 	AddShard(ctx context.Context, spec string) (client.Shard, error)
 	RemoveShard(model string, start, end int) error
 	Subscribe() (<-chan client.SwarmEvent, func())
+	EventsSnapshot() (client.EventsSnapshot, error)
 	Metrics() prometheus.Gatherer
 	APIToken() string
 }
@@ -59,7 +61,11 @@ type server struct {
 	b      Backend
 	mux    *http.ServeMux
 	log    *slog.Logger
-	warned sync.Map // request fields ignored and already logged
+	warned sync.Map      // request fields ignored and already logged
+	ending chan struct{} // closed when the server shuts down: ends event streams
+	// dash is the dashboard's handler: [0] for a peer without an API
+	// token, [1] for one with (the page then asks for it).
+	dash [2]http.Handler
 }
 
 // New is the API server over b, for node.Node's API field: set it before
@@ -70,17 +76,20 @@ func New(b Backend, log *slog.Logger) *http.Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &server{b: b, mux: http.NewServeMux(), log: log}
+	a := &server{b: b, mux: http.NewServeMux(), log: log, ending: make(chan struct{}),
+		dash: [2]http.Handler{dashboard.Handler(dashboard.Options{}), dashboard.Handler(dashboard.Options{TokenRequired: true})}}
 	a.routes()
 	// No ReadTimeout or WriteTimeout: answers stream for minutes.
 	// decodeBody bounds the time a request body may take.
-	return &http.Server{
+	srv := &http.Server{
 		Handler:           a.browserGuard(a.auth(a.mux)),
 		ReadHeaderTimeout: headerTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	srv.RegisterOnShutdown(func() { close(a.ending) })
+	return srv
 }
 
 func (a *server) routes() {
@@ -105,6 +114,9 @@ func (a *server) routes() {
 	m.HandleFunc("POST /v1/chat/completions", a.chatCompletions)
 	m.HandleFunc("GET /v1/models", a.models)
 	m.HandleFunc("GET /v1/models/{id...}", a.model)
+	m.HandleFunc("GET "+eventsPath, a.events)
+	m.HandleFunc("GET /{$}", a.dashboard)
+	m.HandleFunc("GET /ui/", a.dashboard)
 	m.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		promhttp.HandlerFor(a.b.Metrics(), promhttp.HandlerOpts{
 			ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}).ServeHTTP(w, r)
@@ -120,12 +132,25 @@ func (a *server) routes() {
 	})
 }
 
+// dashboard serves the web dashboard's page and files.
+func (a *server) dashboard(w http.ResponseWriter, r *http.Request) {
+	i := 0
+	if a.b.APIToken() != "" {
+		i = 1
+	}
+	a.dash[i].ServeHTTP(w, r)
+}
+
 // auth requires the bearer token, when one is configured, on everything but
-// /healthz. The comparison is constant-time.
+// /healthz and the dashboard's static files; the events stream may carry it
+// as ?token= (see queryToken). The comparison is constant-time.
 func (a *server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if token := a.b.APIToken(); token != "" && r.URL.Path != "/healthz" {
+		if token := a.b.APIToken(); token != "" && r.URL.Path != "/healthz" && !publicPath(r) {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok {
+				got, ok = queryToken(r)
+			}
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 				writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong API token")
 				return

@@ -53,6 +53,7 @@ type bmcService struct {
 	bridge  *bmcBridge // nil unless bmc_serial
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	onTable func() // a table was accepted (the "bmc" event)
 
 	mu        sync.Mutex
 	sources   map[peer.ID]*bmcSource // last accepted table per allowed BMC
@@ -106,6 +107,7 @@ func (n *Node) startBMC(ctx context.Context) error {
 		s.wg.Add(1)
 		go s.bridge.run(ctx)
 	}
+	s.onTable = func() { n.publishBMC(s) }
 	dead := s.dead
 	n.bmcDead.Store(&dead)
 	n.bmc = s
@@ -138,7 +140,9 @@ func (s *bmcService) receive(ctx context.Context, sub *gossip.BMCSubscription) {
 		if err != nil {
 			return
 		}
-		s.accept(rec, time.Now())
+		if s.accept(rec, time.Now()) && s.onTable != nil {
+			s.onTable()
+		}
 	}
 }
 

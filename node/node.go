@@ -206,6 +206,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	live := swarm.Liveness{Heartbeat: time.Duration(n.cfg.Heartbeat), Misses: n.cfg.DeadAfterMisses, MaxPeers: n.cfg.PeerTable.MaxPeers}
 	n.swarm = swarm.New(h, n.router, n.dht, n.selfCapability, live, n.log, n.swarmOptions()...)
 	n.nat.setView(n.swarm.View())
+	n.watchView(runCtx, n.swarm.View())
 	if err = n.swarm.Start(runCtx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()

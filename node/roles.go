@@ -25,6 +25,7 @@ func (n *Node) AddRole(ctx context.Context, role, path string) (client.Role, err
 	if path == "" {
 		return client.Role{}, badRequest("role %s: no model file (path)", role)
 	}
+	defer n.publishPS("roles")
 	n.runMu.Lock()
 	defer n.runMu.Unlock()
 	old := n.servedRole(role)
@@ -52,6 +53,7 @@ func (n *Node) RemoveRole(role string) error {
 	if n.Swarm() == nil {
 		return ErrNotRunning
 	}
+	defer n.publishPS("roles")
 	n.runMu.Lock()
 	defer n.runMu.Unlock()
 	return n.removeRole(role)

@@ -26,6 +26,7 @@ func (n *Node) AddShard(ctx context.Context, spec string) (client.Shard, error) 
 	if err != nil {
 		return client.Shard{}, badRequest("%s", strings.TrimPrefix(err.Error(), "config: "))
 	}
+	defer n.publishPS("shards")
 	n.runMu.Lock()
 	defer n.runMu.Unlock()
 	before := len(n.pipe.stages.Local())
@@ -61,6 +62,7 @@ func (n *Node) RemoveShard(model string, a, b int) error {
 	if n.Swarm() == nil {
 		return ErrNotRunning
 	}
+	defer n.publishPS("shards")
 	n.runMu.Lock()
 	defer n.runMu.Unlock()
 	var m *engine.Model

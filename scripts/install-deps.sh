@@ -26,6 +26,8 @@ command -v qemu-aarch64 >/dev/null || command -v qemu-aarch64-static >/dev/null 
 command -v javac >/dev/null || need_apt+=(openjdk-17-jdk-headless)
 command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
+# The dashboard's e2e test drives headless Chromium.
+command -v chromium >/dev/null || need_apt+=(chromium)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "install-deps: apt-get install ${need_apt[*]}"

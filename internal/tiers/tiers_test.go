@@ -25,6 +25,7 @@ var tier = map[string]int{
 	"shards":           0,
 	"bmc":              0,
 	"node/client":      0,
+	"dashboard":        0, // static files and their handler, served by api
 	"gossip":           1,
 	"swarm":            2,
 	"moa":              3,
