@@ -39,6 +39,7 @@ type Backend interface {
 	RemoveRole(role string) error
 	AddShard(ctx context.Context, spec string) (client.Shard, error)
 	RemoveShard(model string, start, end int) error
+	Pull(ctx context.Context, model, token string, on func(client.Task)) (client.Pulled, error)
 	Subscribe() (<-chan client.SwarmEvent, func())
 	EventsSnapshot() (client.EventsSnapshot, error)
 	Metrics() prometheus.Gatherer
@@ -111,6 +112,7 @@ func (a *server) routes() {
 	m.HandleFunc("POST /v1/swarm/shards", a.addShard)
 	m.HandleFunc("DELETE /v1/swarm/shards/{model}/{range}", a.removeShard)
 	m.HandleFunc("POST /v1/swarm/query", a.query)
+	m.HandleFunc("POST /v1/models/pull", a.pull)
 	m.HandleFunc("POST /v1/chat/completions", a.chatCompletions)
 	m.HandleFunc("GET /v1/models", a.models)
 	m.HandleFunc("GET /v1/models/{id...}", a.model)

@@ -102,6 +102,8 @@ type Config struct {
 	PeerTable PeerTableConfig `json:"peer_table,omitempty"`
 	// Power sets when the peer stops taking work (config_power.go).
 	Power PowerConfig `json:"power,omitempty"`
+	// Hub is where pulls fetch models from (config_hub.go).
+	Hub HubConfig `json:"hub,omitempty"`
 }
 
 // EngineConfig tunes the inference engine.
@@ -246,6 +248,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.MemoryLimitMB = 256
 	}
 	c.Power = c.Power.withDefaults()
+	c.Hub = c.Hub.withDefaults()
 	return c, c.validate()
 }
 
@@ -337,6 +340,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := c.Pipeline.validate(); err != nil {
+		return err
+	}
+	if err := c.Hub.validate(); err != nil {
 		return err
 	}
 	if err := c.Power.validate(); err != nil {

@@ -30,19 +30,26 @@ type taskList struct {
 
 // task is one running job; its methods are safe for concurrent use.
 type task struct {
-	l    *taskList
-	t    client.Task // guarded by l.mu
-	sent time.Time
-	end  time.Time
+	l     *taskList
+	t     client.Task // guarded by l.mu
+	sent  time.Time
+	end   time.Time
+	watch func(client.Task) // sees what is published, e.g. the API call that asked for the task
 }
 
 // start begins a task of kind on name, counting unit; total is 0 while
 // unknown.
 func (l *taskList) start(kind, name, unit string, total int64) *task {
+	return l.startWatched(kind, name, unit, total, nil)
+}
+
+// startWatched is start, with watch seeing every change published, from
+// the first.
+func (l *taskList) startWatched(kind, name, unit string, total int64, watch func(client.Task)) *task {
 	l.mu.Lock()
 	now := l.clock()
 	l.next++
-	t := &task{l: l, t: client.Task{ID: fmt.Sprintf("%s-%d", kind, l.next), Kind: kind, Name: name,
+	t := &task{l: l, watch: watch, t: client.Task{ID: fmt.Sprintf("%s-%d", kind, l.next), Kind: kind, Name: name,
 		Unit: unit, Total: total, StartedMS: now.UnixMilli(), State: "running"}}
 	l.tasks = append(l.tasks, t)
 	l.expireLocked(now)
@@ -95,6 +102,9 @@ func (t *task) publish(force bool) {
 	t.l.mu.Unlock()
 	if pub != nil {
 		pub("task", v)
+	}
+	if t.watch != nil {
+		t.watch(v)
 	}
 }
 

@@ -71,11 +71,15 @@ func (n *Node) swarmOptions() []swarm.Option {
 		}
 	}
 	h := n.host
-	return []swarm.Option{
+	opts := []swarm.Option{
 		swarm.WithTrust(n.trust),
 		swarm.WithAdmission(swarm.Admission{UnprovenShare: pt.UnprovenShare, PerSubnet: pt.MaxUnprovenPerSubnet}),
 		swarm.WithProtect(func(id peer.ID) bool { return keep[id] || servingNow(h, id) }),
 	}
+	if n.pipe != nil {
+		opts = append(opts, swarm.WithStored(storedModels(n.pipe.store)))
+	}
+	return opts
 }
 
 // servingNow reports whether id has an inference stream open with this

@@ -51,6 +51,7 @@ type options struct {
 	trust     *Trust
 	admission Admission
 	protect   func(peer.ID) bool
+	stored    func() []string
 }
 
 // WithTrust tells the table which peers did verified work (the rest are
@@ -63,6 +64,12 @@ func WithAdmission(a Admission) Option { return func(o *options) { o.admission =
 // WithProtect names peers never evicted while alive. f is called with the
 // table locked: it must be quick and must not call the view.
 func WithProtect(f func(peer.ID) bool) Option { return func(o *options) { o.protect = f } }
+
+// WithStored names the full models this peer stores and serves by
+// shard transfer without serving any of their layers (a pulled model):
+// their model keys are provided in the DHT beside those of the shards it
+// serves, so peers looking for the model find it.
+func WithStored(f func() []string) Option { return func(o *options) { o.stored = f } }
 
 func (v *View) proven(id peer.ID) bool { return v.opts.trust != nil && v.opts.trust.Proven(id) }
 

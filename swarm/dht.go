@@ -82,6 +82,11 @@ func (s *Service) provideKeys() map[cid.Cid]bool {
 	for _, sh := range c.Shards {
 		keys[ModelKey(sh.ModelCID)] = true
 	}
+	if f := s.view.opts.stored; f != nil {
+		for _, m := range f() {
+			keys[ModelKey(m)] = true
+		}
+	}
 	return keys
 }
 

@@ -48,6 +48,7 @@ func init() {
 		"id":      {"", "print this peer's ID and addresses", runID},
 		"peers":   {"", "list the peers this one knows, alive and dead", runPeers},
 		"plan":    {"[MODEL]", "recommend a placement of a model's layers on the live peers", runPlan},
+		"pull":    {"MODEL", "fetch a GGUF from Hugging Face into the peer (hf.co/OWNER/REPO:QUANT, or qwen3:0.6b...), resumable, sha256-checked, announced to peers", runPull},
 		"ps":      {"", "list the models the peer has loaded: memory, KV cache, sessions, queue", runPS},
 		"role":    {"add ROLE PATH.gguf | rm ROLE", "serve a Mixture-of-Agents role, or stop serving it, without a restart", runRole},
 		"shard":   {"add PATH.gguf:A-B|MODEL_CID:A-B | rm MODEL_CID:A-B", "serve layers of a model, or stop serving them, without a restart", runShard},

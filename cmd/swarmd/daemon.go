@@ -208,6 +208,13 @@ func (f *daemonFlags) mergeConfig() (node.Config, error) {
 	if tok := os.Getenv("SWARM_API_TOKEN"); tok != "" {
 		cfg.APIToken = tok
 	}
+	// Hugging Face's own variables, as its clients read them.
+	if ep := os.Getenv("HF_ENDPOINT"); ep != "" {
+		cfg.Hub.Endpoint = ep
+	}
+	if tok := os.Getenv("HF_TOKEN"); tok != "" {
+		cfg.Hub.Token = tok
+	}
 	return cfg, nil
 }
 
