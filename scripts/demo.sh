@@ -11,6 +11,7 @@
 #   2. answers a question by Mixture-of-Agents from that peer, with the trace;
 #   3. answers a question through a pipeline of 3 peers holding a third of the
 #      model's layers each, with the trace.
+# KEEP=1 leaves the swarm running (its dashboard in a browser) until Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SWARM_WORK_NAME=demo
@@ -61,3 +62,11 @@ ctl hub shards
 echo
 echo '$ swarmctl ask --mode pipeline --trace "Tell me about the swarm."'
 ctl hub ask --mode pipeline --trace --max-tokens 24 --repeat-penalty 1.3 "Tell me about the swarm."
+
+echo
+if [ -n "${KEEP:-}" ]; then
+  echo "== The swarm keeps running: its dashboard is at http://$(api hub)/ (every peer serves one). Ctrl-C stops it."
+  wait
+else
+  echo "== Dashboard: KEEP=1 make demo keeps this swarm running and prints the address of its web dashboard."
+fi
