@@ -27,7 +27,7 @@ func TestPullThenServe(t *testing.T) {
 	t.Setenv("HF_TOKEN", "")
 	d := startDaemon(t, "", "--no-mdns", "--threads", "1")
 
-	hub.CutAfter = int64(len(data) / 3)
+	hub.CutAfter(int64(len(data) / 3))
 	out, errb, code := runCtlWithin(2*time.Minute, "", "--api", d.api, "pull", "hf.co/test/Tiny-GGUF:Q8_0")
 	if code != 0 || !strings.Contains(out, "pulled hf.co/test/Tiny-GGUF:Q8_0") || !strings.Contains(out, "swarmctl role add") {
 		t.Fatalf("pull: exit %d\n%s%s\n%s", code, out, errb, tail(d.log.String(), 30))
@@ -35,8 +35,8 @@ func TestPullThenServe(t *testing.T) {
 	if !strings.Contains(errb, "pull running: download") || !strings.Contains(errb, "100%") {
 		t.Fatalf("pull progress on a pipe, want plain lines to 100%%:\n%s", errb)
 	}
-	if len(hub.Ranges) != 2 || !strings.HasPrefix(hub.Ranges[1], "bytes=") {
-		t.Fatalf("the dropped download was not resumed with Range: %q", hub.Ranges)
+	if r := hub.Ranges(); len(r) != 2 || !strings.HasPrefix(r[1], "bytes=") {
+		t.Fatalf("the dropped download was not resumed with Range: %q", r)
 	}
 	var path string
 	for _, line := range strings.Split(out, "\n") {

@@ -87,7 +87,7 @@ func TestPickFile(t *testing.T) {
 // bytes, gated repos, missing files.
 func TestHubDownload(t *testing.T) {
 	hub := hubtest.New(t)
-	hub.PageSize = 2
+	hub.PageSize(2)
 	data := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
 	hub.Add("o/open", "README.md", []byte("hi"), false)
 	hub.Add("o/open", "m-Q8_0.gguf", data, false)
@@ -119,41 +119,44 @@ func TestHubDownload(t *testing.T) {
 		t.Fatal("downloaded bytes differ")
 	}
 
-	hub.Ranges = nil
-	hub.CutAfter = 300 << 10 // the connection drops after 300 KiB
+	hub.Ranges()
+	hub.CutAfter(300 << 10) // the connection drops after 300 KiB
 	if _, _, err = get("resumed.gguf"); err != nil {
 		t.Fatalf("resumed download: %v", err)
 	}
-	if len(hub.Ranges) != 2 || hub.Ranges[0] != "" || hub.Ranges[1] != "bytes=307200-" {
-		t.Fatalf("ranges asked: %q, want none then bytes=307200-", hub.Ranges)
+	if r := hub.Ranges(); len(r) != 2 || r[0] != "" || r[1] != "bytes=307200-" {
+		t.Fatalf("ranges asked: %q, want none then bytes=307200-", r)
 	}
 
 	// Interrupted across calls: a cancelled pull keeps its partial file and
 	// the next one resumes it.
-	hub.Ranges = nil
 	h.Attempts = 1
-	hub.CutAfter = 100 << 10
+	hub.CutAfter(100 << 10)
 	if _, _, err = get("later.gguf"); err == nil {
 		t.Fatal("a cut with one attempt succeeded")
 	}
 	if st, err := os.Stat(filepath.Join(dir, "later.gguf.partial")); err != nil || st.Size() != 100<<10 {
 		t.Fatalf("partial after a cut: %v %v", st, err)
 	}
-	if _, _, err = get("later.gguf"); err != nil || hub.Ranges[1] != "bytes=102400-" {
-		t.Fatalf("second pull: %v, ranges %q", err, hub.Ranges)
+	if _, _, err = get("later.gguf"); err != nil {
+		t.Fatalf("second pull: %v", err)
+	}
+	if r := hub.Ranges(); len(r) != 2 || r[1] != "bytes=102400-" {
+		t.Fatalf("ranges over the two pulls: %q, want the second from byte 102400", r)
 	}
 	h.Attempts = 3
 
-	hub.IgnoreRange, hub.CutAfter = true, 200<<10
+	hub.IgnoreRange(true)
+	hub.CutAfter(200 << 10)
 	if dst, _, err = get("norange.gguf"); err != nil {
 		t.Fatalf("CDN without Range: %v", err)
 	}
 	if b, _ := os.ReadFile(dst); !bytes.Equal(b, data) {
 		t.Fatal("a 200 to a Range request was appended, not restarted")
 	}
-	hub.IgnoreRange = false
+	hub.IgnoreRange(false)
 
-	hub.Corrupt = true
+	hub.Corrupt(true)
 	if _, _, err = get("bad.gguf"); !errors.Is(err, shards.ErrHubHash) || !strings.Contains(err.Error(), f.SHA256) {
 		t.Fatalf("corrupted download: %v", err)
 	}
@@ -163,7 +166,7 @@ func TestHubDownload(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "bad.gguf")); !os.IsNotExist(err) {
 		t.Fatal("a corrupted file was kept")
 	}
-	hub.Corrupt = false
+	hub.Corrupt(false)
 
 	missing := f
 	missing.Path = "nope.gguf"
@@ -191,7 +194,7 @@ func TestHubDownload(t *testing.T) {
 	if err := h.Download(ctx, gated, g, filepath.Join(dir, "gated.gguf"), nil); err != nil {
 		t.Fatalf("gated with the token: %v", err)
 	}
-	if hub.CDNAuth != 0 {
-		t.Fatalf("the token was sent to the CDN %d times", hub.CDNAuth)
+	if n := hub.CDNAuth(); n != 0 {
+		t.Fatalf("the token was sent to the CDN %d times", n)
 	}
 }

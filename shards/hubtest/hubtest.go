@@ -18,29 +18,20 @@ import (
 	"testing"
 )
 
-// Hub is the test hub. Set faults before the requests they affect.
+// Hub is the test hub; its fault switches and counters are methods, safe
+// to use while requests run.
 type Hub struct {
 	URL   string // the hub's base, for Hub.Endpoint or HF_ENDPOINT
 	Token string // the token gated repos want
 
-	mu    sync.Mutex
-	repos map[string]*repo
-	// CutAfter, when > 0, ends the next CDN answer after that many bytes
-	// (then resets to 0).
-	CutAfter int64
-	// Corrupt flips a byte of every CDN answer.
-	Corrupt bool
-	// IgnoreRange makes the CDN answer 200 with the whole file to a Range
-	// request.
-	IgnoreRange bool
-	// Ranges are the Range headers the CDN saw, in order ("" for none).
-	Ranges []string
-	// CDNAuth counts CDN requests that carried an Authorization header
-	// (the token must not leave the hub's host).
-	CDNAuth int
-	// PageSize, when > 0, splits tree listings into pages of that many
-	// files, linked by Link: rel="next" as the hub does.
-	PageSize int
+	mu       sync.Mutex
+	repos    map[string]*repo
+	cutAfter int64
+	corrupt  bool
+	ignore   bool
+	ranges   []string
+	cdnAuth  int
+	pageSize int
 
 	hub, cdn *httptest.Server
 }
@@ -78,6 +69,45 @@ func (h *Hub) Add(repoName, path string, data []byte, gated bool) {
 		r.order = append(r.order, path)
 	}
 	r.files[path] = data
+}
+
+// CutAfter makes the next CDN answer end after n bytes, as a dropped link
+// does (once).
+func (h *Hub) CutAfter(n int64) { h.set(func() { h.cutAfter = n }) }
+
+// Corrupt makes every CDN answer flip a byte (or stop doing so).
+func (h *Hub) Corrupt(on bool) { h.set(func() { h.corrupt = on }) }
+
+// IgnoreRange makes the CDN answer 200 with the whole file to a Range
+// request (or stop doing so).
+func (h *Hub) IgnoreRange(on bool) { h.set(func() { h.ignore = on }) }
+
+// PageSize splits tree listings into pages of n files, linked by Link:
+// rel="next" as the hub does (0: one page).
+func (h *Hub) PageSize(n int) { h.set(func() { h.pageSize = n }) }
+
+// Ranges are the Range headers the CDN saw since the last call ("" for
+// none); the call clears them.
+func (h *Hub) Ranges() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.ranges
+	h.ranges = nil
+	return r
+}
+
+// CDNAuth counts CDN requests that carried an Authorization header (the
+// token must not leave the hub's host).
+func (h *Hub) CDNAuth() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cdnAuth
+}
+
+func (h *Hub) set(f func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f()
 }
 
 // SHA256 is the hex sha256 of data, as the hub publishes it.
@@ -167,9 +197,9 @@ func (h *Hub) tree(w http.ResponseWriter, r *http.Request, rp *repo) {
 		}
 		entries = append(entries, e)
 	}
-	if h.PageSize > 0 {
+	if h.pageSize > 0 {
 		start, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
-		end := min(start+h.PageSize, len(entries))
+		end := min(start+h.pageSize, len(entries))
 		if end < len(entries) {
 			next := *r.URL
 			q := next.Query()
@@ -194,12 +224,12 @@ func (h *Hub) serveCDN(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	rng := r.Header.Get("Range")
-	h.Ranges = append(h.Ranges, rng)
+	h.ranges = append(h.ranges, rng)
 	if r.Header.Get("Authorization") != "" {
-		h.CDNAuth++
+		h.cdnAuth++
 	}
-	cut, corrupt, ignore := h.CutAfter, h.Corrupt, h.IgnoreRange
-	h.CutAfter = 0
+	cut, corrupt, ignore := h.cutAfter, h.corrupt, h.ignore
+	h.cutAfter = 0
 	h.mu.Unlock()
 	if data == nil {
 		http.NotFound(w, r)
