@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/llmswarm/llmswarm/internal/cli"
+	"github.com/llmswarm/llmswarm/node/client"
 )
 
 const chatHelp = `Type a question and press Enter; the answer streams as it comes and the
@@ -20,8 +22,8 @@ conversation so far goes with every question.
   /mode auto|moa|speed|pipeline [MODEL]   how the swarm answers (pipeline: MODEL, or the
                                           one model live peers cover); a role name asks
                                           that role alone
-  /trace on|off                           per-agent (or per-hop) lines and token counts on
-                                          stderr; a traced answer comes whole, not streamed
+  /trace on|off                           per-agent (or per-hop) lines as they come and
+                                          token counts on stderr, as ask --trace
   /reset                                  forget the conversation
   /help                                   this text
   /quit                                   leave (so do Ctrl-D and /exit)
@@ -97,39 +99,24 @@ type chatSession struct {
 	model       string // pipeline: model name or CID
 	trace       bool
 	maxTokens   int
-	temperature float32
-	seed        *int64
-	history     []chatMessage // completed turns: user, assistant, user, ...
+	temperature *float32 // nil: the API's default, greedy
+	seed        *uint64
+	history     []client.Message // completed turns: user, assistant, user, ...
 }
 
-// apiModel is the chat API's model field for the session's mode.
-func (s *chatSession) apiModel() string {
-	switch s.mode {
-	case "auto":
-		return "swarm"
-	case "moa":
-		return "swarm-moa"
-	case "speed":
-		return "swarm-speed"
-	case "pipeline":
-		return s.model
+// request is the query for a question: it, after the conversation so far.
+func (s *chatSession) request(question string) client.QueryRequest {
+	model := ""
+	if s.mode == "pipeline" {
+		model = s.model
 	}
-	return s.mode
-}
-
-// request is the chat request for a question: the history, then it.
-func (s *chatSession) request(question string) chatRequest {
-	msgs := append(append(make([]chatMessage, 0, len(s.history)+1), s.history...), chatMessage{"user", question})
-	t := s.temperature
-	// The stream carries no per-agent results: a traced answer comes
-	// whole, with the swarm's result, so that the trace is ask --trace's.
-	return chatRequest{Model: s.apiModel(), Messages: msgs, MaxTokens: s.maxTokens, Temperature: &t, Seed: s.seed,
-		Stream: !s.trace}
+	return client.QueryRequest{Query: question, History: slices.Clone(s.history), Mode: s.mode, Model: model,
+		MaxTokens: s.maxTokens, Temperature: s.temperature, Seed: s.seed, TimeoutMS: s.e.timeout.Milliseconds(), Stream: true}
 }
 
 // remember adds a finished turn to the history.
 func (s *chatSession) remember(question, answer string) {
-	s.history = append(s.history, chatMessage{"user", question}, chatMessage{"assistant", answer})
+	s.history = append(s.history, client.Message{Role: "user", Content: question}, client.Message{Role: "assistant", Content: answer})
 }
 
 func runChat(ctx context.Context, e *env, args []string) error {
@@ -163,9 +150,14 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	if !modeOK(*mode) {
 		return usageError{fmt.Sprintf("--mode %q: want auto, moa, speed, pipeline or a role name", *mode)}
 	}
-	s := &chatSession{e: e, mode: *mode, model: *model, trace: *trace, maxTokens: *maxTokens, temperature: float32(*temperature)}
+	s := &chatSession{e: e, mode: *mode, model: *model, trace: *trace, maxTokens: *maxTokens}
+	if given["temperature"] {
+		t := float32(*temperature)
+		s.temperature = &t
+	}
 	if given["seed"] {
-		s.seed = seed
+		sd := uint64(*seed)
+		s.seed = &sd
 	}
 	if s.mode == "pipeline" && s.model == "" {
 		m, err := s.pipelineModel(ctx)
@@ -313,16 +305,13 @@ func (s *chatSession) pipelineModel(ctx context.Context) (string, error) {
 }
 
 // ask sends a question with the conversation so far and streams the
-// answer; a finished answer joins the history, a failed or stopped one
-// does not.
+// answer as ask does (with /trace on, its per-agent or per-hop lines as
+// they come); a finished answer joins the history, a failed or stopped
+// one does not.
 func (s *chatSession) ask(ctx context.Context, question string, intr <-chan os.Signal) {
 	e := s.e
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if e.timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, e.timeout)
-		defer cancel()
-	}
 	stopped := make(chan struct{})
 	done := make(chan struct{})
 	defer close(done)
@@ -336,12 +325,7 @@ func (s *chatSession) ask(ctx context.Context, question string, intr <-chan os.S
 	}()
 	req := s.request(question)
 	start := time.Now()
-	wrote := false
-	st := &chatStream{onText: func(t string) { fmt.Fprint(e.stdout, t); wrote = true }}
-	err := chatCompletion(ctx, e.client.Addr(), e.token, req, st)
-	if wrote {
-		fmt.Fprintln(e.stdout)
-	}
+	res, err := e.streamQuery(ctx, req, s.trace)
 	select {
 	case <-stopped:
 		fmt.Fprintln(e.stderr, "(answer stopped; it is not part of the conversation)")
@@ -352,29 +336,52 @@ func (s *chatSession) ask(ctx context.Context, question string, intr <-chan os.S
 		fmt.Fprintln(e.stderr, "swarmctl:", e.explainAsk(err))
 		return
 	}
-	s.remember(question, st.answer.String())
-	if s.trace {
-		if res := st.swarm; res != nil && res.Mode == "pipeline" {
-			if err := pipelineFooter(e, res, true); err != nil {
-				fmt.Fprintln(e.stderr, "swarmctl:", err)
-			}
-		} else if res != nil {
-			for i := range res.AgentResponses {
-				traceAgent(e, "agent", &res.AgentResponses[i])
-			}
-			for i := range res.FailedAgents {
-				traceAgent(e, "agent", &res.FailedAgents[i])
-			}
-			if res.Aggregator != nil {
-				traceAgent(e, "aggregator", res.Aggregator)
-			}
-			fmt.Fprintln(e.stderr, footer(res))
-		}
-		f := fmt.Sprintf("— %s: %d messages sent", req.Model, len(req.Messages))
-		if u := st.usage; u != nil {
-			f += fmt.Sprintf(", %d prompt + %d generated tokens", u.Prompt, u.Generated)
-		}
-		f += fmt.Sprintf(", %s, finish %s", time.Since(start).Round(time.Millisecond), st.finish)
-		fmt.Fprintln(e.stderr, f)
+	s.remember(question, res.FinalAnswer)
+	if !s.trace {
+		return
 	}
+	if err := e.queryFooter(res, true); err != nil {
+		fmt.Fprintln(e.stderr, "swarmctl:", err)
+	}
+	fmt.Fprintln(e.stderr, chatSummary(req, res, time.Since(start)))
+}
+
+// chatSummary is a traced turn's last line: the mode it was asked in, the
+// messages sent (the history and the question) and the answer's tokens.
+func chatSummary(req client.QueryRequest, res *client.QueryResult, took time.Duration) string {
+	f := fmt.Sprintf("— %s: %s sent", req.Mode, plural(len(req.History)+1, "message"))
+	if prompt, generated, ok := answerTokens(res); ok {
+		f += fmt.Sprintf(", %d prompt + %d generated tokens", prompt, generated)
+	}
+	return f + ", " + took.Round(time.Millisecond).String()
+}
+
+// plural is "1 message", "3 messages".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// answerTokens are the prompt and generated tokens of whoever wrote the
+// final answer: the pipeline, the aggregator, or the agent whose answer
+// it is.
+func answerTokens(res *client.QueryResult) (prompt, generated int, ok bool) {
+	if res.Mode == "pipeline" {
+		var p pipeResult
+		if decodeRaw(res.Pipeline, &p) != nil {
+			return 0, 0, false
+		}
+		return p.PromptTokens, len(p.Tokens), true
+	}
+	if a := res.Aggregator; a != nil && a.Error == "" && a.Content == res.FinalAnswer {
+		return a.Prompt, a.Tokens, true
+	}
+	for _, a := range res.AgentResponses {
+		if a.Error == "" && a.Content == res.FinalAnswer {
+			return a.Prompt, a.Tokens, true
+		}
+	}
+	return 0, 0, false
 }

@@ -3,12 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
 	"net"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmswarm/llmswarm/node/client"
 )
@@ -59,48 +60,77 @@ func TestParseChatLine(t *testing.T) {
 	}
 }
 
-// TestChatHistory: each request carries every finished turn, then the new
-// question; /reset forgets them; the mode picks the API's model field.
+// TestChatHistory: each query carries every finished turn as its history,
+// then the new question; /reset forgets them; the mode and model go as
+// ask's --mode and --model.
 func TestChatHistory(t *testing.T) {
-	s := &chatSession{mode: "auto"}
+	s := &chatSession{e: &env{stderr: new(bytes.Buffer)}, mode: "auto"}
 	r := s.request("one")
-	if want := []chatMessage{{"user", "one"}}; !reflect.DeepEqual(r.Messages, want) || r.Model != "swarm" {
+	if r.Query != "one" || len(r.History) != 0 || r.Mode != "auto" || r.Model != "" || !r.Stream {
 		t.Fatalf("first request %+v", r)
 	}
-	if !r.Stream {
-		t.Fatal("an untraced answer is streamed")
-	}
-	if r.Temperature == nil || *r.Temperature != 0 {
-		t.Fatalf("chat is greedy unless told otherwise, like ask: temperature %v", r.Temperature)
+	if r.Temperature != nil || r.Seed != nil {
+		t.Fatalf("chat is greedy unless told otherwise, like ask: temperature %v, seed %v", r.Temperature, r.Seed)
 	}
 	s.remember("one", "1")
 	s.remember("two", "2")
 	r = s.request("three")
-	want := []chatMessage{{"user", "one"}, {"assistant", "1"}, {"user", "two"}, {"assistant", "2"}, {"user", "three"}}
-	if !reflect.DeepEqual(r.Messages, want) {
-		t.Fatalf("third request: %+v; want %+v", r.Messages, want)
+	want := []client.Message{{Role: "user", Content: "one"}, {Role: "assistant", Content: "1"},
+		{Role: "user", Content: "two"}, {Role: "assistant", Content: "2"}}
+	if r.Query != "three" || !reflect.DeepEqual(r.History, want) {
+		t.Fatalf("third request: %q after %+v; want three after %+v", r.Query, r.History, want)
 	}
-	if len(s.history) != 4 {
-		t.Fatalf("a request must not change the history: %d messages", len(s.history))
+	r.History[0].Content = "changed"
+	s.remember("four", "4")
+	if len(s.history) != 6 || s.history[0].Content != "one" {
+		t.Fatalf("a request must not share the history: %+v", s.history)
 	}
-	for mode, model := range map[string]string{"moa": "swarm-moa", "speed": "swarm-speed", "concise": "concise"} {
-		s.mode = mode
-		if got := s.request("x").Model; got != model {
-			t.Errorf("mode %s: model %q, want %q", mode, got, model)
+	for _, mode := range []string{"moa", "speed", "concise"} {
+		s.mode, s.model = mode, "tiny"
+		if r := s.request("x"); r.Mode != mode || r.Model != "" {
+			t.Errorf("mode %s: request mode %q model %q", mode, r.Mode, r.Model)
 		}
 	}
-	s.mode, s.model = "pipeline", "tiny"
-	if got := s.request("x").Model; got != "tiny" {
-		t.Errorf("mode pipeline: model %q", got)
+	s.mode = "pipeline"
+	if r := s.request("x"); r.Mode != "pipeline" || r.Model != "tiny" {
+		t.Errorf("mode pipeline: request mode %q model %q", r.Mode, r.Model)
 	}
-	s.trace = true
-	if s.request("x").Stream {
-		t.Error("a traced answer comes whole, with the swarm's result")
-	}
-	s.e = &env{stderr: new(bytes.Buffer)}
 	s.do(context.Background(), chatCommand{name: "reset"}, nil)
-	if r := s.request("again"); len(r.Messages) != 1 {
-		t.Fatalf("after /reset: %+v", r.Messages)
+	if r := s.request("again"); len(r.History) != 0 {
+		t.Fatalf("after /reset: %+v", r.History)
+	}
+}
+
+// TestChatSummary: a traced turn's last line counts the messages sent
+// (grammatically) and the tokens of whoever wrote the final answer.
+func TestChatSummary(t *testing.T) {
+	one := client.QueryRequest{Query: "q", Mode: "concise"}
+	three := client.QueryRequest{Query: "q", Mode: "moa", History: make([]client.Message, 2)}
+	agents := []client.AgentResponse{{Role: "reasoner", Content: "a", Prompt: 30, Tokens: 5}, {Role: "concise", Content: "b", Prompt: 20, Tokens: 4}}
+	cases := []struct {
+		name string
+		req  client.QueryRequest
+		res  client.QueryResult
+		want string
+	}{
+		{"one agent", one, client.QueryResult{Mode: "concise", FinalAnswer: "b", AgentResponses: agents[1:]},
+			"— concise: 1 message sent, 20 prompt + 4 generated tokens, 1.5s"},
+		{"aggregated", three, client.QueryResult{Mode: "moa", FinalAnswer: "c", AgentResponses: agents,
+			Aggregator: &client.AgentResponse{Content: "c", Prompt: 90, Tokens: 6}},
+			"— moa: 3 messages sent, 90 prompt + 6 generated tokens, 1.5s"},
+		{"failed aggregator: the agent's answer", three, client.QueryResult{Mode: "moa", FinalAnswer: "a", AgentResponses: agents,
+			Aggregator: &client.AgentResponse{Error: "busy"}},
+			"— moa: 3 messages sent, 30 prompt + 5 generated tokens, 1.5s"},
+		{"pipeline", one, client.QueryResult{Mode: "pipeline", FinalAnswer: "x",
+			Pipeline: json.RawMessage(`{"model":"tiny","tokens":[1,2,3],"prompt_tokens":11}`)},
+			"— concise: 1 message sent, 11 prompt + 3 generated tokens, 1.5s"},
+		{"nobody wrote it", one, client.QueryResult{Mode: "concise", FinalAnswer: "?", AgentResponses: agents},
+			"— concise: 1 message sent, 1.5s"},
+	}
+	for _, c := range cases {
+		if got := chatSummary(c.req, &c.res, 1500*time.Millisecond); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
 	}
 }
 
@@ -161,93 +191,6 @@ func TestChatUsageErrors(t *testing.T) {
 		code, _, errs := ctl(t, nil, c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {
 			t.Errorf("swarmctl %q: exit %d, stderr %q; want 2 and %q", c.args, code, errs, c.want)
-		}
-	}
-}
-
-// TestChatStream decodes the chat API's event stream as swarmd writes it.
-func TestChatStream(t *testing.T) {
-	ok := `: agent concise done
-
-data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}
-
-data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}
-
-data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":null}]}
-
-data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}
-
-data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":2,"total_tokens":14}}
-
-data: [DONE]
-
-`
-	var texts []string
-	st := &chatStream{onText: func(s string) { texts = append(texts, s) }}
-	if err := st.read(strings.NewReader(ok), "x"); err != nil {
-		t.Fatal(err)
-	}
-	if st.answer.String() != "Hello" || len(texts) != 2 || st.finish != "stop" || st.usage == nil || st.usage.Prompt != 12 {
-		t.Fatalf("decoded %q %q %q %+v", st.answer.String(), texts, st.finish, st.usage)
-	}
-	failed := `data: {"error":{"message":"no agent answered","type":"no_agents","status":503}}
-
-data: [DONE]
-
-`
-	var ae *client.APIError
-	err := (&chatStream{}).read(strings.NewReader(failed), "x")
-	if !errors.As(err, &ae) || !ae.Streamed || ae.Status != 503 || !strings.Contains(err.Error(), "no agent answered") ||
-		strings.Contains(err.Error(), "HTTP") {
-		t.Fatalf("streamed error: %v", err)
-	}
-	for name, bad := range map[string]string{
-		"cut off":      "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n",
-		"no finish":    "data: [DONE]\n\n",
-		"garbage":      "data: {nope\n\n",
-		"empty stream": "",
-	} {
-		if err := (&chatStream{}).read(strings.NewReader(bad), "x"); err == nil {
-			t.Errorf("%s: no error", name)
-		}
-	}
-}
-
-// FuzzChatStream: any byte stream gives an answer or an error, never a
-// crash.
-func FuzzChatStream(f *testing.F) {
-	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
-	f.Add([]byte(": note\n\ndata: {\"error\":{\"message\":\"m\"}}\n\n"))
-	f.Add([]byte("data: {\"usage\":null,\"choices\":null}\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		st := &chatStream{onText: func(string) {}}
-		if err := st.read(bytes.NewReader(b), "x"); err == nil && st.finish == "" {
-			t.Fatal("a stream without a finish reason was accepted")
-		}
-	})
-}
-
-// TestChatWhole decodes an unstreamed chat answer, the swarm's result
-// included, and refuses one without it.
-func TestChatWhole(t *testing.T) {
-	ok := `{"id":"c","object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Paris"}}],
-"usage":{"prompt_tokens":20,"completion_tokens":1,"total_tokens":21},
-"swarm":{"query":"q","mode":"moa","final_answer":"Paris","agent_responses":[{"role":"concise","peer":"p","content":"Paris"}]}}`
-	st := &chatStream{}
-	if err := st.readWhole(strings.NewReader(ok), "x"); err != nil {
-		t.Fatal(err)
-	}
-	if st.answer.String() != "Paris" || st.finish != "stop" || st.usage.Prompt != 20 || st.swarm == nil ||
-		st.swarm.Mode != "moa" || len(st.swarm.AgentResponses) != 1 {
-		t.Fatalf("decoded %q %q %+v %+v", st.answer.String(), st.finish, st.usage, st.swarm)
-	}
-	for name, bad := range map[string]string{
-		"no swarm result": `{"choices":[{"message":{"content":"a"},"finish_reason":"stop"}]}`,
-		"no choices":      `{"choices":[],"swarm":{}}`,
-		"garbage":         `{"choices":`,
-	} {
-		if err := (&chatStream{}).readWhole(strings.NewReader(bad), "x"); err == nil {
-			t.Errorf("%s: no error", name)
 		}
 	}
 }
