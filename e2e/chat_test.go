@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -132,16 +133,20 @@ func (p *ptyCtl) exitCode(within time.Duration) int {
 	}
 }
 
-var footerRE = `— (\S+): (\d+) messages sent, (\d+) prompt \+ (\d+) generated tokens`
+var footerRE = `— (\S+): (\d+) messages? sent, (\d+) prompt \+ (\d+) generated tokens`
 
-// turn asks a question and returns the footer's message count, prompt
-// tokens and generated tokens (the chat runs with /trace on).
-func (p *ptyCtl) turn(model, question string) (msgs, prompt, generated int) {
+// turn asks a question and returns the traced summary's message count
+// (the query's history and the question), prompt tokens and generated
+// tokens (the chat runs with /trace on).
+func (p *ptyCtl) turn(mode, question string) (msgs, prompt, generated int) {
 	p.t.Helper()
 	p.send(question + "\r")
 	m := p.expect(footerRE, 60*time.Second)
-	if m[1] != model {
-		p.t.Fatalf("answered as %q, want %q", m[1], model)
+	if m[1] != mode {
+		p.t.Fatalf("asked in mode %q, want %q", m[1], mode)
+	}
+	if n, _ := strconv.Atoi(m[2]); (n == 1) == strings.Contains(m[0], " messages sent") {
+		p.t.Fatalf("summary %q: %d message(s), wrongly numbered", m[0], n)
 	}
 	msgs, _ = strconv.Atoi(m[2])
 	prompt, _ = strconv.Atoi(m[3])
@@ -152,10 +157,11 @@ func (p *ptyCtl) turn(model, question string) (msgs, prompt, generated int) {
 
 // TestChatOnPty drives swarmctl chat through a real terminal against a
 // daemon serving three roles: an answer streams; with /trace on, the second
-// turn carries the first (more messages, more prompt tokens) and /reset
-// forgets it; /mode switches strategy (the daemon's metrics count the
-// modes it answered in); ^C at the prompt does not end the chat; /quit
-// exits 0.
+// turn carries the first as the query's history (more messages, more
+// prompt tokens) and /reset forgets it; /mode switches strategy (the
+// daemon's metrics count the modes it answered in) and a traced MoA turn
+// shows the agents as they finish, before the answer streams, as ask
+// --trace does; ^C at the prompt does not end the chat; /quit exits 0.
 func TestChatOnPty(t *testing.T) {
 	d := roleDaemon(t, "", "reasoner", "concise", "aggregator")
 	p := startPtyCtl(t, "--api", d.api, "chat", "--mode", "concise", "--max-tokens", "8")
@@ -198,8 +204,19 @@ func TestChatOnPty(t *testing.T) {
 			t.Fatalf("moa trace lacks %s:\n%s", re, trace[0])
 		}
 	}
-	if trace[2] != "swarm-moa" || trace[3] != "3" {
-		t.Fatalf("moa turn footer %q: want swarm-moa with 3 messages", trace[0])
+	if trace[2] != "moa" || trace[3] != "3" {
+		t.Fatalf("moa turn summary %q: want moa with 3 messages", trace[0])
+	}
+	// Streamed, not whole: the agents' lines come as they finish, then the
+	// aggregator's answer as it is written, then the aggregator's line.
+	agentLines := regexp.MustCompile(`agent\s+(reasoner|concise)\s[^\n]*\n`).FindAllStringIndex(trace[1], -1)
+	agg := regexp.MustCompile(`aggregator\s+aggregator\s`).FindStringIndex(trace[1])
+	if len(agentLines) != 2 || agg == nil || agg[0] < agentLines[1][1] {
+		t.Fatalf("moa trace out of order:\n%s", trace[1])
+	}
+	answer := regexp.MustCompile(`\r|\x1b\[K|agents writing: [^\r\n]*`).ReplaceAllString(trace[1][agentLines[1][1]:agg[0]], "")
+	if strings.TrimSpace(answer) == "" {
+		t.Fatalf("no answer streamed between the agents' lines and the aggregator's:\n%q", trace[1])
 	}
 	p.expect(`>>> `, 10*time.Second)
 	metrics := httpGet(t, "http://"+d.api+"/metrics")
@@ -248,8 +265,9 @@ func TestChatCtrlCAndEOF(t *testing.T) {
 	}
 	p.send("Are you there?\r")
 	// The line must reach swarmctl before ^C (the terminal discards
-	// unread input on ^C): wait until swarmctl has a connection up.
-	eventually(t, 10*time.Second, "swarmctl sends the question", func() bool { return connected(p.cmd.Process.Pid) > 0 })
+	// unread input on ^C): wait until the question waits, unread, at the
+	// stopped daemon (swarmctl may reuse the connection of the first turn).
+	eventually(t, 10*time.Second, "swarmctl sends the question", func() bool { return unread(t, d.api) > 0 })
 	p.send("\x03")
 	p.expect(`\(answer stopped; it is not part of the conversation\)`, 10*time.Second)
 	if err := d.cmd.Process.Signal(syscall.SIGCONT); err != nil {
@@ -265,16 +283,33 @@ func TestChatCtrlCAndEOF(t *testing.T) {
 	}
 }
 
-// connected counts the sockets a process holds open.
-func connected(pid int) int {
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+// unread is how many bytes wait, unread, in the established TCP
+// connections that addr (host:port, IPv4) accepted: a stopped daemon's
+// requests not yet read.
+func unread(t *testing.T, addr string) int {
+	t.Helper()
+	_, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
-		return 0
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
 	}
 	n := 0
-	for _, e := range ents {
-		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); err == nil && strings.HasPrefix(l, "socket:") {
-			n++
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		// sl local_address rem_address st tx_queue:rx_queue ...
+		f := strings.Fields(line)
+		if len(f) < 5 || f[3] != "01" || !strings.HasSuffix(f[1], fmt.Sprintf(":%04X", port)) {
+			continue
+		}
+		if _, rx, ok := strings.Cut(f[4], ":"); ok {
+			q, _ := strconv.ParseInt(rx, 16, 64)
+			n += int(q)
 		}
 	}
 	return n
