@@ -263,11 +263,16 @@ func TestChatCtrlCAndEOF(t *testing.T) {
 	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, 10*time.Second, "swarmd stops", func() bool { return stopped(d.cmd.Process.Pid) })
 	p.send("Are you there?\r")
 	// The line must reach swarmctl before ^C (the terminal discards
 	// unread input on ^C): wait until the question waits, unread, at the
 	// stopped daemon (swarmctl may reuse the connection of the first turn).
-	eventually(t, 10*time.Second, "swarmctl sends the question", func() bool { return unread(t, d.api) > 0 })
+	for start := time.Now(); unread(t, d.api) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the question did not reach the stopped swarmd within 10s; the terminal shows:\n%s", tail(p.out.String(), 20))
+		}
+	}
 	p.send("\x03")
 	p.expect(`\(answer stopped; it is not part of the conversation\)`, 10*time.Second)
 	if err := d.cmd.Process.Signal(syscall.SIGCONT); err != nil {
@@ -281,6 +286,26 @@ func TestChatCtrlCAndEOF(t *testing.T) {
 	if code := p.exitCode(10 * time.Second); code != 0 {
 		t.Fatalf("^D: exit %d", code)
 	}
+}
+
+// stopped says whether every thread of a process is stopped (SIGSTOP).
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ...: comm may hold spaces, so read after the last ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		if f := strings.Fields(string(b[i+1:])); i < 0 || len(f) == 0 || f[0] != "T" && f[0] != "t" {
+			return false
+		}
+	}
+	return true
 }
 
 // unread is how many bytes wait, unread, in the established TCP
