@@ -77,6 +77,29 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 		}
 		return printJSON(e.stdout, res)
 	}
+	res, err := e.streamQuery(ctx, req, *trace)
+	if err != nil {
+		return e.explainAsk(err)
+	}
+	return e.queryFooter(res, *trace)
+}
+
+// queryFooter says on stderr who answered (with trace, a pipeline's hops too).
+func (e *env) queryFooter(res *client.QueryResult, trace bool) error {
+	if res.Mode == "pipeline" {
+		return pipelineFooter(e, res, trace)
+	}
+	fmt.Fprintln(e.stderr, footer(res))
+	return nil
+}
+
+// streamQuery runs a streamed query: the answer goes to stdout as it
+// comes (whole at the end when nothing streamed), the agents' progress to
+// a terminal's stderr until then, and with trace each agent's (or
+// pipeline hop's) line to stderr as it finishes, the aggregator's last.
+// The footer is the caller's.
+func (e *env) streamQuery(ctx context.Context, req client.QueryRequest, trace bool) (*client.QueryResult, error) {
+	req.Stream = true
 	wrote := false
 	var progress *agentProgress
 	if e.stderrTTY {
@@ -95,11 +118,11 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 			fmt.Fprint(e.stdout, ev.Text)
 			wrote = wrote || ev.Text != ""
 		case "agent":
-			if *trace {
+			if trace {
 				traceAgent(e, "agent", ev.Agent)
 			}
 		case "trace":
-			if *trace {
+			if trace {
 				tracePipelineEvent(e, ev.Raw)
 			}
 		}
@@ -111,19 +134,15 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout)
 	}
 	if err != nil {
-		return e.explainAsk(err)
+		return nil, err
 	}
 	if !wrote && res.FinalAnswer != "" {
 		fmt.Fprintln(e.stdout, res.FinalAnswer)
 	}
-	if *trace && res.Aggregator != nil {
+	if trace && res.Aggregator != nil {
 		traceAgent(e, "aggregator", res.Aggregator)
 	}
-	if res.Mode == "pipeline" {
-		return pipelineFooter(e, res, *trace)
-	}
-	fmt.Fprintln(e.stderr, footer(res))
-	return nil
+	return res, nil
 }
 
 // prompt is the question: the arguments, or stdin when the only argument

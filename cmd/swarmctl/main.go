@@ -29,6 +29,8 @@ type env struct {
 	json           bool
 	timeout        time.Duration
 	client         *client.Client
+	// interrupt, when set, delivers Ctrl-C to chat in place of SIGINT.
+	interrupt <-chan os.Signal
 }
 
 type command struct {
@@ -42,6 +44,7 @@ var commands map[string]command
 func init() {
 	commands = map[string]command{
 		"ask":     {"PROMPT... | -", "ask the swarm a question (streams the answer; - or a pipe reads it from stdin)", runAsk},
+		"chat":    {"", "chat with the swarm: history kept, answers streamed, /mode, /trace, /reset, /help, /quit", runChat},
 		"bmc":     {"", "show the authoritative BMC table, its signer and age", runBMC},
 		"bench":   {"moa|pipeline [PROMPT...]", "measure MoA fan-out overhead or pipeline speed", runBench},
 		"help":    {"[COMMAND]", "print this help, or a command's", runHelp},

@@ -159,6 +159,7 @@ func TestPrompt(t *testing.T) {
 	}{
 		{"arguments", []string{"why", "is", "the", "sky", "blue?"}, "ignored", false, "why is the sky blue?"},
 		{"dash", []string{"-"}, "  what is 2+2?\n", true, "what is 2+2?"},
+		{"dash, piped", []string{"-"}, "piped\n", false, "piped"},
 		{"pipe, no arguments", nil, "line one\nline two\n", false, "line one\nline two"},
 		{"a leading dash word after --", []string{"-5", "+", "3"}, "", true, "-5 + 3"},
 	}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmswarm/llmswarm/node/client"
+)
+
+func TestParseChatLine(t *testing.T) {
+	cases := []struct {
+		line    string
+		name    string
+		args    []string
+		text    string
+		wantErr string
+	}{
+		{"  why is the sky blue?  ", "", nil, "why is the sky blue?", ""},
+		{"", "", nil, "", ""},
+		{"//etc/hosts is what?", "", nil, "/etc/hosts is what?", ""},
+		{"/mode moa", "mode", []string{"moa"}, "", ""},
+		{"/MODE speed", "mode", []string{"speed"}, "", ""},
+		{"/mode pipeline tiny-llama", "mode", []string{"pipeline", "tiny-llama"}, "", ""},
+		{"/mode pipeline", "mode", []string{"pipeline"}, "", ""},
+		{"/mode concise", "mode", []string{"concise"}, "", ""},
+		{"/mode", "", nil, "", "usage: /mode"},
+		{"/mode moa extra", "", nil, "", "/mode moa takes no model"},
+		{"/mode Fast!", "", nil, "", `/mode "Fast!": want auto`},
+		{"/trace on", "trace", []string{"on"}, "", ""},
+		{"/trace off", "trace", []string{"off"}, "", ""},
+		{"/trace", "", nil, "", "usage: /trace on|off"},
+		{"/trace maybe", "", nil, "", `/trace "maybe": want on or off`},
+		{"/reset", "reset", []string{}, "", ""},
+		{"/reset now", "", nil, "", "usage: /reset"},
+		{"/help", "help", []string{}, "", ""},
+		{"/quit", "quit", []string{}, "", ""},
+		{"/exit", "quit", []string{}, "", ""},
+		{"/bye", "quit", []string{}, "", ""},
+		{"/frob", "", nil, "", "unknown command /frob"},
+		{"/", "", nil, "", "unknown command /"},
+	}
+	for _, c := range cases {
+		got, err := parseChatLine(c.line)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%q: %v; want an error with %q", c.line, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || got.name != c.name || got.text != c.text || !reflect.DeepEqual(got.args, c.args) {
+			t.Errorf("%q: %+v, %v; want name %q args %q text %q", c.line, got, err, c.name, c.args, c.text)
+		}
+	}
+}
+
+// TestChatHistory: each query carries every finished turn as its history,
+// then the new question; /reset forgets them; the mode and model go as
+// ask's --mode and --model.
+func TestChatHistory(t *testing.T) {
+	s := &chatSession{e: &env{stderr: new(bytes.Buffer)}, mode: "auto"}
+	r := s.request("one")
+	if r.Query != "one" || len(r.History) != 0 || r.Mode != "auto" || r.Model != "" || !r.Stream {
+		t.Fatalf("first request %+v", r)
+	}
+	if r.Temperature != nil || r.Seed != nil {
+		t.Fatalf("chat is greedy unless told otherwise, like ask: temperature %v, seed %v", r.Temperature, r.Seed)
+	}
+	s.remember("one", "1")
+	s.remember("two", "2")
+	r = s.request("three")
+	want := []client.Message{{Role: "user", Content: "one"}, {Role: "assistant", Content: "1"},
+		{Role: "user", Content: "two"}, {Role: "assistant", Content: "2"}}
+	if r.Query != "three" || !reflect.DeepEqual(r.History, want) {
+		t.Fatalf("third request: %q after %+v; want three after %+v", r.Query, r.History, want)
+	}
+	r.History[0].Content = "changed"
+	s.remember("four", "4")
+	if len(s.history) != 6 || s.history[0].Content != "one" {
+		t.Fatalf("a request must not share the history: %+v", s.history)
+	}
+	for _, mode := range []string{"moa", "speed", "concise"} {
+		s.mode, s.model = mode, "tiny"
+		if r := s.request("x"); r.Mode != mode || r.Model != "" {
+			t.Errorf("mode %s: request mode %q model %q", mode, r.Mode, r.Model)
+		}
+	}
+	s.mode = "pipeline"
+	if r := s.request("x"); r.Mode != "pipeline" || r.Model != "tiny" {
+		t.Errorf("mode pipeline: request mode %q model %q", r.Mode, r.Model)
+	}
+	s.do(context.Background(), chatCommand{name: "reset"}, nil)
+	if r := s.request("again"); len(r.History) != 0 {
+		t.Fatalf("after /reset: %+v", r.History)
+	}
+}
+
+// TestChatSummary: a traced turn's last line counts the messages sent
+// (grammatically) and the tokens of whoever wrote the final answer.
+func TestChatSummary(t *testing.T) {
+	one := client.QueryRequest{Query: "q", Mode: "concise"}
+	three := client.QueryRequest{Query: "q", Mode: "moa", History: make([]client.Message, 2)}
+	agents := []client.AgentResponse{{Role: "reasoner", Content: "a", Prompt: 30, Tokens: 5}, {Role: "concise", Content: "b", Prompt: 20, Tokens: 4}}
+	cases := []struct {
+		name string
+		req  client.QueryRequest
+		res  client.QueryResult
+		want string
+	}{
+		{"one agent", one, client.QueryResult{Mode: "concise", FinalAnswer: "b", AgentResponses: agents[1:]},
+			"— concise: 1 message sent, 20 prompt + 4 generated tokens, 1.5s"},
+		{"aggregated", three, client.QueryResult{Mode: "moa", FinalAnswer: "c", AgentResponses: agents,
+			Aggregator: &client.AgentResponse{Content: "c", Prompt: 90, Tokens: 6}},
+			"— moa: 3 messages sent, 90 prompt + 6 generated tokens, 1.5s"},
+		{"failed aggregator: the agent's answer", three, client.QueryResult{Mode: "moa", FinalAnswer: "a", AgentResponses: agents,
+			Aggregator: &client.AgentResponse{Error: "busy"}},
+			"— moa: 3 messages sent, 30 prompt + 5 generated tokens, 1.5s"},
+		{"pipeline", one, client.QueryResult{Mode: "pipeline", FinalAnswer: "x",
+			Pipeline: json.RawMessage(`{"model":"tiny","tokens":[1,2,3],"prompt_tokens":11}`)},
+			"— concise: 1 message sent, 11 prompt + 3 generated tokens, 1.5s"},
+		{"nobody wrote it", one, client.QueryResult{Mode: "concise", FinalAnswer: "?", AgentResponses: agents},
+			"— concise: 1 message sent, 1.5s"},
+	}
+	for _, c := range cases {
+		if got := chatSummary(c.req, &c.res, 1500*time.Millisecond); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// deadAddr is a loopback address nothing listens on.
+func deadAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestChatLoop runs the loop on piped input: commands act, a question the
+// daemon cannot answer (none runs) is reported and left out of the
+// history, and the chat goes on to /quit.
+func TestChatLoop(t *testing.T) {
+	var out, errb bytes.Buffer
+	in := "/help\n/mode moa\n/trace on\n/bogus\nhello?\n/mode speed\n/quit\nnever read\n"
+	e := &env{stdin: strings.NewReader(in), stdout: &out, stderr: &errb, api: deadAddr(t), interrupt: make(chan os.Signal)}
+	t.Setenv("SWARM_API", e.api)
+	t.Setenv("SWARM_API_TOKEN", "")
+	code := run(context.Background(), e, []string{"chat"})
+	errs := errb.String()
+	for _, want := range []string{"/mode auto|moa|speed|pipeline", "(mode moa)", "(trace on)", "unknown command /bogus",
+		"swarmd is not running", "(mode speed)"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errs)
+		}
+	}
+	if code != 0 || out.Len() != 0 {
+		t.Fatalf("exit %d, stdout %q", code, out.String())
+	}
+}
+
+// TestChatEOF: the end of input ends the chat with exit 0.
+func TestChatEOF(t *testing.T) {
+	in := "/reset\n"
+	code, _, errs := ctl(t, &in, "chat", "--api", deadAddr(t))
+	if code != 0 || !strings.Contains(errs, "(conversation forgotten)") {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+}
+
+func TestChatUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"chat", "hi"}, `chat takes no arguments, got "hi"`},
+		{[]string{"chat", "--mode", "Fast!"}, `--mode "Fast!"`},
+		{[]string{"chat", "--max-tokens", "0"}, "--max-tokens 0"},
+		{[]string{"chat", "--temperature", "3"}, "--temperature 3"},
+		{[]string{"chat", "--seed", "-1"}, "--seed -1"},
+		{[]string{"chat", "--json"}, "chat is interactive"},
+	} {
+		code, _, errs := ctl(t, nil, c.args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("swarmctl %q: exit %d, stderr %q; want 2 and %q", c.args, code, errs, c.want)
+		}
+	}
+}
