@@ -338,12 +338,34 @@ func (s *chatSession) ask(ctx context.Context, question string, intr <-chan os.S
 	}
 	s.remember(question, res.FinalAnswer)
 	if !s.trace {
+		// Quiet unless the answer is worth a warning: an agent left out,
+		// cut off, or whose model this peer could not check.
+		if degraded(res) {
+			fmt.Fprintln(e.stderr, footer(res))
+		}
 		return
 	}
 	if err := e.queryFooter(res, true); err != nil {
 		fmt.Fprintln(e.stderr, "swarmctl:", err)
 	}
 	fmt.Fprintln(e.stderr, chatSummary(req, res, time.Since(start)))
+}
+
+// degraded reports an MoA answer some agent failed, was cut short in, or
+// gave unverified.
+func degraded(res *client.QueryResult) bool {
+	if res.Mode == "pipeline" {
+		return false
+	}
+	if len(res.FailedAgents) > 0 {
+		return true
+	}
+	for _, a := range res.AgentResponses {
+		if a.Unverified || a.Partial {
+			return true
+		}
+	}
+	return false
 }
 
 // chatSummary is a traced turn's last line: the mode it was asked in, the

@@ -194,3 +194,22 @@ func TestChatUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestChatDegraded(t *testing.T) {
+	ok := &client.QueryResult{Mode: "moa", AgentResponses: []client.AgentResponse{{Role: "writer"}}}
+	cases := map[string]struct {
+		res  *client.QueryResult
+		want bool
+	}{
+		"all well":   {ok, false},
+		"failed":     {&client.QueryResult{Mode: "moa", FailedAgents: []client.AgentResponse{{Role: "critic", Error: "busy"}}}, true},
+		"unverified": {&client.QueryResult{Mode: "moa", AgentResponses: []client.AgentResponse{{Role: "writer", Unverified: true}}}, true},
+		"partial":    {&client.QueryResult{Mode: "speed", AgentResponses: []client.AgentResponse{{Role: "drafter", Partial: true}}}, true},
+		"pipeline":   {&client.QueryResult{Mode: "pipeline"}, false},
+	}
+	for name, tc := range cases {
+		if got := degraded(tc.res); got != tc.want {
+			t.Errorf("%s: degraded = %v, want %v", name, got, tc.want)
+		}
+	}
+}
