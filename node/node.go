@@ -72,6 +72,10 @@ type Node struct {
 	events  eventHub   // live events for the API's /v1/swarm/events
 	tasks   taskList   // pulls, fetches and loads a user waits for
 	runMu   sync.Mutex // one run-time change of roles or shards at a time
+	// loads are Start's background loads of the configured roles;
+	// stopLoads cancels them.
+	loads     sync.WaitGroup
+	stopLoads context.CancelFunc
 }
 
 // APIAddrFile, in the data dir, holds the address the API listens on while
@@ -177,7 +181,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 		return err
 	}
-	if err = n.startMoA(ctx); err != nil {
+	if err = n.startMoA(runCtx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
 		}
@@ -278,6 +282,7 @@ func (n *Node) Close() error {
 		apiErr = api.close()
 		removeAPIAddr(n.cfg.DataDir, api.addr())
 	}
+	n.waitLoads()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return errors.Join(apiErr, n.teardownLocked())
@@ -291,6 +296,7 @@ func (n *Node) teardownLocked() error {
 		removeAPIAddr(n.cfg.DataDir, n.api.addr())
 		n.api = nil
 	}
+	n.waitLoads() // they take no lock of the node's: no deadlock here
 	if n.checks != nil {
 		// First: its checks use the store, the view and the host.
 		errs = append(errs, n.checks.close())

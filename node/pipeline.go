@@ -132,7 +132,7 @@ func (n *Node) loadShardFile(ctx context.Context, spec ShardSpec) error {
 	return n.serveShard(ctx, path, modelCID, spec.Start, spec.End)
 }
 
-func (n *Node) serveShard(ctx context.Context, path, modelCID string, a, b int) error {
+func (n *Node) serveShard(ctx context.Context, path, modelCID string, a, b int) (err error) {
 	start := time.Now()
 	for _, sh := range n.pipe.stages.Local() {
 		if sh.ModelCID == modelCID && sh.Start == a && sh.End == b {
@@ -140,11 +140,13 @@ func (n *Node) serveShard(ctx context.Context, path, modelCID string, a, b int) 
 		}
 	}
 	what := fmt.Sprintf("shard %s [%d,%d)", path, a, b)
+	t := n.tasks.start("load", what, "percent", 100)
+	defer func() { t.finish(err) }()
 	reserved, err := n.mem.reserve(what, path, n.engineOptions())
 	if err != nil {
 		return err
 	}
-	sh, err := pipeline.LoadShard(ctx, path, modelCID, a, b, n.engineOptions())
+	sh, err := pipeline.LoadShard(ctx, path, modelCID, a, b, n.loadOptions(t))
 	if err != nil {
 		n.mem.release(reserved)
 		return fmt.Errorf("%s: %w", what, err)
@@ -207,8 +209,11 @@ func (n *Node) tryFetchShard(ctx context.Context, spec ShardSpec) error {
 	var lastErr error = fmt.Errorf("no peer announces model %s", spec.CID)
 	for _, id := range n.shardSources(ctx, spec) {
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-		se, err := shards.Fetch(fctx, n.host, id, n.pipe.store, spec.CID, spec.Start, spec.End)
+		t := n.tasks.start("fetch", fmt.Sprintf("%s:%d-%d from %s", spec.CID, spec.Start, spec.End, id), "bytes", 0)
+		se, err := shards.Fetch(fctx, n.host, id, n.pipe.store, spec.CID, spec.Start, spec.End,
+			shards.WithProgress(func(done, total int64) { t.update("download", done, total) }))
 		cancel()
+		t.finish(err)
 		if err != nil {
 			lastErr = fmt.Errorf("from %s: %w", id, err)
 			continue

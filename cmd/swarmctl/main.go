@@ -71,16 +71,11 @@ var errPrinted = usageError{""}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	e := &env{stdin: os.Stdin, stdinTTY: isTerminal(os.Stdin), stderrTTY: isTerminal(os.Stderr),
+	e := &env{stdin: os.Stdin, stdinTTY: cli.IsTerminal(os.Stdin), stderrTTY: cli.IsTerminal(os.Stderr),
 		stdout: os.Stdout, stderr: os.Stderr}
 	code := run(ctx, e, os.Args[1:])
 	stop()
 	os.Exit(code)
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // defaultWait bounds commands other than ask when --timeout is not given.

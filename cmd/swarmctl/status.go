@@ -44,6 +44,13 @@ func printStatus(e *env, st client.Status) error {
 	if m := st.Memory; m.MaxBytes > 0 {
 		row("memory", fmt.Sprintf("%s of %s serving budget used (%s)", size(m.UsedBytes), size(m.MaxBytes), m.Source))
 	}
+	for i, t := range st.Tasks {
+		k := ""
+		if i == 0 {
+			k = "tasks"
+		}
+		row(k, taskLine(t))
+	}
 	if p := powerLine(st.Power); p != "" {
 		row("power", p)
 	}
@@ -128,4 +135,27 @@ func size(b int64) string {
 		return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(b)/(1<<30)), ".0") + " GiB"
 	}
 	return mib(b)
+}
+
+// taskLine is a task as status lists it: what, where it is, how far.
+func taskLine(t client.Task) string {
+	line := t.Kind + " " + t.Name
+	switch t.State {
+	case "running":
+		line += ": " + t.Stage
+		switch {
+		case t.Unit == "bytes" && t.Total > 0:
+			line += fmt.Sprintf(" %.0f%% of %s", 100*float64(t.Done)/float64(t.Total), mib(t.Total))
+		case t.Unit == "bytes":
+			line += " " + mib(t.Done)
+		case t.Unit == "percent":
+			line += fmt.Sprintf(" %d%%", t.Done)
+		}
+		line += fmt.Sprintf(" (for %s)", time.Since(time.UnixMilli(t.StartedMS)).Round(time.Second))
+	case "failed":
+		line += ": failed: " + t.Error
+	default:
+		line += ": " + t.State
+	}
+	return line
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmswarm/llmswarm/node/client"
 )
@@ -48,5 +49,20 @@ func TestPrintPS(t *testing.T) {
 	out.Reset()
 	if printPS(e, client.PS{}); !strings.Contains(out.String(), "no model loaded") {
 		t.Errorf("empty: %q", out.String())
+	}
+}
+
+func TestTaskLine(t *testing.T) {
+	now := time.Now().UnixMilli()
+	cases := map[string]client.Task{
+		"pull hf.co/a/b:Q8_0: download 25% of 4.0 MiB (for 0s)": {Kind: "pull", Name: "hf.co/a/b:Q8_0", Stage: "download", Done: 1 << 20, Total: 4 << 20, Unit: "bytes", State: "running", StartedMS: now},
+		"load role writer: /m.gguf: weights 40% (for 0s)":       {Kind: "load", Name: "role writer: /m.gguf", Stage: "weights", Done: 40, Total: 100, Unit: "percent", State: "running", StartedMS: now},
+		"fetch bafy:0-2 from P: failed: stream reset":           {Kind: "fetch", Name: "bafy:0-2 from P", State: "failed", Error: "stream reset"},
+		"load shard /s.gguf [0,2): done":                        {Kind: "load", Name: "shard /s.gguf [0,2)", State: "done"},
+	}
+	for want, tk := range cases {
+		if got := taskLine(tk); got != want {
+			t.Errorf("taskLine = %q, want %q", got, want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -113,7 +114,11 @@ func modelSynth(args []string, stdout, stderr io.Writer) int {
 		return usageErr(stderr, cmd, "unknown --type %q (want %s)", *typ, strings.Join(engine.SynthTypes, ", "))
 	}
 	spec := engine.SynthSpec{Arch: *arch, Size: *size, Type: *typ, Seed: *seed}
-	if err := engine.Synth(context.Background(), *out, spec); err != nil {
+	bar := &cli.Progress{W: stderr, TTY: isTerminalWriter(stderr)}
+	spec.Progress = func(done, total int64) { bar.Show("synth "+*out, done, total, true) }
+	err := engine.Synth(context.Background(), *out, spec)
+	bar.Done()
+	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return 1
 	}
@@ -269,4 +274,11 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// isTerminalWriter reports whether w is a terminal (a progress bar) rather
+// than a pipe or a log (plain lines).
+func isTerminalWriter(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && cli.IsTerminal(f)
 }

@@ -31,6 +31,10 @@ func TestModelCommands(t *testing.T) {
 	if !strings.Contains(out, "llama") {
 		t.Fatalf("synth output %q", out)
 	}
+	// Progress off a terminal: plain lines on stderr, the last at 100%.
+	if lines := strings.Split(strings.TrimSpace(errs), "\n"); len(lines) < 2 || !strings.Contains(lines[len(lines)-1], "synth "+full+" 100%") || strings.Contains(errs, "\r") {
+		t.Fatalf("synth progress %q", errs)
+	}
 	code, out, errs = runCmd(modelCmd, "info", full)
 	if code != 0 || !strings.Contains(out, "cid:") || !strings.Contains(out, "bafk") || !strings.Contains(out, "[0,4)") {
 		t.Fatalf("info: %d %q %s", code, out, errs)

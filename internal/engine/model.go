@@ -58,6 +58,9 @@ type Options struct {
 	FlashAttention bool
 	// Logger receives load and session events (nil: discard).
 	Logger *slog.Logger
+	// LoadProgress, when set, sees Load's progress reading the weights, as
+	// the fraction done (0..1).
+	LoadProgress func(fraction float32)
 }
 
 func (o *Options) defaults(ctxLen int) {
@@ -168,7 +171,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	}
 	func() {
 		defer recoverErr(&err, "loading weights")
-		err = om.Backend().Load(ctx, nil)
+		err = om.Backend().Load(ctx, opts.LoadProgress)
 	}()
 	if err != nil {
 		return fail(err)

@@ -19,6 +19,9 @@ type SynthSpec struct {
 	Size string // tiny | small | 0.6b
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
+	// Progress, when set, sees the tensor bytes written so far and their
+	// total, after each tensor.
+	Progress func(done, total int64)
 }
 
 // SynthSizes and SynthTypes list the accepted SynthSpec values.
@@ -73,6 +76,7 @@ type lazyTensor struct {
 	shape []uint64
 	gen   func() []float32
 	size  uint64
+	wrote func(n int64) // counts the bytes written, for SynthSpec.Progress
 }
 
 func (t *lazyTensor) WriteTo(w io.Writer) (int64, error) {
@@ -94,6 +98,9 @@ func (t *lazyTensor) WriteTo(w io.Writer) (int64, error) {
 		return 0, fmt.Errorf("engine: synth %s: %d bytes, want %d", t.name, len(data), t.size)
 	}
 	n, err := w.Write(data)
+	if t.wrote != nil {
+		t.wrote(int64(n))
+	}
 	return int64(n), err
 }
 
@@ -182,6 +189,13 @@ func Synth(ctx context.Context, path string, spec SynthSpec) (err error) {
 	kv["tokenizer.ggml.merges"] = voc.merges
 
 	var ts []*fsggml.Tensor
+	var done, total int64
+	wrote := func(n int64) {
+		done += n
+		if spec.Progress != nil {
+			spec.Progress(done, total)
+		}
+	}
 	addT := func(name string, typ fsggml.TensorType, gen func(n int, r *rand.Rand) []float32, dims ...int) {
 		if typ != fsggml.TensorTypeF32 && typ != fsggml.TensorTypeF16 {
 			// k-quants need rows of 256, the others rows of 32: fall back like
@@ -199,7 +213,7 @@ func Synth(ctx context.Context, path string, spec SynthSpec) (err error) {
 			n *= d
 			shape[i] = uint64(d)
 		}
-		lt := &lazyTensor{name: name, typ: typ, shape: shape}
+		lt := &lazyTensor{name: name, typ: typ, shape: shape, wrote: wrote}
 		lt.gen = func() []float32 {
 			h := fnv.New64a()
 			h.Write([]byte(name))
@@ -207,6 +221,7 @@ func Synth(ctx context.Context, path string, spec SynthSpec) (err error) {
 		}
 		t := &fsggml.Tensor{Name: name, Kind: uint32(typ), Shape: shape, WriterTo: lt}
 		lt.size = t.Size()
+		total += int64(lt.size)
 		ts = append(ts, t)
 	}
 	normal := func(std float32) func(int, *rand.Rand) []float32 {
