@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"sync"
 
 	fsggml "github.com/ollama/ollama/fs/ggml"
 	ggmlbackend "github.com/ollama/ollama/ml/backend/ggml"
@@ -189,8 +190,13 @@ func Synth(ctx context.Context, path string, spec SynthSpec) (err error) {
 	kv["tokenizer.ggml.merges"] = voc.merges
 
 	var ts []*fsggml.Tensor
+	// WriteGGUF writes tensors from several goroutines: the count and the
+	// calls to Progress are serialized.
+	var mu sync.Mutex
 	var done, total int64
 	wrote := func(n int64) {
+		mu.Lock()
+		defer mu.Unlock()
 		done += n
 		if spec.Progress != nil {
 			spec.Progress(done, total)
