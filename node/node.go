@@ -75,6 +75,7 @@ type Node struct {
 	// loads are Start's background loads of the configured roles;
 	// stopLoads cancels them.
 	loads     sync.WaitGroup
+	loadCtx   context.Context
 	stopLoads context.CancelFunc
 }
 
@@ -175,6 +176,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.mem.init(n.cfg.MaxMemory)
 	// The pipeline's store first: role models are registered in it too,
 	// so peers can fetch their manifests and layers to check them.
+	n.loadCtx, n.stopLoads = context.WithCancel(runCtx)
 	if err = n.startPipeline(ctx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()

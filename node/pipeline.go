@@ -34,8 +34,9 @@ type pipelineState struct {
 }
 
 // startPipeline opens the store, serves shard transfers and stages, and
-// loads the configured shards: files at once, CIDs in the background (they
-// are fetched from peers, who may not be known yet).
+// loads the configured shards in the background: files at once, CIDs once
+// the swarm view runs (they are fetched from peers, who may not be known
+// yet).
 func (n *Node) startPipeline(ctx context.Context) error {
 	st, err := shards.OpenStore(filepath.Join(n.cfg.DataDir, "models"), shards.WithStoreLogger(n.log))
 	if err != nil {
@@ -61,9 +62,26 @@ func (n *Node) startPipeline(ctx context.Context) error {
 			p.fetch = append(p.fetch, spec)
 			continue
 		}
-		if err := n.loadShardFile(ctx, spec); err != nil {
+		// The header is checked now (a broken file stops the start); the
+		// slicing and the weights happen in the background, while the API
+		// answers.
+		info, err := shards.ReadModelInfo(spec.Path)
+		if err != nil {
 			return err
 		}
+		if spec.End > info.Layers {
+			return fmt.Errorf("shard %s:%d-%d: the model has %d layers", spec.Path, spec.Start, spec.End, info.Layers)
+		}
+		n.loads.Add(1)
+		go func() {
+			defer n.loads.Done()
+			if err := n.loadShardFile(n.loadCtx, spec); err != nil && n.loadCtx.Err() == nil {
+				n.log.Error("shard not loaded", "shard", s, "err", err)
+				n.health.set("shard "+s, err.Error())
+				return
+			}
+			go n.publishPS("shards") // takes n.mu: never from here, which Close waits for
+		}()
 	}
 	return nil
 }
@@ -100,7 +118,9 @@ func (n *Node) loadShardFile(ctx context.Context, spec ShardSpec) error {
 		if err != nil {
 			return err
 		}
+		t := n.tasks.start("slice", fmt.Sprintf("%s [%d,%d)", spec.Path, spec.Start, spec.End), "", 0)
 		se, err := n.pipe.store.EnsureSlice(me.CID, spec.Start, spec.End)
+		t.finish(err)
 		if err != nil {
 			return err
 		}

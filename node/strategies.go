@@ -55,7 +55,7 @@ func (n *Node) startMoA(ctx context.Context) error {
 		}
 		reserved[path] = r
 	}
-	ctx, n.stopLoads = context.WithCancel(ctx)
+	ctx = n.loadCtx
 	n.loads.Add(1)
 	go func() {
 		defer n.loads.Done()

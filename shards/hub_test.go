@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/shards/hubtest"
@@ -145,6 +146,18 @@ func TestHubDownload(t *testing.T) {
 		t.Fatalf("ranges over the two pulls: %q, want the second from byte 102400", r)
 	}
 	h.Attempts = 3
+
+	// A CDN that hangs mid-file: the stall timeout ends the attempt and
+	// the next resumes.
+	h.Stall = 300 * time.Millisecond
+	hub.HangAfter(200 << 10)
+	if _, _, err = get("hung.gguf"); err != nil {
+		t.Fatalf("after a hung CDN: %v", err)
+	}
+	if r := hub.Ranges(); len(r) != 2 || r[1] != "bytes=204800-" {
+		t.Fatalf("ranges after a hang: %q", r)
+	}
+	h.Stall = 0
 
 	hub.IgnoreRange(true)
 	hub.CutAfter(200 << 10)

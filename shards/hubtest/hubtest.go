@@ -24,14 +24,15 @@ type Hub struct {
 	URL   string // the hub's base, for Hub.Endpoint or HF_ENDPOINT
 	Token string // the token gated repos want
 
-	mu       sync.Mutex
-	repos    map[string]*repo
-	cutAfter int64
-	corrupt  bool
-	ignore   bool
-	ranges   []string
-	cdnAuth  int
-	pageSize int
+	mu        sync.Mutex
+	repos     map[string]*repo
+	cutAfter  int64
+	hangAfter int64
+	corrupt   bool
+	ignore    bool
+	ranges    []string
+	cdnAuth   int
+	pageSize  int
 
 	hub, cdn *httptest.Server
 }
@@ -74,6 +75,10 @@ func (h *Hub) Add(repoName, path string, data []byte, gated bool) {
 // CutAfter makes the next CDN answer end after n bytes, as a dropped link
 // does (once).
 func (h *Hub) CutAfter(n int64) { h.set(func() { h.cutAfter = n }) }
+
+// HangAfter makes the next CDN answer stop sending after n bytes and hold
+// the connection open, as a hung server does (once).
+func (h *Hub) HangAfter(n int64) { h.set(func() { h.hangAfter = n }) }
 
 // Corrupt makes every CDN answer flip a byte (or stop doing so).
 func (h *Hub) Corrupt(on bool) { h.set(func() { h.corrupt = on }) }
@@ -228,8 +233,8 @@ func (h *Hub) serveCDN(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Authorization") != "" {
 		h.cdnAuth++
 	}
-	cut, corrupt, ignore := h.cutAfter, h.corrupt, h.ignore
-	h.cutAfter = 0
+	cut, hang, corrupt, ignore := h.cutAfter, h.hangAfter, h.corrupt, h.ignore
+	h.cutAfter, h.hangAfter = 0, 0
 	h.mu.Unlock()
 	if data == nil {
 		http.NotFound(w, r)
@@ -254,6 +259,14 @@ func (h *Hub) serveCDN(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Accept-Ranges", "bytes")
 	if rng != "" && !ignore {
 		w.WriteHeader(http.StatusPartialContent)
+	}
+	if hang > 0 && hang < int64(len(body)) {
+		w.Write(body[:hang])
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		<-r.Context().Done() // until the client gives up
+		return
 	}
 	if cut > 0 && cut < int64(len(body)) {
 		w.Write(body[:cut])
