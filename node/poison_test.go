@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmswarm/llmswarm/api"
 	"github.com/llmswarm/llmswarm/node"
+	"github.com/llmswarm/llmswarm/node/client"
 	"github.com/llmswarm/llmswarm/node/nodetest"
 	"github.com/llmswarm/llmswarm/shards"
 )
@@ -130,7 +129,7 @@ func TestPoisonedHeaderRefused(t *testing.T) {
 }
 
 // TestPoisonedLocalSliceRefused: a slice file given to a peer that carries
-// its model's manifest but altered weights is refused at start, not
+// its model's manifest but altered weights is refused when it loads, not
 // served under the model's root.
 func TestPoisonedLocalSliceRefused(t *testing.T) {
 	full := tinyModel(t)
@@ -163,11 +162,18 @@ func TestPoisonedLocalSliceRefused(t *testing.T) {
 	cfg := nodetest.Config(t.TempDir())
 	cfg.Shards = []string{bad + ":0-2"}
 	cfg.Engine = node.EngineConfig{Threads: 1}
-	n := &node.Node{Config: cfg, Logger: nodetest.Logger(t)}
-	n.API = api.New(n, nil)
-	err = n.Start(t.Context())
-	n.Close()
-	if err == nil || !errors.Is(err, shards.ErrMismatch) || !strings.Contains(err.Error(), "blk.1.attn_q.weight") {
-		t.Fatalf("a poisoned slice was served, or refused for another reason: %v", err)
+	// Shard files load in the background: the peer starts, refuses the
+	// slice (its warnings say why) and serves nothing.
+	p := nodetest.Start(t, cfg)
+	var st client.Status
+	nodetest.Eventually(t, 20*time.Second, "the poisoned slice refused", func() bool {
+		st, err = p.Status()
+		return err == nil && strings.Contains(strings.Join(st.Warnings, "\n"), "blk.1.attn_q.weight")
+	})
+	if w := strings.Join(st.Warnings, "\n"); !strings.Contains(w, shards.ErrMismatch.Error()) {
+		t.Fatalf("warnings %q: want the mismatch", w)
+	}
+	if ps, err := p.PS(); err != nil || len(ps.Models) != 0 {
+		t.Fatalf("a poisoned slice was served: %+v %v", ps, err)
 	}
 }
