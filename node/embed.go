@@ -115,6 +115,9 @@ func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event
 	if err != nil {
 		return nil, err
 	}
+	if err := n.waitStartLoads(ctx); err != nil {
+		return nil, err
+	}
 	if on != nil {
 		spec.onAgent = func(ar moa.AgentResponse) { on("agent", agentOut(ar)) }
 		spec.onToken = func(t string) { on("token", t) }

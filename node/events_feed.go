@@ -11,9 +11,13 @@ import (
 // The producers of the event hub's "peers", "roles", "shards" and "bmc"
 // events (the "task" events come from the task tracker).
 
-// publishPS tells subscribers that this peer's served models may have
-// changed: typ is "roles" or "shards", the data what it serves now.
+// publishPS tells subscribers, and the swarm (a heartbeat now), that this
+// peer's served models may have changed: typ is "roles" or "shards", the
+// data what it serves now.
 func (n *Node) publishPS(typ string) {
+	if s := n.Swarm(); s != nil {
+		s.Changed()
+	}
 	if ps, err := n.PS(); err == nil {
 		n.events.publish(typ, ps)
 	}

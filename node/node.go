@@ -75,6 +75,7 @@ type Node struct {
 	// loads are Start's background loads of the configured roles;
 	// stopLoads cancels them.
 	loads     sync.WaitGroup
+	loadsDone chan struct{} // closed when Start's background loads have ended
 	loadCtx   context.Context
 	stopLoads context.CancelFunc
 }
@@ -183,6 +184,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 		return err
 	}
+	n.loadsDone = make(chan struct{})
 	if err = n.startMoA(runCtx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()

@@ -78,7 +78,52 @@ func (n *Node) startMoA(ctx context.Context) error {
 			go n.publishPS("roles") // takes n.mu: never from this goroutine, which Close waits for
 		}
 	}()
+	// Shard files' loads started before (startPipeline): all are counted.
+	go func() { n.loads.Wait(); close(n.loadsDone) }()
 	return nil
+}
+
+// waitStartLoads waits until the roles and shards given at start have
+// loaded (or failed), or until ctx ends: a question asked while they load
+// is answered once they can take part, as it would have been had it come
+// a moment later.
+func (n *Node) waitStartLoads(ctx context.Context) error {
+	if n.loadsDone == nil {
+		return nil
+	}
+	select {
+	case <-n.loadsDone:
+		return nil
+	default:
+	}
+	n.log.Debug("query waits for this peer's models to load")
+	select {
+	case <-n.loadsDone:
+	case <-ctx.Done():
+		return &errHTTP{499, "cancelled", fmt.Errorf("while this peer's models were loading: %w", ctx.Err())}
+	}
+	// Routing reads the view: wait (a heartbeat at most) for this peer's
+	// own record there to list what just loaded.
+	deadline := time.Now().Add(2 * time.Duration(n.cfg.Heartbeat))
+	for time.Now().Before(deadline) && ctx.Err() == nil && !n.selfAnnounced() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// selfAnnounced reports whether this peer's record in its own view lists
+// every role and shard it serves.
+func (n *Node) selfAnnounced() bool {
+	s := n.Swarm()
+	if s == nil {
+		return true
+	}
+	self, ok := s.View().Get(n.host.ID())
+	if !ok {
+		return false
+	}
+	roles, shards := len(n.moaServer.Models()), len(n.pipe.stages.Local())
+	return len(self.Cap.Roles) >= roles && len(self.Cap.Shards) >= shards
 }
 
 // waitLoads stops the background loads of Start and waits for them.

@@ -33,6 +33,8 @@ type Service struct {
 	probe  *prober
 	log    *slog.Logger
 
+	changed chan struct{} // Changed's nudge to the heartbeat loop
+
 	mu      sync.Mutex
 	lastSeq uint64
 	cancel  context.CancelFunc
@@ -47,7 +49,8 @@ func New(h host.Host, router *gossip.Router, kad *dht.IpfsDHT, self SelfFunc, li
 		log = slog.New(slog.DiscardHandler)
 	}
 	v := NewView(h.ID(), live, opts...)
-	return &Service{host: h, router: router, dht: kad, self: self, view: v, probe: newProber(h, v, log), log: log}
+	return &Service{host: h, router: router, dht: kad, self: self, view: v, probe: newProber(h, v, log), log: log,
+		changed: make(chan struct{}, 1)}
 }
 
 // View is the live peer table.
@@ -106,6 +109,16 @@ func (s *Service) Close() error {
 	return nil
 }
 
+// Changed tells the service that this peer's record changed (a role or
+// shard added or removed): the next heartbeat goes out now, not at the
+// next tick.
+func (s *Service) Changed() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
 // Beat publishes one heartbeat now.
 func (s *Service) Beat(ctx context.Context) error {
 	c := s.self()
@@ -153,6 +166,7 @@ func (s *Service) heartbeat(ctx context.Context, greet <-chan struct{}) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.changed:
 		case <-greet:
 			select {
 			case <-ctx.Done():
