@@ -57,7 +57,7 @@ func TestBMCRoutingObeys(t *testing.T) {
 	cfg.BMCPeers = []string{bmcPeer.ID().String()}
 	origin := nodetest.Start(t, cfg)
 	all := []peer.ID{first.ID(), mid.ID(), spare.ID(), last.ID()}
-	nodetest.Eventually(t, 10*time.Second, "origin sees every stage", func() bool { return nodetest.SeesAlive(origin, all...) })
+	nodetest.Eventually(t, 10*time.Second, "origin sees every stage", func() bool { return nodetest.SeesShards(origin, all...) })
 
 	c := client.New(origin.APIAddr(), "")
 	ask := func(maxTokens int, onEvent func(client.Event)) routed {

@@ -124,10 +124,12 @@ func TestReferenceCountsAgainstBudget(t *testing.T) {
 			cfg.Shards = []string{model + r}
 			ids = append(ids, nodetest.Start(t, cfg).ID())
 		}
-		nodetest.Eventually(t, 15*time.Second, "origin sees both stages", func() bool {
-			return nodetest.SeesAlive(origin, ids...)
-		})
 		cl := client.New(origin.APIAddr(), "")
+		// Shard files load in the background: alive first, then announced.
+		nodetest.Eventually(t, 15*time.Second, "origin sees both stages with their layers", func() bool {
+			sh, err := cl.Shards(t.Context())
+			return nodetest.SeesAlive(origin, ids...) && err == nil && len(sh.Models) == 1 && sh.Models[0].Covered
+		})
 		if _, err := cl.Query(t.Context(), client.QueryRequest{Query: "Tell me about the swarm.", Mode: "pipeline", MaxTokens: 4}, nil); err != nil {
 			t.Fatalf("budget %s: %v", c.budget, err)
 		}

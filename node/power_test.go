@@ -45,7 +45,7 @@ func TestLowBatteryPeerGetsNoNewWork(t *testing.T) {
 	}
 	phone, pi := start(), start()
 	nodetest.Eventually(t, 15*time.Second, "origin sees both holders", func() bool {
-		return nodetest.SeesAlive(origin, phone.ID(), pi.ID()) && len(origin.Swarm().View().ByRole(moa.Reasoner)) == 2
+		return nodetest.SeesShards(origin, phone.ID(), pi.ID()) && len(origin.Swarm().View().ByRole(moa.Reasoner)) == 2
 	})
 	if err := phone.ReportPower(node.Power{BatteryPercent: 10, Thermal: "nominal"}); err != nil {
 		t.Fatal(err)

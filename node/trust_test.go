@@ -191,7 +191,8 @@ func TestLiarGetsNoTraffic(t *testing.T) {
 		ids = append(ids, lp.h.ID())
 	}
 	nodetest.Eventually(t, 15*time.Second, "origin sees every peer and the liars' claims", func() bool {
-		return nodetest.SeesAlive(origin, ids...) && len(origin.Swarm().View().ByRole(moa.Reasoner)) == 5
+		return nodetest.SeesAlive(origin, ids...) && nodetest.SeesShards(origin, a.ID(), b.ID()) &&
+			len(origin.Swarm().View().ByRole(moa.Reasoner)) == 5
 	})
 
 	c := client.New(origin.APIAddr(), "")

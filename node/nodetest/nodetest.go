@@ -155,3 +155,16 @@ func TinyModel(t testing.TB, typ string) string {
 	models[typ] = p
 	return p
 }
+
+// SeesShards reports whether p sees every peer of ids alive and announcing
+// a shard: shard files load in the background, after the peer is alive.
+func SeesShards(p *Peer, ids ...peer.ID) bool {
+	v := p.Swarm().View()
+	for _, id := range ids {
+		q, ok := v.Get(id)
+		if !ok || !q.Alive || len(q.Cap.Shards) == 0 {
+			return false
+		}
+	}
+	return true
+}
