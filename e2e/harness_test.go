@@ -70,6 +70,8 @@ type daemon struct {
 	// exe, when set, is the command line before the flags, in place of
 	// bin/swarmd (an arm64 swarmd under qemu-user).
 	exe []string
+	// env is added to the process's environment.
+	env []string
 }
 
 type throttle struct{ run, stop time.Duration }
@@ -127,6 +129,9 @@ func (d *daemon) start() {
 	}
 	d.cmd = netnsCmd(d.netns, exe[0], append(slices.Clone(exe[1:]), d.args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if len(d.env) > 0 {
+		d.cmd.Env = append(os.Environ(), d.env...)
+	}
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatal(err)

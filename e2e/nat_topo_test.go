@@ -137,7 +137,13 @@ func natDaemon(t testing.TB, ns, ip string, cfg map[string]any, extra ...string)
 // natDaemonOn is natDaemon listening on the multiaddr listen.
 func natDaemonOn(t testing.TB, ns, listen string, cfg map[string]any, extra ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, dir: t.TempDir(), netns: ns}
+	return natDaemonEnv(t, ns, listen, nil, cfg, extra...)
+}
+
+// natDaemonEnv is natDaemonOn with env added to the daemon's environment.
+func natDaemonEnv(t testing.TB, ns, listen string, env []string, cfg map[string]any, extra ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, dir: t.TempDir(), netns: ns, env: env}
 	b, _ := json.Marshal(cfg)
 	conf := filepath.Join(d.dir, "config.json")
 	if err := os.WriteFile(conf, b, 0o600); err != nil {
