@@ -36,18 +36,48 @@ func (n *Node) startMoA(ctx context.Context) error {
 		roles = append(roles, r)
 	}
 	sort.Strings(roles)
-	// Roles given at start load before the peer joins the swarm (each a
-	// task with its progress). Loaded in the background instead, a peer
-	// behind a NAT-PMP mapping lost the direct connection an internet
-	// peer makes to its mapped port (TestNATPortMapping): left for later,
-	// see the README. Shard files (startPipeline) load in the background.
+	// Checked now, so that a missing or broken file or a model that does
+	// not fit max_memory stops the start; loaded in the background, so that
+	// the API answers (and shows the loads' progress) while multi-GB
+	// weights load. A role is announced once its model is loaded.
+	reserved := map[string]int64{} // per file: roles sharing one load it once
 	for _, role := range roles {
-		rm, err := n.loadRole(ctx, role, n.cfg.Roles[role])
+		path := n.cfg.Roles[role]
+		if _, done := reserved[path]; done {
+			continue
+		}
+		r, err := n.mem.reserve("role "+role+" ("+path+")", path, n.engineOptions())
 		if err != nil {
+			for _, r := range reserved {
+				n.mem.release(r)
+			}
 			return err
 		}
-		n.moaServer.Add(rm)
+		reserved[path] = r
 	}
+	ctx = n.loadCtx
+	n.loads.Add(1)
+	go func() {
+		defer n.loads.Done()
+		for _, role := range roles {
+			path := n.cfg.Roles[role]
+			r, first := reserved[path]
+			if !first {
+				r = -1 // shares the first role's load, or reserves its own if that failed
+			}
+			delete(reserved, path)
+			rm, err := n.loadRoleReserved(ctx, role, path, r)
+			if err != nil {
+				if ctx.Err() == nil {
+					n.log.Error("role not loaded", "role", role, "path", path, "err", err)
+					n.health.set("role "+role, err.Error())
+				}
+				continue
+			}
+			n.moaServer.Add(rm)
+			go n.publishPS("roles") // takes n.mu: never from this goroutine, which Close waits for
+		}
+	}()
 	// Shard files' loads started before (startPipeline): all are counted.
 	go func() { n.loads.Wait(); close(n.loadsDone) }()
 	return nil
@@ -115,7 +145,14 @@ func (n *Node) loadOptions(t *task) engine.Options {
 // loadRole loads the GGUF at path, counted against max_memory, to serve
 // as role (the caller adds it to the server). A file some role already
 // runs is not loaded twice: the roles share it.
-func (n *Node) loadRole(ctx context.Context, role, path string) (rm *moa.RoleModel, err error) {
+func (n *Node) loadRole(ctx context.Context, role, path string) (*moa.RoleModel, error) {
+	return n.loadRoleReserved(ctx, role, path, -1)
+}
+
+// loadRoleReserved is loadRole for a file whose memory is reserved
+// already (reserved >= 0: released here if the role shares another's
+// model or fails to load).
+func (n *Node) loadRoleReserved(ctx context.Context, role, path string, reserved int64) (rm *moa.RoleModel, err error) {
 	start := time.Now()
 	t := n.tasks.start("load", "role "+role+": "+path, "percent", 100)
 	defer func() { t.finish(err) }()
@@ -125,17 +162,25 @@ func (n *Node) loadRole(ctx context.Context, role, path string) (rm *moa.RoleMod
 			break
 		}
 	}
-	if rm == nil && err == nil {
+	if rm != nil || err != nil {
+		if reserved > 0 {
+			n.mem.release(reserved)
+		}
+	} else {
 		// Registered in the store: named by its root (built once, kept
 		// while the file is unchanged), and served to peers who check it.
 		t.update("manifest", 0, 0)
 		var me shards.ModelEntry
 		if me, err = n.pipe.store.AddModel(path); err != nil {
+			if reserved > 0 {
+				n.mem.release(reserved)
+			}
 			return nil, fmt.Errorf("role %s: %w", role, err)
 		}
-		var reserved int64
-		if reserved, err = n.mem.reserve("role "+role+" ("+path+")", path, n.engineOptions()); err != nil {
-			return nil, err
+		if reserved < 0 {
+			if reserved, err = n.mem.reserve("role "+role+" ("+path+")", path, n.engineOptions()); err != nil {
+				return nil, err
+			}
 		}
 		t.update("weights", 0, 100)
 		if rm, err = moa.LoadRoleNamed(ctx, role, path, me.CID, n.loadOptions(t)); err != nil {
