@@ -224,8 +224,8 @@ func (h *Hub) Files(ctx context.Context, r HubRef) ([]HubFile, error) {
 			return nil, fmt.Errorf("hub %s: file list is not the hub's JSON: %w", r.Repo, err)
 		}
 		for _, e := range entries {
-			if e.Type != "file" {
-				continue
+			if e.Type != "file" || !SafeRepoPath(e.Path) {
+				continue // a path that would leave the repo's directory here is not listed
 			}
 			f := HubFile{Path: e.Path, Size: e.Size}
 			if e.LFS != nil {
@@ -236,6 +236,21 @@ func (h *Hub) Files(ctx context.Context, r HubRef) ([]HubFile, error) {
 		u = nextLink(resp.Header.Get("Link"))
 	}
 	return out, nil
+}
+
+// SafeRepoPath reports whether p, a path a hub lists, stays inside the
+// directory a pull stores the repo in: relative, no "." or ".." part, no
+// backslash or NUL, at most 255 bytes a part.
+func SafeRepoPath(p string) bool {
+	if p == "" || len(p) > 1024 || strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\\\x00") {
+		return false
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == "" || part == "." || part == ".." || len(part) > 255 {
+			return false
+		}
+	}
+	return true
 }
 
 // nextLink is the rel="next" URL of a Link header, or "".

@@ -92,6 +92,7 @@ func TestHubDownload(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
 	hub.Add("o/open", "README.md", []byte("hi"), false)
 	hub.Add("o/open", "m-Q8_0.gguf", data, false)
+	hub.Add("o/open", "../../evil-Q8_0.gguf", data, false) // a hostile hub's listing: never listed, never stored
 	hub.Add("o/gated", "m-Q4_K_M.gguf", data[:1000], true)
 	ctx := context.Background()
 	h := &shards.Hub{Endpoint: hub.URL, Attempts: 3}
@@ -209,5 +210,17 @@ func TestHubDownload(t *testing.T) {
 	}
 	if n := hub.CDNAuth(); n != 0 {
 		t.Fatalf("the token was sent to the CDN %d times", n)
+	}
+}
+
+func TestSafeRepoPath(t *testing.T) {
+	for p, want := range map[string]bool{
+		"m-Q8_0.gguf": true, "sub/dir/m.gguf": true,
+		"": false, "/etc/x.gguf": false, "../x.gguf": false, "a/../../x.gguf": false, "a/./x.gguf": false,
+		"a//x.gguf": false, "a\\x.gguf": false, "a\x00.gguf": false,
+	} {
+		if got := shards.SafeRepoPath(p); got != want {
+			t.Errorf("SafeRepoPath(%q) = %v, want %v", p, got, want)
+		}
 	}
 }
