@@ -24,3 +24,7 @@ func (n *Node) TokenizerForTest(ctx context.Context, root string, holders ...pee
 	}
 	return n.tokenizer(ctx, pipeline.ModelRef{CID: root}, hs)
 }
+
+// StartLoadsDoneForTest is closed when the roles and shards given at start
+// have loaded (or failed).
+func (n *Node) StartLoadsDoneForTest() <-chan struct{} { return n.loadsDone }

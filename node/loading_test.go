@@ -62,3 +62,26 @@ func TestRolesLoadInBackground(t *testing.T) {
 		t.Fatalf("ps: %+v %v", ps, err)
 	}
 }
+
+// TestQueryRightAfterLoads: a question that comes the moment the shards
+// given at start have loaded, before this peer's own record in its view
+// lists them, is answered: it waits for that record, not only for the
+// loads.
+func TestQueryRightAfterLoads(t *testing.T) {
+	model := nodetest.TinyModel(t, "q8_0")
+	for i := range 3 {
+		cfg := nodetest.Config(t.TempDir())
+		cfg.Shards = []string{model + ":0-4"}
+		cfg.Engine.Threads = 1
+		p := nodetest.Start(t, cfg)
+		<-p.StartLoadsDoneForTest()
+		out, err := p.Query(t.Context(), client.QueryRequest{Query: "hello", Mode: "pipeline", MaxTokens: 2}, nil)
+		if err != nil {
+			t.Fatalf("try %d: a pipeline question right after the loads: %v", i, err)
+		}
+		if out.CompletionTokens == 0 {
+			t.Fatalf("try %d: no tokens: %+v", i, out)
+		}
+		p.Close()
+	}
+}

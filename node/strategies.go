@@ -93,17 +93,17 @@ func (n *Node) waitStartLoads(ctx context.Context) error {
 	}
 	select {
 	case <-n.loadsDone:
-		return nil
 	default:
+		n.log.Debug("query waits for this peer's models to load")
+		select {
+		case <-n.loadsDone:
+		case <-ctx.Done():
+			return &errHTTP{499, "cancelled", fmt.Errorf("while this peer's models were loading: %w", ctx.Err())}
+		}
 	}
-	n.log.Debug("query waits for this peer's models to load")
-	select {
-	case <-n.loadsDone:
-	case <-ctx.Done():
-		return &errHTTP{499, "cancelled", fmt.Errorf("while this peer's models were loading: %w", ctx.Err())}
-	}
-	// Routing reads the view: wait (a heartbeat at most) for this peer's
-	// own record there to list what just loaded.
+	// Routing reads the view: wait (two heartbeats at most) for this
+	// peer's own record there to list what just loaded. The loads may have
+	// ended a moment ago, their record not yet in the view.
 	deadline := time.Now().Add(2 * time.Duration(n.cfg.Heartbeat))
 	for time.Now().Before(deadline) && ctx.Err() == nil && !n.selfAnnounced() {
 		time.Sleep(20 * time.Millisecond)
