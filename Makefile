@@ -9,6 +9,10 @@ SIMD_FLAGS ?= -O3 -march=x86-64-v3
 endif
 export CGO_CFLAGS := $(SIMD_FLAGS)
 export CGO_CXXFLAGS := $(SIMD_FLAGS)
+# ggml's repacked CPU kernels for Q4_0/Q4_K/IQ4_NL weights (internal/engine/repack.go):
+# ollama's build of ggml leaves them out; this define puts them back.
+REPACK_FLAGS ?= -DGGML_USE_CPU_REPACK
+export CGO_CPPFLAGS := $(REPACK_FLAGS)
 
 .PHONY: build test demo deps clean arm64
 

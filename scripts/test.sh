@@ -9,6 +9,8 @@ case "$(go env GOARCH)" in
   *) simd='-O3 -march=x86-64-v3' ;;
 esac
 export CGO_CFLAGS="${CGO_CFLAGS:-$simd}" CGO_CXXFLAGS="${CGO_CXXFLAGS:-$simd}"
+# ggml's repacked kernels for Q4 weights (internal/engine/repack.go)
+export CGO_CPPFLAGS="${CGO_CPPFLAGS:--DGGML_USE_CPU_REPACK}"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
   echo "gofmt needed on:"; echo "$unformatted"; exit 1

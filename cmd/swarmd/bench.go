@@ -24,6 +24,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	gen := fs.Int("gen", 64, "generated tokens (decode)")
 	reps := fs.Int("reps", 3, "measured runs (after one warm-up)")
 	flash := fs.Bool("flash", false, "flash attention")
+	noRepack := fs.Bool("no-repack", false, "keep Q4 weights in ggml's plain layout (compare with the repacked kernels)")
 	pos, code, done := parseFlags(fs, args)
 	if done {
 		return code
@@ -47,7 +48,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: warning: ggml built without SIMD (%s); rebuild with CGO_CFLAGS='-O3 -march=x86-64-v3'\n", cmd, feats)
 	}
 	ctx := context.Background()
-	m, err := engine.Load(ctx, *path, engine.Options{Threads: *threads, Slots: 1, Context: *prompt + *gen + 8, Batch: max(512, *prompt), FlashAttention: *flash})
+	m, err := engine.Load(ctx, *path, engine.Options{Threads: *threads, Slots: 1, Context: *prompt + *gen + 8, Batch: max(512, *prompt), FlashAttention: *flash, NoRepack: *noRepack})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return 1
@@ -93,7 +94,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	mem := m.Memory()
 	fmt.Fprintf(stdout, "model:   %s (%s, %s, %d layers)\n", *path, info.Arch, info.Name, info.Layers)
-	fmt.Fprintf(stdout, "engine:  %d threads, ggml SIMD: %s, weights %.1f MiB\n", *threads, feats, float64(mem.Weights)/(1<<20))
+	fmt.Fprintf(stdout, "engine:  %d threads, ggml SIMD: %s, weights %.1f MiB, %d tensors repacked\n", *threads, feats,
+		float64(mem.Weights)/(1<<20), m.Repacked())
 	fmt.Fprintf(stdout, "prefill: pp%-4d %8.1f tok/s  (median of %d; runs %s)\n", *prompt, median(pp), *reps, fmtRuns(pp))
 	fmt.Fprintf(stdout, "decode:  tg%-4d %8.2f tok/s  (median of %d; runs %s)\n", *gen, median(tg), *reps, fmtRuns(tg))
 	return 0

@@ -56,6 +56,10 @@ type Options struct {
 	TTL time.Duration
 	// FlashAttention selects ggml's fused attention kernel.
 	FlashAttention bool
+	// NoRepack keeps Q4_0/Q4_K/IQ4_NL matrix weights in ggml's plain
+	// layout instead of moving them to its repacked one (see repack.go):
+	// for comparisons; the repacked kernels give the same tokens, faster.
+	NoRepack bool
 	// Logger receives load and session events (nil: discard).
 	Logger *slog.Logger
 	// LoadProgress, when set, sees Load's progress reading the weights, as
@@ -138,6 +142,7 @@ type Model struct {
 	queue                  QueueStats    // guarded by mu
 	freed                  chan struct{} // closed when a slot frees; guarded by mu
 	closeErr               error
+	repacked               *repacked // nil: not repacked
 }
 
 // Load loads a whole GGUF model or a stage slice for the CPU. Errors name the
@@ -176,6 +181,33 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if err != nil {
 		return fail(err)
 	}
+	var rp *repacked
+	if !opts.NoRepack {
+		names := make([]string, 0, len(meta.Tensors().Items())+1)
+		for _, t := range meta.Tensors().Items() {
+			names = append(names, t.Name)
+		}
+		names = append(names, "output.weight") // a tied head is a copy of the embedding
+		func() {
+			defer recoverErr(&err, "repacking weights")
+			rp, err = repackWeights(om.Backend(), names)
+		}()
+		switch {
+		case errors.Is(err, errNoRepack):
+			opts.Logger.Debug("weights not repacked", "model", path, "why", err)
+			err = nil
+		case err != nil:
+			return fail(err)
+		}
+	}
+	fail = func(e error) (*Model, error) {
+		func() {
+			defer func() { _ = recover() }()
+			om.Backend().Close()
+		}()
+		rp.free()
+		return nil, &FileError{path, e}
+	}
 	cfg := om.Backend().Config()
 	a, err := newArch(om, cfg.Float("attention.layer_norm_rms_epsilon"))
 	if err != nil {
@@ -185,7 +217,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if err != nil {
 		return fail(err)
 	}
-	m = &Model{path: path, opts: opts, log: opts.Logger, m: om, a: a, tok: tok, now: time.Now}
+	m = &Model{path: path, opts: opts, log: opts.Logger, m: om, a: a, tok: tok, now: time.Now, repacked: rp}
 	m.info = Info{
 		Path:          path,
 		Arch:          cfg.Architecture(),
@@ -233,7 +265,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	m.mem.KVPerSession = kvBytes
 	m.slots = make([]*slot, opts.Slots)
 	m.log.Info("model loaded", "model", path, "arch", m.info.Arch, "layers", fmt.Sprintf("%d-%d", m.info.LayerRange[0], m.info.LayerRange[1]),
-		"weights_bytes", m.mem.Weights, "threads", opts.Threads, "slots", opts.Slots, "context", opts.Context)
+		"weights_bytes", m.mem.Weights, "repacked_tensors", m.Repacked(), "threads", opts.Threads, "slots", opts.Slots, "context", opts.Context)
 	return m, nil
 }
 
@@ -288,6 +320,14 @@ func (m *Model) Memory() Memory { return m.mem }
 // Tokenizer returns the model's tokenizer and chat template.
 func (m *Model) Tokenizer() *Tokenizer { return m.tok }
 
+// Repacked is how many weight tensors run on ggml's repacked kernels.
+func (m *Model) Repacked() int {
+	if m.repacked == nil {
+		return 0
+	}
+	return m.repacked.tensors
+}
+
 // Options returns the options in effect (defaults applied).
 func (m *Model) Options() Options { return m.opts }
 
@@ -315,6 +355,7 @@ func (m *Model) Close() error {
 			s.cache.Close()
 		}
 		m.m.Backend().Close()
+		m.repacked.free()
 	}()
 	return m.closeErr
 }

@@ -67,8 +67,9 @@ func SIMD() (features string, ok bool) {
 }
 
 // WarnIfNoSIMD logs a warning (and returns false) when the ggml compiled into
-// this binary lacks the SIMD it needs for usable speed. Daemons call it at
-// start.
+// this binary lacks the SIMD it needs for usable speed (and warns, without
+// changing the result, when it lacks the repacked Q4 kernels). Daemons call
+// it at start.
 //
 // It stays quiet where the CPU itself lacks that SIMD (a Raspberry Pi 4
 // has no dot product): a build for it is the right one there.
@@ -80,6 +81,9 @@ func WarnIfNoSIMD(log *slog.Logger) bool {
 		cpuHas = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 	case "arm64":
 		cpuHas = cpu.ARM64.HasASIMDDP
+	}
+	if log != nil && !RepackAvailable() {
+		log.Warn("ggml was built without its repacked CPU kernels: Q4_0/Q4_K/IQ4_NL models decode slower; build with make, or CGO_CPPFLAGS=-DGGML_USE_CPU_REPACK")
 	}
 	if !ok && cpuHas && log != nil {
 		log.Warn("ggml was built without SIMD: inference will be about 3x slower; build with CGO_CFLAGS/CGO_CXXFLAGS='-O3 -march=x86-64-v3' (amd64) or NEON dot-product flags (arm64)",

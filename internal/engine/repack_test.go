@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRepackSameTokens: a q4_k model whose matrix weights run on ggml's
+// repacked kernels picks the same greedy tokens as the plain layout, with
+// logits that differ by rounding only, for every architecture. The kernels
+// sum in another order: one layer's output differs by ~5e-7 relative; over
+// 8 random layers an activation now and then lands on the other side of a
+// Q8_K rounding step, and the last logits differ by up to ~4% of their
+// largest (wrong kernels: ~100%). So a step may pick another token where
+// the plain logits are that close to a tie; the test allows that, and no
+// more, in at most a tenth of the steps. The test
+// binary must be built with the repacked kernels (CGO_CPPFLAGS, as the
+// Makefile and scripts/test.sh set it), else it fails saying so.
+func TestRepackSameTokens(t *testing.T) {
+	if !RepackAvailable() {
+		t.Fatal("ggml was built without GGML_USE_CPU_REPACK: build with CGO_CPPFLAGS=-DGGML_USE_CPU_REPACK (make test sets it)")
+	}
+	for _, arch := range Architectures {
+		t.Run(arch, func(t *testing.T) {
+			path := synthFile(t, arch, "small", "q4_k")
+			plain := loadT(t, path, Options{Context: 256, NoRepack: true})
+			packed := loadT(t, path, Options{Context: 256})
+			if plain.Repacked() != 0 {
+				t.Fatalf("NoRepack model has %d repacked tensors", plain.Repacked())
+			}
+			// 7 projections per layer (the head is Q6_K, as in Q4_K_M files:
+			// no repacked kernel)
+			if want := 7 * packed.Info().Layers; packed.Repacked() != want {
+				t.Fatalf("%d tensors repacked, want %d", packed.Repacked(), want)
+			}
+			sp, err := plain.NewSession()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sp.Close()
+			sr, err := packed.NewSession()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sr.Close()
+			// Both runs are fed the plain run's greedy token. A step where
+			// the two pick different tokens must be a near tie: the
+			// repacked pick's plain logit within the rounding error of
+			// the best.
+			in := splitPrompt
+			L := packed.Info().Layers
+			worst, same := 0.0, 0
+			const steps = 32
+			for step := range steps {
+				want, err := sp.RunRange(context.Background(), 0, L, in, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := sr.RunRange(context.Background(), 0, L, in, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := maxAbsDiff(got, want)
+				worst = max(worst, d/maxAbs(want))
+				g, w := Greedy(got), Greedy(want)
+				if d > 0.1*maxAbs(want) || (g != w && float64(want[w]-want[g]) > 2*d) {
+					t.Fatalf("step %d: repacked token %d (plain logit %g), plain %d (%g); max |logit d| %g of max |logit| %g",
+						step, g, want[g], w, want[w], d, maxAbs(want))
+				}
+				if g == w {
+					same++
+				}
+				in = []int32{w}
+			}
+			if same < steps*9/10 {
+				t.Fatalf("only %d of %d greedy steps agree", same, steps)
+			}
+			t.Logf("%d tensors repacked; %d of %d greedy steps agree (the others near ties), max |logit d| / max |logit| %.2g",
+				packed.Repacked(), same, steps, worst)
+		})
+	}
+}
+
+func maxAbs(a []float32) float64 {
+	m := 0.0
+	for _, v := range a {
+		m = max(m, math.Abs(float64(v)))
+	}
+	return m
+}
+
+// TestGGMLHeadersMatchModule: the ggml headers repack.go compiles with are
+// those of the ggml in the ollama module this binary links (an upgrade
+// that changes struct ggml_tensor must not go unnoticed).
+func TestGGMLHeadersMatchModule(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/ollama/ollama").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "ml", "backend", "ggml", "ggml", "include")
+	for _, h := range []string{"ggml.h", "ggml-backend.h", "ggml-alloc.h"} {
+		want, err := os.ReadFile(filepath.Join(dir, h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join("ggmlinc", h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("ggmlinc/%s differs from the module's %s: copy it again", h, filepath.Join(dir, h))
+		}
+	}
+}
