@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -47,6 +48,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		fmt.Fprintf(stderr, "%s: warning: ggml built without SIMD (%s); rebuild with CGO_CFLAGS='-O3 -march=x86-64-v3'\n", cmd, feats)
 	}
+	// ollama logs each load at info level through the default logger:
+	// keep the report to the figures.
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx := context.Background()
 	m, err := engine.Load(ctx, *path, engine.Options{Threads: *threads, Slots: 1, Context: *prompt + *gen + 8, Batch: max(512, *prompt), FlashAttention: *flash, NoRepack: *noRepack})
 	if err != nil {
