@@ -21,7 +21,7 @@ func (n *Node) selfCapability() gossip.Capability {
 	c := gossip.Capability{
 		Version: Version,
 		Platform: gossip.Platform{
-			OS: runtime.GOOS, Arch: runtime.GOARCH, Device: n.cfg.Device,
+			OS: runtime.GOOS, Arch: engine.ComputeArch(), Device: n.cfg.Device,
 			Cores: runtime.NumCPU(), RAMBytes: total, FreeRAM: free,
 		},
 		Thermal: thermal,

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -164,7 +163,7 @@ func originatorForFile(t testing.TB, full string, self *stagePeer, stages ...*st
 		for _, a := range p.addrs() {
 			addrs = append(addrs, a.String())
 		}
-		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Addrs: addrs, Shards: p.srv.Shards(), Load: gossip.Load{Capacity: 4}, Platform: gossip.Platform{Arch: runtime.GOARCH}}, time.Now())
+		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Addrs: addrs, Shards: p.srv.Shards(), Load: gossip.Load{Capacity: 4}, Platform: gossip.Platform{Arch: engine.ComputeArch()}}, time.Now())
 	}
 	tok, err := engine.LoadTokenizer(full)
 	if err != nil {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -105,7 +105,7 @@ func (g *generation) tolerance(peers ...string) float64 {
 func (g *generation) oneArch(peers []string) bool {
 	arch := ""
 	for _, p := range peers {
-		a := runtime.GOARCH
+		a := engine.ComputeArch()
 		if p != g.o.Host.ID().String() {
 			id, err := peer.Decode(p)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -29,7 +30,14 @@ func TestToleranceByWeightsAndArch(t *testing.T) {
 		v.Observe(&gossip.Capability{PeerID: p.String(), Seq: 1, Platform: gossip.Platform{Arch: arch}}, time.Now())
 		return p.String()
 	}
-	same, cross, unnamed := id(runtime.GOARCH), id(other), id("")
+	// A build of this architecture whose kernels differ (a peer with or
+	// without the repacked Q4 kernels where this one has the other) is
+	// compared like another architecture.
+	flavour := runtime.GOARCH
+	if flavour == engine.ComputeArch() {
+		flavour += "+repack"
+	}
+	same, cross, unnamed, kernels := id(engine.ComputeArch()), id(other), id(""), id(flavour)
 	me := self.h.ID().String()
 	g := &generation{o: &Originator{Host: self.h, View: v}}
 	for _, c := range []struct {
@@ -43,6 +51,7 @@ func TestToleranceByWeightsAndArch(t *testing.T) {
 		{false, []string{same, cross}, quantCrossArch},
 		{false, []string{me, cross}, quantCrossArch},
 		{false, []string{same, unnamed}, quantCrossArch},
+		{false, []string{me, kernels}, quantCrossArch},
 		{false, []string{same, "not a peer id"}, quantCrossArch},
 	} {
 		g.ref.Float = c.float

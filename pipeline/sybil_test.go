@@ -2,13 +2,13 @@ package pipeline
 
 import (
 	"context"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/test"
 
 	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/swarm"
 )
@@ -44,7 +44,7 @@ func TestSybilsDoNotChangeTheShape(t *testing.T) {
 			t.Fatal(err)
 		}
 		seq++
-		o.View.Observe(&gossip.Capability{PeerID: id.String(), Seq: seq, Shards: []gossip.Shard{s}, Load: gossip.Load{Capacity: 4}, Platform: gossip.Platform{Arch: runtime.GOARCH}}, time.Now())
+		o.View.Observe(&gossip.Capability{PeerID: id.String(), Seq: seq, Shards: []gossip.Shard{s}, Load: gossip.Load{Capacity: 4}, Platform: gossip.Platform{Arch: engine.ComputeArch()}}, time.Now())
 	}
 	for range 3 {
 		lie(gossip.Shard{ModelCID: root, ModelName: name, Start: 0, End: 8, Layers: 8, Hidden: man.Hidden * 2, MsPerLayer: 0.001})

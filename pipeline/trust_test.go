@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -38,7 +38,7 @@ func announce(v *swarm.View, p *stagePeer, msPerLayer float64) {
 	for _, a := range p.addrs() {
 		addrs = append(addrs, a.String())
 	}
-	v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: 100, Addrs: addrs, Shards: shs, Load: gossip.Load{Capacity: 4}, Platform: gossip.Platform{Arch: runtime.GOARCH}}, time.Now())
+	v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: 100, Addrs: addrs, Shards: shs, Load: gossip.Load{Capacity: 4}, Platform: gossip.Platform{Arch: engine.ComputeArch()}}, time.Now())
 }
 
 // vetLog is a Vet hook for these tests: the peers in fail fail their

@@ -2,7 +2,6 @@ package verify
 
 import (
 	"math"
-	"runtime"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -68,7 +67,7 @@ func (c *Checker) tolerance(m *engine.Model, id peer.ID) float64 {
 	if !quant {
 		return floatTolerance
 	}
-	if c.Arch != nil && c.Arch(id) == runtime.GOARCH {
+	if c.Arch != nil && c.Arch(id) == engine.ComputeArch() {
 		return quantSameArch
 	}
 	return quantTolerance

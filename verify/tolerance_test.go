@@ -3,11 +3,11 @@ package verify
 import (
 	"errors"
 	"math"
-	"runtime"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/swarm"
 )
@@ -33,8 +33,8 @@ func TestToleranceFollowsTheWeights(t *testing.T) {
 		{"q8_0", 1e-3, 1.01, "", false},
 		{"f32", 2e-2, 1.01, "", true},
 		{"q8_0", 0, 1.02, "other", true},
-		{"q8_0", 0, 1.02, runtime.GOARCH, false},
-		{"q8_0", 0, 1.005, runtime.GOARCH, true},
+		{"q8_0", 0, 1.02, engine.ComputeArch(), false},
+		{"q8_0", 0, 1.005, engine.ComputeArch(), true},
 	} {
 		full, cid := modelOf(t, "tiny", tc.typ, 1)
 		lr := newLiar(t, full)

@@ -140,6 +140,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"unsafe"
 
@@ -249,3 +250,19 @@ func cTensor(t ml.Tensor) (*C.struct_ggml_tensor, error) {
 // RepackAvailable reports whether the ggml in this binary has its repacked
 // CPU kernels (compiled with GGML_USE_CPU_REPACK).
 func RepackAvailable() bool { return C.swarm_repack_buft() != nil }
+
+// ComputeArch names how this binary computes a quantized layer: the CPU
+// architecture, with "+repack" where Q4 weights run on the repacked
+// kernels. Peers announce it as their platform's arch. Two builds with one
+// ComputeArch compute a layer alike; the repacked and plain kernels sum in
+// another order, and over many layers their logits drift apart by up to a
+// few percent (TestRepackSameTokens), as another CPU's do: a peer whose
+// ComputeArch differs is compared within the cross-architecture bounds. (A
+// peer of an earlier version, announcing the bare architecture, is such a
+// peer, as it should be.)
+func ComputeArch() string {
+	if RepackAvailable() {
+		return runtime.GOARCH + "+repack"
+	}
+	return runtime.GOARCH
+}
