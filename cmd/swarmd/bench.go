@@ -52,7 +52,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	// keep the report to the figures.
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx := context.Background()
-	m, err := engine.Load(ctx, *path, engine.Options{Threads: *threads, Slots: 1, Context: *prompt + *gen + 8, Batch: max(512, *prompt), FlashAttention: *flash, NoRepack: *noRepack})
+	m, err := engine.Load(ctx, *path, engine.Options{Threads: *threads, Slots: 1, Context: *prompt + *gen + 8, Batch: max(512, *prompt), PrefillChunk: max(512, *prompt), FlashAttention: *flash, NoRepack: *noRepack})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return 1

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	fsggml "github.com/ollama/ollama/fs/ggml"
+	"github.com/ollama/ollama/kvcache"
 	"github.com/ollama/ollama/ml"
 	"github.com/ollama/ollama/model"
 
@@ -44,10 +45,15 @@ type Options struct {
 	// Context is the KV capacity of one session, in tokens (default: the
 	// model's context length, at most 4096).
 	Context int
-	// Batch is the most tokens put in one compute graph; longer inputs are
-	// split (default 512). Pipeline stages must use the same Batch to be
-	// bit-identical to a whole-model run.
+	// Batch is the most positions put in one compute graph, over all the
+	// sessions batched in it (default 512).
 	Batch int
+	// PrefillChunk is the most positions of one session's input run in
+	// one graph; a longer prompt is run in chunks, between which the
+	// sessions decoding beside it take their steps (default 128, at most
+	// Batch). Pipeline stages must use the same PrefillChunk to be
+	// bit-identical to a whole-model run.
+	PrefillChunk int
 	// Queue is how many requests may wait for a slot when all are busy
 	// (AcquireSession; default 16; negative: none, busy at once).
 	Queue int
@@ -83,6 +89,10 @@ func (o *Options) defaults(ctxLen int) {
 	if o.Batch <= 0 {
 		o.Batch = 512
 	}
+	if o.PrefillChunk <= 0 {
+		o.PrefillChunk = 128
+	}
+	o.PrefillChunk = min(o.PrefillChunk, o.Batch)
 	if o.Queue == 0 {
 		o.Queue = 16
 	}
@@ -129,10 +139,24 @@ type Model struct {
 	info Info
 	mem  Memory
 
-	mu     sync.Mutex // guards slots, closed, session bookkeeping
-	slots  []*slot
-	closed bool
-	dead   atomic.Bool // set before the backend is freed; checked under computeMu
+	mu    sync.Mutex // guards slots, closed, session bookkeeping
+	slots []*slot
+	// cache holds every session's KV, one sequence per slot; created with
+	// the first session, used under computeMu.
+	cache *kvcache.Causal
+
+	// the batching queue (batch.go)
+	bmu     sync.Mutex
+	pending []*step
+	leading bool
+	// rounds run and steps run in them, for Batching; steps queued
+	rounds, batched, queued atomic.Int64
+	// cmu guards released: the sequences of sessions closed since the
+	// last round, whose cells the next round drops
+	cmu      sync.Mutex
+	released []int
+	closed   bool
+	dead     atomic.Bool // set before the backend is freed; checked under computeMu
 
 	// time spent building graphs in Go vs computing them in ggml (ns), for
 	// benchmarks
@@ -346,16 +370,19 @@ func (m *Model) Close() error {
 	func() {
 		defer recoverErr(&m.closeErr, "closing model")
 		for _, s := range m.slots {
-			if s == nil {
-				continue
-			}
-			if s.sess != nil {
+			if s != nil && s.sess != nil {
 				s.sess.closed = true
 			}
-			s.cache.Close()
+		}
+		if m.cache != nil {
+			m.cache.Close()
 		}
 		m.m.Backend().Close()
 		m.repacked.free()
 	}()
 	return m.closeErr
 }
+
+// Batching reports how many graphs sessions' steps have run in, and how
+// many steps: steps/rounds is the mean batch.
+func (m *Model) Batching() (rounds, steps int64) { return m.rounds.Load(), m.batched.Load() }

@@ -11,23 +11,19 @@ import (
 	"github.com/ollama/ollama/ml"
 )
 
-// slot is one KV cache, reused by successive sessions. Each slot has its own
-// kvcache.Causal (one sequence), so a session's cells always start at cell 0
-// and its results do not depend on what other sessions hold: concurrent
-// sessions are bit-identical to a session run alone.
+// slot is one sequence of the model's KV cache, reused by successive
+// sessions. A slot is created when first used: CachedSlots counts them.
 type slot struct {
-	cache *kvcache.Causal
-	sess  *Session
+	sess *Session
 }
 
 // Session is one sequence on a Model: a KV cache slot and the next position.
 // Its methods are safe for concurrent use but calls on one session are
 // serialized. A session expires after Options.TTL without calls.
 type Session struct {
-	m     *Model
-	id    uint64
-	slot  int
-	cache *kvcache.Causal
+	m    *Model
+	id   uint64
+	slot int // its sequence in m.cache
 
 	mu  sync.Mutex // serializes calls; guards pos
 	pos int32
@@ -51,21 +47,27 @@ func (m *Model) NewSession() (*Session, error) {
 		if sl != nil && sl.sess != nil {
 			continue
 		}
-		if sl == nil {
+		if m.cache == nil {
+			// One sequence per slot, each of Context cells. The cells'
+			// memory is allocated per layer at first use, and pages are
+			// touched as cells fill.
 			c := kvcache.NewCausalCache(nil)
 			var err error
 			func() {
 				defer recoverErr(&err, "initialising KV cache")
-				c.Init(m.m.Backend(), ml.DTypeF16, 1, m.opts.Context, m.opts.Batch)
+				c.Init(m.m.Backend(), ml.DTypeF16, len(m.slots), m.opts.Context, m.opts.Batch)
 			}()
 			if err != nil {
 				return nil, err
 			}
-			sl = &slot{cache: c}
+			m.cache = c
+		}
+		if sl == nil {
+			sl = &slot{}
 			m.slots[i] = sl
 		}
 		m.nextID++
-		s := &Session{m: m, id: m.nextID, slot: i, cache: sl.cache, lastUsed: m.now()}
+		s := &Session{m: m, id: m.nextID, slot: i, lastUsed: m.now()}
 		sl.sess = s
 		m.log.Debug("session opened", "model", m.path, "session", s.id, "slot", i)
 		return s, nil
@@ -100,19 +102,17 @@ func (m *Model) expireLocked() int {
 	return n
 }
 
-// CachedSlots is how many slots hold a KV cache: one is allocated when a
-// slot is first used and kept for reuse until Close, so CachedSlots x
+// CachedSlots is how many slots' KV the model holds: none until the first
+// session, then every slot's (the cache of all sequences is allocated, per
+// layer, at its first use, and kept until Close), so CachedSlots x
 // Memory().KVPerSession bounds the KV memory held now.
 func (m *Model) CachedSlots() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := 0
-	for _, sl := range m.slots {
-		if sl != nil {
-			n++
-		}
+	if m.cache == nil {
+		return 0
 	}
-	return n
+	return len(m.slots)
 }
 
 // Sessions reports how many sessions are open and the slot count.
@@ -135,10 +135,12 @@ func (m *Model) releaseLocked(s *Session) {
 	sl := m.slots[s.slot]
 	if sl.sess == s {
 		sl.sess = nil
+		// The cache is shared: the next round drops the sequence's cells,
+		// before any step of a session that takes the slot again.
+		m.cmu.Lock()
+		m.released = append(m.released, s.slot)
+		m.cmu.Unlock()
 		m.wakeLocked()
-		// Whole-sequence removal only edits cache metadata (no shift), so it
-		// needs no compute lock.
-		_ = sl.cache.Remove(0, 0, math.MaxInt32)
 	}
 }
 
@@ -202,7 +204,9 @@ func (s *Session) Truncate(n int) (err error) {
 		return nil
 	}
 	defer recoverErr(&err, "truncating KV cache")
-	if err := s.cache.Remove(0, int32(n), math.MaxInt32); err != nil {
+	computeMu.Lock()
+	defer computeMu.Unlock()
+	if err := s.m.cache.Remove(s.slot, int32(n), math.MaxInt32); err != nil {
 		return fmt.Errorf("engine: truncating session: %w", err)
 	}
 	s.pos = int32(n)
@@ -213,8 +217,10 @@ func (s *Session) Truncate(n int) (err error) {
 // len(hidden)/Hidden (a > 0) positions of the session. Hidden states are
 // token-major float32, Hidden per token. It returns the hidden states of every
 // input position when b < Layers, or the logits (VocabSize floats) of the last
-// input position when b == Layers. Inputs longer than Options.Batch are run
-// in several graphs. ctx is checked between graphs.
+// input position when b == Layers. Inputs longer than Options.PrefillChunk
+// are run in chunks. Each chunk is a step of the model's batching (batch.go):
+// concurrent sessions' steps over the same layers run in one graph. ctx is
+// checked between chunks.
 func (s *Session) RunRange(ctx context.Context, a, b int, tokens []int32, hidden []float32) ([]float32, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -260,26 +266,26 @@ func (s *Session) RunRange(ctx context.Context, a, b int, tokens []int32, hidden
 	if b < N {
 		out = make([]float32, 0, n*H)
 	}
-	for off := 0; off < n; off += m.opts.Batch {
+	for off := 0; off < n; off += m.opts.PrefillChunk {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		k := min(m.opts.Batch, n-off)
-		var tk []int32
-		var hd []float32
+		k := min(m.opts.PrefillChunk, n-off)
+		st := &step{s: s, a: a, b: b, pos: s.pos, n: k}
 		if a == 0 {
-			tk = tokens[off : off+k]
+			st.tokens = tokens[off : off+k]
 		} else {
-			hd = hidden[off*H : (off+k)*H]
+			st.hidden = hidden[off*H : (off+k)*H]
 		}
-		res, err := s.forward(a, b, tk, hd, k)
-		if err != nil {
-			return nil, err
+		m.run(st)
+		if st.err != nil {
+			return nil, st.err
 		}
+		s.pos += int32(k)
 		if b < N {
-			out = append(out, res...)
+			out = append(out, st.out...)
 		} else {
-			out = res
+			out = st.out
 		}
 	}
 	return out, nil

@@ -133,7 +133,8 @@ func distinct(ids []int32) int {
 // TestSplitMatchesWhole: for every architecture, chaining 2, 3 and 4 RunRange
 // stages at every split point gives bit-identical logits and tokens to the
 // whole-model forward, over a prompt and 16 decode steps; with every stage on
-// the whole file, and with every stage on its own sliced file.
+// the whole file, and with every stage on its own sliced file (each stage a
+// model of its own, as each is on its own peer).
 func TestSplitMatchesWhole(t *testing.T) {
 	for _, arch := range Architectures {
 		t.Run(arch, func(t *testing.T) {
@@ -149,9 +150,12 @@ func TestSplitMatchesWhole(t *testing.T) {
 			for k := 2; k <= 4; k++ {
 				for _, ch := range chains(n, k) {
 					name := fmt.Sprintf("%d stages %v", k, ch)
+					// Each stage on a model of its own, as on its own peer: two
+					// sessions of one model share its KV cache, and their
+					// cells interleave (TestBatchedSameTokens).
 					models := make([]*Model, len(ch))
 					for i := range ch {
-						models[i] = whole
+						models[i] = loadT(t, full, Options{Slots: 2, Context: 256})
 					}
 					runChain(t, name+" whole files", models, ch, want)
 					if !testSlices {

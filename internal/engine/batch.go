@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ollama/ollama/ml"
+	"github.com/ollama/ollama/model/input"
+)
+
+// Continuous batching. Every session of a model is one sequence of the
+// model's KV cache (kvcache.Causal, one sequence per slot). A RunRange
+// step is queued; the first caller to find no step running becomes the
+// leader and runs rounds until the queue is empty: each round takes the
+// queued steps over one layer range (decode steps first, then prompt
+// chunks in arrival order, up to Options.Batch positions) and runs them as
+// one graph, so concurrent sessions share each weight read. A prompt is
+// cut into chunks of Options.PrefillChunk positions, so a long prompt
+// holds up the sessions decoding beside it for one chunk at a time.
+//
+// A step's results depend, by rounding, on what runs beside it: ggml
+// multiplies one row with other kernels than several, and a sequence's
+// attention reads its cells among others'. Tokens are those of a session
+// run alone except where two logits are within that rounding
+// (TestBatchedSameTokens).
+
+// step is one queued RunRange chunk.
+type step struct {
+	s      *Session
+	a, b   int
+	pos    int32 // the session's position before the step
+	tokens []int32
+	hidden []float32
+	n      int
+	queued time.Time
+
+	out  []float32
+	err  error
+	done chan struct{}
+}
+
+// run queues st and returns when a round has run it.
+func (m *Model) run(st *step) {
+	st.done = make(chan struct{})
+	st.queued = time.Now()
+	m.bmu.Lock()
+	m.pending = append(m.pending, st)
+	m.queued.Add(1)
+	if m.leading {
+		m.bmu.Unlock()
+		<-st.done
+		return
+	}
+	m.leading = true
+	m.bmu.Unlock()
+	for {
+		m.bmu.Lock()
+		round := m.takeRoundLocked()
+		if len(round) == 0 {
+			m.leading = false
+			m.bmu.Unlock()
+			break
+		}
+		m.bmu.Unlock()
+		m.forward(round)
+		for _, r := range round {
+			close(r.done)
+		}
+	}
+	<-st.done
+}
+
+// takeRoundLocked removes the next round from m.pending: the layer range
+// of the oldest step, its decode steps (one position each) first, then
+// longer steps in order, up to Options.Batch positions (at least one
+// step).
+func (m *Model) takeRoundLocked() []*step {
+	if len(m.pending) == 0 {
+		return nil
+	}
+	a, b := m.pending[0].a, m.pending[0].b
+	budget := m.opts.Batch
+	var round []*step
+	chosen := make([]bool, len(m.pending))
+	for pass := range 2 {
+		for i, st := range m.pending {
+			if chosen[i] || st.a != a || st.b != b || (pass == 0) != (st.n == 1) {
+				continue
+			}
+			if len(round) > 0 && st.n > budget {
+				continue
+			}
+			chosen[i] = true
+			round = append(round, st)
+			budget -= st.n
+		}
+	}
+	rest := m.pending[:0:0]
+	for i, st := range m.pending {
+		if !chosen[i] {
+			rest = append(rest, st)
+		}
+	}
+	m.pending = rest
+	m.rounds.Add(1)
+	m.batched.Add(int64(len(round)))
+	return round
+}
+
+// forward runs one round as one graph: layers [a,b) over every step's
+// positions, each in its own sequence. It mirrors the models' own Forward
+// (see arch.go): embedding, the layer loop with the last layer pruned to
+// the rows whose logits are wanted, output norm and head.
+func (m *Model) forward(round []*step) {
+	computeMu.Lock()
+	defer computeMu.Unlock()
+	fail := func(err error) {
+		for _, st := range round {
+			st.err = err
+		}
+	}
+	if m.dead.Load() {
+		fail(ErrClosed)
+		return
+	}
+	m.clearReleased()
+	a, b := round[0].a, round[0].b
+	N, H := m.info.Layers, m.info.Hidden
+	last := b == N
+	total := 0
+	for _, st := range round {
+		total += st.n
+	}
+	started := false
+	defer func() {
+		if r := recover(); r != nil {
+			fail(fmt.Errorf("%w: running layers [%d,%d): %v", ErrInternal, a, b, r))
+		}
+		if round[0].err != nil && started {
+			// Drop whatever this round put in the cache, so that each
+			// session stays consistent with its position.
+			for _, st := range round {
+				func() {
+					defer func() { _ = recover() }()
+					_ = m.cache.Remove(st.s.slot, st.pos, math.MaxInt32)
+				}()
+			}
+		}
+	}()
+
+	t0 := time.Now()
+	ctx := m.m.Backend().NewContext()
+	defer ctx.Close()
+	pos := make([]int32, 0, total)
+	seqs := make([]int, 0, total)
+	var tokens []int32
+	var hidden []float32
+	var outs []int32
+	for _, st := range round {
+		for i := range st.n {
+			pos = append(pos, st.pos+int32(i))
+			seqs = append(seqs, st.s.slot)
+		}
+		tokens = append(tokens, st.tokens...)
+		hidden = append(hidden, st.hidden...)
+		outs = append(outs, int32(len(pos)-1))
+	}
+	batch := input.Batch{Positions: pos, Sequences: seqs}
+	if last {
+		batch.Outputs = ctx.Input().FromInts(outs, len(outs))
+	}
+	started = true
+	if err := m.cache.StartForward(ctx, batch, false); err != nil {
+		fail(fmt.Errorf("engine: KV cache: %w", err))
+		return
+	}
+	positions := ctx.Input().FromInts(pos, total)
+	var h ml.Tensor
+	if a == 0 {
+		h = m.a.embed(ctx, ctx.Input().FromInts(tokens, total))
+	} else {
+		h = ctx.Input().FromFloats(hidden, H, total)
+	}
+	for i := a; i < b; i++ {
+		m.cache.SetLayer(i)
+		var outputs ml.Tensor
+		if i == N-1 {
+			outputs = batch.Outputs
+		}
+		h = m.a.layer(ctx, i, h, positions, outputs, m.cache)
+	}
+	if last {
+		h = m.a.head(ctx, h)
+	}
+	ctx.Forward(h)
+	t1 := time.Now()
+	ctx.Compute(h)
+	out := h.Floats()
+	m.statBuild.Add(int64(t1.Sub(t0)))
+	m.statCompute.Add(int64(time.Since(t1)))
+	per, want := 0, total*H
+	if last {
+		per, want = m.info.VocabSize, len(round)*m.info.VocabSize
+	}
+	if len(out) != want {
+		fail(fmt.Errorf("%w: layers [%d,%d) gave %d floats, want %d", ErrInternal, a, b, len(out), want))
+		return
+	}
+	off := 0
+	for k, st := range round {
+		if last {
+			st.out = out[k*per : (k+1)*per : (k+1)*per]
+			continue
+		}
+		st.out = out[off*H : (off+st.n)*H : (off+st.n)*H]
+		off += st.n
+	}
+}
+
+// clearReleased drops the cells of sessions closed since the last round.
+// It runs under computeMu: the cache is shared by every session.
+func (m *Model) clearReleased() {
+	m.cmu.Lock()
+	seqs := m.released
+	m.released = nil
+	m.cmu.Unlock()
+	for _, seq := range seqs {
+		_ = m.cache.Remove(seq, 0, math.MaxInt32)
+	}
+}
