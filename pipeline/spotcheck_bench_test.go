@@ -2,10 +2,11 @@ package pipeline
 
 import (
 	"context"
-	"github.com/llmswarm/llmswarm/swarm"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/llmswarm/llmswarm/swarm"
 )
 
 // BenchmarkSpotCheck measures what a spot-checked generation costs on the
