@@ -57,9 +57,9 @@ type Plan struct {
 	// cost nothing (ModelShape.Ends and the end bytes zero) all of them
 	// come in the order given.
 	Stages        []Assignment
-	BottleneckMs  float64 // the slowest stage: the pipeline's per-token period
-	LatencyMs     float64 // sum of stage times: one token's trip through the chain
-	Unused        []string
+	BottleneckMs  float64  // the slowest stage: the pipeline's per-token period
+	LatencyMs     float64  // sum of stage times: one token's trip through the chain
+	Unused        []string // devices left out, in the order given
 	UnusedReasons map[string]string
 }
 
