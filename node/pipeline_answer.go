@@ -149,12 +149,19 @@ func (n *Node) Shards() (client.Shards, error) {
 // Plan is what GET /v1/swarm/plan?model=NAME|CID answers: the placement
 // the partitioner recommends over the live peers. An unknown model's
 // ErrorKind is 404 model_not_found; no possible placement is 409 no_plan.
+// The model's shape, its head and embedding included, comes from its
+// manifest when it has one (fetched from a holder as a generation does).
 func (n *Node) Plan(model string) (client.Plan, error) {
 	s, h := n.Swarm(), n.Host()
 	if s == nil || h == nil {
 		return client.Plan{}, ErrNotRunning
 	}
-	o := &pipeline.Originator{View: s.View()}
+	n.mu.Lock()
+	o := n.pipeOrig
+	n.mu.Unlock()
+	if o == nil {
+		return client.Plan{}, ErrNotRunning
+	}
 	ref, holders, err := o.Resolve(model)
 	if err != nil {
 		return client.Plan{}, &errHTTP{http.StatusNotFound, "model_not_found", err}
@@ -165,9 +172,11 @@ func (n *Node) Plan(model string) (client.Plan, error) {
 		return client.Plan{}, &errHTTP{http.StatusConflict, "no_plan", err}
 	}
 	out := client.Plan{ModelCID: ref.CID, Name: ref.Name, Layers: ref.Layers, LayerBytes: shape.LayerBytes,
+		HeadLayers: shape.Ends.Head, EmbedLayers: shape.Ends.Embed, HeadBytes: shape.HeadBytes, EmbedBytes: shape.EmbedBytes,
 		BottleneckMS: p.BottleneckMs, LatencyMS: p.LatencyMs, Unused: map[string]string{}}
 	for _, st := range p.Stages {
-		out.Stages = append(out.Stages, client.PlanStage{PeerID: st.Device, Start: st.Start, End: st.End, StageMS: st.StageMs})
+		out.Stages = append(out.Stages, client.PlanStage{PeerID: st.Device, Start: st.Start, End: st.End, StageMS: st.StageMs,
+			HeadMS: st.HeadMs, EmbedMS: st.EmbedMs})
 	}
 	for _, u := range p.Unused {
 		out.Unused[u] = p.UnusedReasons[u]
@@ -181,19 +190,30 @@ func (n *Node) Plan(model string) (client.Plan, error) {
 // planInputs describes every live peer as a pipeline device: memory free
 // for weights (three quarters of its free RAM), its measured ms per layer
 // of this model (or, if it holds none, the median of those who do), and the
-// round trip to it.
+// round trip to it. The shape is the manifest's; a model without one gets
+// its layer size from a holder of a middle range if any (a first or last
+// shard's bytes include the embedding or the head), and no end costs.
 func planInputs(sw *swarm.Service, h host.Host, excluded func(peer.ID) bool, ref pipeline.ModelRef,
 	holders []swarm.ShardHolder) ([]pipeline.Device, pipeline.ModelShape) {
-	shape := pipeline.ModelShape{Layers: ref.Layers, HiddenBytesPerToken: int64(2 * ref.Hidden)}
+	shape := ref.Shape
+	fromManifest := shape.Layers > 0
+	if !fromManifest {
+		shape = pipeline.ModelShape{Layers: ref.Layers, HiddenBytesPerToken: int64(2 * ref.Hidden)}
+	}
 	speed := map[string]float64{}
 	var known []float64
+	middle := false
 	for _, h := range holders {
 		if h.Shard.MsPerLayer > 0 {
 			speed[h.Peer.ID.String()] = h.Shard.MsPerLayer
 			known = append(known, h.Shard.MsPerLayer)
 		}
-		if n := h.Shard.End - h.Shard.Start; n > 0 && h.Shard.MemBytes > 0 && shape.LayerBytes == 0 {
-			shape.LayerBytes = h.Shard.MemBytes / int64(n)
+		n := h.Shard.End - h.Shard.Start
+		if fromManifest || n <= 0 || h.Shard.MemBytes <= 0 {
+			continue
+		}
+		if isMiddle := h.Shard.Start > 0 && h.Shard.End < ref.Layers; shape.LayerBytes == 0 || isMiddle && !middle {
+			shape.LayerBytes, middle = h.Shard.MemBytes/int64(n), isMiddle
 		}
 	}
 	slices.Sort(known)

@@ -29,6 +29,10 @@ type ModelRef struct {
 	// model known by its holders' word alone counts as quantized, whose
 	// checks allow more (see SpotCheck).
 	Float bool
+	// Shape is the model's shape as its manifest's tensor sizes give it
+	// (ShapeFromManifest): routes and plans charge its Ends. Without a
+	// manifest it is zero, and the ends cost nothing.
+	Shape ModelShape
 }
 
 // Originator generates text through a pipeline of peers.
@@ -241,6 +245,9 @@ func (o *Originator) resolve(ctx context.Context, model string) (ModelRef, []swa
 	if c, err := shards.ParseModelCID(cid); err == nil && shards.IsRoot(c) && o.Manifest != nil {
 		m, err := o.Manifest(ctx, cid, hs)
 		if err != nil {
+			return ModelRef{}, nil, fmt.Errorf("pipeline: the manifest of %s: %w", cid, err)
+		}
+		if ref.Shape, err = ShapeFromManifest(m); err != nil {
 			return ModelRef{}, nil, fmt.Errorf("pipeline: the manifest of %s: %w", cid, err)
 		}
 		ref.Layers, ref.Hidden, ref.Float = m.Layers, m.Hidden, !m.Quantized()

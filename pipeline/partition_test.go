@@ -167,8 +167,9 @@ func TestPartitionErrors(t *testing.T) {
 }
 
 // TestPartitionBruteForce proves the DP optimal on small random cases by
-// trying every layer count for every device. Times are multiples of 0.1 ms
-// so that ties, and the tie-breaks, are frequent.
+// trying every layer count for every device and every choice of the stages
+// that run the head and the embedding. Times are multiples of 0.1 ms so
+// that ties, and the tie-breaks, are frequent.
 func TestPartitionBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const layerBytes = 1000
@@ -185,6 +186,12 @@ func TestPartitionBruteForce(t *testing.T) {
 			}
 		}
 		m := ModelShape{Layers: L, LayerBytes: layerBytes}
+		if c%3 != 0 {
+			// Multiples of 0.5 layers keep the ends' nanoseconds exact, so
+			// ties stay ties.
+			m.Ends = EndCost{Head: float64(rng.IntN(7)) / 2, Embed: float64(rng.IntN(2)) / 2}
+			m.HeadBytes, m.EmbedBytes = int64(rng.IntN(2*layerBytes)), int64(rng.IntN(layerBytes/2))
+		}
 		plan, err := Partition(devs, m)
 		want, feasible := bruteForcePlan(devs, m)
 		if !feasible {
@@ -216,33 +223,66 @@ type planScore struct {
 	stages              int
 }
 
+// bruteForcePlan tries every layer count for every device and, for each,
+// every choice of first and last stage among the devices used.
 func bruteForcePlan(devs []Device, m ModelShape) (best planScore, feasible bool) {
 	ks := make([]int, len(devs))
+	msOf := func(d Device) float64 {
+		if d.MsPerLayer == 0 {
+			return DefaultMsPerLayer
+		}
+		return d.MsPerLayer
+	}
+	score := func(first, last int) {
+		var s planScore
+		for j, k := range ks {
+			if k == 0 {
+				continue
+			}
+			layers, mem := float64(k), int64(k)*m.LayerBytes
+			if j == first {
+				layers, mem = layers+m.Ends.Embed, mem+m.EmbedBytes
+			}
+			if j == last {
+				layers, mem = layers+m.Ends.Head, mem+m.HeadBytes
+			}
+			if mem > devs[j].MemBytes {
+				return
+			}
+			st := layers*msOf(devs[j]) + devs[j].RTTms
+			s.bottleneck = max(s.bottleneck, st)
+			s.latency += st
+			s.stages++
+		}
+		const eps = 1e-9
+		if !feasible || s.bottleneck < best.bottleneck-eps ||
+			s.bottleneck < best.bottleneck+eps && (s.latency < best.latency-eps ||
+				s.latency < best.latency+eps && s.stages < best.stages) {
+			best, feasible = s, true
+		}
+	}
 	var rec func(i, left int)
 	rec = func(i, left int) {
 		if i == len(devs) {
 			if left != 0 {
 				return
 			}
-			var s planScore
+			var used []int
 			for j, k := range ks {
-				if k == 0 {
-					continue
+				if k > 0 {
+					used = append(used, j)
 				}
-				ms := devs[j].MsPerLayer
-				if ms == 0 {
-					ms = DefaultMsPerLayer
-				}
-				st := float64(k)*ms + devs[j].RTTms
-				s.bottleneck = max(s.bottleneck, st)
-				s.latency += st
-				s.stages++
 			}
-			const eps = 1e-9
-			if !feasible || s.bottleneck < best.bottleneck-eps ||
-				s.bottleneck < best.bottleneck+eps && (s.latency < best.latency-eps ||
-					s.latency < best.latency+eps && s.stages < best.stages) {
-				best, feasible = s, true
+			if len(used) == 1 {
+				score(used[0], used[0])
+				return
+			}
+			for _, f := range used {
+				for _, l := range used {
+					if f != l {
+						score(f, l)
+					}
+				}
 			}
 			return
 		}
@@ -257,7 +297,9 @@ func bruteForcePlan(devs []Device, m ModelShape) (best planScore, feasible bool)
 }
 
 // checkPlan checks what must hold of any plan: contiguous stages covering
-// [0,Layers), memory respected, times consistent, every device accounted for.
+// [0,Layers), memory respected with the ends counted, times consistent, the
+// middle stages in input order (all of them when the ends cost nothing),
+// every device accounted for.
 func checkPlan(t *testing.T, devs []Device, m ModelShape, p Plan) {
 	t.Helper()
 	byID := make(map[string]Device)
@@ -267,7 +309,7 @@ func checkPlan(t *testing.T, devs []Device, m ModelShape, p Plan) {
 	}
 	next, lastIdx, bottle, lat := 0, -1, 0.0, 0.0
 	used := make(map[string]bool)
-	for _, s := range p.Stages {
+	for i, s := range p.Stages {
 		d, ok := byID[s.Device]
 		if !ok || used[s.Device] {
 			t.Fatalf("stage %+v: unknown or repeated device", s)
@@ -276,20 +318,40 @@ func checkPlan(t *testing.T, devs []Device, m ModelShape, p Plan) {
 		if s.Start != next || s.End <= s.Start {
 			t.Fatalf("stages %+v are not contiguous from 0", p.Stages)
 		}
-		if order[s.Device] < lastIdx {
-			t.Fatalf("stages %+v are not in input order", p.Stages)
+		middle := i > 0 && i < len(p.Stages)-1
+		if middle || m.endsFree() {
+			if order[s.Device] < lastIdx {
+				t.Fatalf("stages %+v are not in input order", p.Stages)
+			}
+			lastIdx = order[s.Device]
 		}
-		lastIdx = order[s.Device]
 		next = s.End
-		if int64(s.End-s.Start)*m.LayerBytes > d.MemBytes {
-			t.Fatalf("stage %+v exceeds %s's %d bytes", s, d.ID, d.MemBytes)
+		layers, mem := float64(s.End-s.Start), int64(s.End-s.Start)*m.LayerBytes
+		if s.Start == 0 {
+			layers, mem = layers+m.Ends.Embed, mem+m.EmbedBytes
+		}
+		if s.End == m.Layers {
+			layers, mem = layers+m.Ends.Head, mem+m.HeadBytes
+		}
+		if mem > d.MemBytes {
+			t.Fatalf("stage %+v needs %d bytes, more than %s's %d", s, mem, d.ID, d.MemBytes)
 		}
 		ms := d.MsPerLayer
 		if ms == 0 {
 			ms = DefaultMsPerLayer
 		}
-		if want := float64(s.End-s.Start)*ms + d.RTTms; math.Abs(s.StageMs-want) > 1e-9 {
+		if want := layers*ms + d.RTTms; math.Abs(s.StageMs-want) > 1e-9 {
 			t.Fatalf("stage %+v: StageMs %v, want %v", s, s.StageMs, want)
+		}
+		wantHead, wantEmbed := 0.0, 0.0
+		if s.End == m.Layers {
+			wantHead = m.Ends.Head * ms
+		}
+		if s.Start == 0 {
+			wantEmbed = m.Ends.Embed * ms
+		}
+		if math.Abs(s.HeadMs-wantHead) > 1e-9 || math.Abs(s.EmbedMs-wantEmbed) > 1e-9 {
+			t.Fatalf("stage %+v: head %v ms and embedding %v ms, want %v and %v", s, s.HeadMs, s.EmbedMs, wantHead, wantEmbed)
 		}
 		bottle = max(bottle, s.StageMs)
 		lat += s.StageMs

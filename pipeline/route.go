@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -43,8 +44,10 @@ type Hop struct {
 
 // Route is a chain of hops covering [0,n) in order.
 type Route struct {
-	Hops   []Hop
-	CostMs float64 // Σ over hops of layers × MsPerLayer + RTTms
+	Hops []Hop
+	// CostMs is Σ over hops of (layers + the ends it runs) × MsPerLayer +
+	// RTTms: the first hop runs the embedding, the last the head.
+	CostMs float64
 }
 
 // GapError lists the layer ranges no live peer holds, in order, merged.
@@ -112,10 +115,11 @@ func Coverage(n int, holders []Holder, exclude func(string) bool) (gaps [][2]int
 // that sums are exact and ties are real ties, broken deterministically.
 type routeHolder struct {
 	Holder
-	ms    float64 // effective, after the default
-	msNs  int64
-	rttNs int64
-	rank  int // of its peer among the holders' peers in ID order: ints compare faster than strings
+	ms              float64 // effective, after the default
+	msNs            int64
+	rttNs           int64
+	headNs, embedNs int64 // the ends' time on this holder
+	rank            int   // of its peer among the holders' peers in ID order: ints compare faster than strings
 }
 
 // routeLabel is a route from layer 0 to boundary end.
@@ -131,7 +135,17 @@ type routeLabel struct {
 
 // AssembleRoute picks the cheapest chain of hops covering [0,n), where a hop
 // costs (layers run) × MsPerLayer + RTTms and may run any sub-range of one
-// holder's range. Holders for which exclude returns true (dead in the swarm
+// holder's range; the hop ending at n also runs the output head
+// (ends.Head layers' worth), the hop starting at 0 the embedding lookup
+// (ends.Embed), as Partition prices its stages. Of routes that differ only
+// in which peer holds the head, the one whose last peer runs it faster
+// wins.
+//
+// Cheapest is the sum, not Partition's slowest stage: a route carries one
+// generation, whose every token crosses every hop in turn, so its time per
+// token is the sum (one fast holder of all layers beats two hops that
+// would pipeline better). Partition's bottleneck is the swarm's throughput
+// under many generations, which placement, not routing, decides. Holders for which exclude returns true (dead in the swarm
 // view, or declared dead by the BMC) are never used; exclude may be nil.
 // Holders with a range outside [0,n), no peer, or negative, NaN or absurd
 // times are ignored. If layers are uncovered it returns a *GapError listing
@@ -154,9 +168,12 @@ type routeLabel struct {
 // visit is its own stream and session on that peer and pays its own RTT, so
 // it is priced right; ruling it out would need the set of used peers in the
 // DP state, which is exponential.
-func AssembleRoute(n int, holders []Holder, exclude func(peer string) bool) (Route, error) {
+func AssembleRoute(n int, ends EndCost, holders []Holder, exclude func(peer string) bool) (Route, error) {
 	if n <= 0 || n > MaxModelLayers {
 		return Route{}, fmt.Errorf("%w: %d layers (want 1..%d)", ErrBadShape, n, MaxModelLayers)
+	}
+	if err := ends.validate(); err != nil {
+		return Route{}, err
 	}
 	if gaps := Coverage(n, holders, exclude); len(gaps) > 0 {
 		return Route{}, &GapError{Missing: gaps}
@@ -167,7 +184,9 @@ func AssembleRoute(n int, holders []Holder, exclude func(peer string) bool) (Rou
 			continue
 		}
 		ms, _ := effectiveMs(h.MsPerLayer)
-		hs = append(hs, routeHolder{Holder: h, ms: ms, msNs: max(msToNs(ms), 1), rttNs: msToNs(h.RTTms)})
+		msNs := max(msToNs(ms), 1)
+		hs = append(hs, routeHolder{Holder: h, ms: ms, msNs: msNs, rttNs: msToNs(h.RTTms),
+			headNs: int64(math.Round(ends.Head * float64(msNs))), embedNs: int64(math.Round(ends.Embed * float64(msNs)))})
 	}
 	// Sorted so that exact duplicates resolve the same whatever the input order.
 	slices.SortFunc(hs, func(a, b routeHolder) int {
@@ -243,9 +262,16 @@ func AssembleRoute(n int, holders []Holder, exclude func(peer string) bool) (Rou
 			if !src.ok {
 				continue
 			}
+			base := src.cost + h.rttNs
+			if l == 0 {
+				base += h.embedNs
+			}
 			for e := l + 1; e <= h.End; e++ {
-				offer(routeLabel{ok: true, cost: src.cost + int64(e-l)*h.msNs + h.rttNs, hops: src.hops + 1,
-					holder: i, from: l, end: e, fromSlot: slot})
+				cost := base + int64(e-l)*h.msNs
+				if e == n {
+					cost += h.headNs
+				}
+				offer(routeLabel{ok: true, cost: cost, hops: src.hops + 1, holder: i, from: l, end: e, fromSlot: slot})
 			}
 		}
 	}
@@ -255,7 +281,14 @@ func AssembleRoute(n int, holders []Holder, exclude func(peer string) bool) (Rou
 	r := Route{Hops: path(labels[n][0])}
 	for lb := labels[n][0]; lb.hops > 0; lb = labels[lb.from][lb.fromSlot] {
 		h := hs[lb.holder]
-		r.CostMs += float64(lb.end-lb.from)*h.ms + h.RTTms
+		layers := float64(lb.end - lb.from)
+		if lb.from == 0 {
+			layers += ends.Embed
+		}
+		if lb.end == n {
+			layers += ends.Head
+		}
+		r.CostMs += layers*h.ms + h.RTTms
 	}
 	return r, nil
 }

@@ -17,6 +17,7 @@ func TestAssembleRoute(t *testing.T) {
 	tests := []struct {
 		name     string
 		n        int
+		ends     EndCost
 		holders  []Holder
 		dead     []string
 		want     []Hop
@@ -114,6 +115,28 @@ func TestAssembleRoute(t *testing.T) {
 			holders: []Holder{h("a", 0, 30, 2, 1), h("b", 10, 20, 0.5, 1)},
 			want:    []Hop{{"a", 0, 10}, {"b", 10, 20}, {"a", 20, 30}}, wantCost: 21 + 6 + 21,
 		},
+		{
+			// Each peer holds both halves; without a head the two mirror
+			// routes tie (22 ms) and peer order picks. The head (2 layers)
+			// goes to the faster peer: b [0,4) 8+5, a [4,8) (4+2)×1+5.
+			name: "the faster peer runs the head", n: 8, ends: EndCost{Head: 2},
+			holders: []Holder{h("a", 0, 4, 1, 5), h("a", 4, 8, 1, 5), h("b", 0, 4, 2, 5), h("b", 4, 8, 2, 5)},
+			want:    []Hop{{"b", 0, 4}, {"a", 4, 8}}, wantCost: 13 + 11,
+		},
+		{
+			name: "mirror routes without a head: peer order", n: 8,
+			holders: []Holder{h("a", 0, 4, 1, 5), h("a", 4, 8, 1, 5), h("b", 0, 4, 2, 5), h("b", 4, 8, 2, 5)},
+			want:    []Hop{{"a", 0, 4}, {"b", 4, 8}}, wantCost: 9 + 13,
+		},
+		{
+			// A single hop runs both ends: 4 layers + 3 + 0.5.
+			name: "one hop runs head and embedding", n: 4, ends: EndCost{Head: 3, Embed: 0.5},
+			holders: []Holder{h("a", 0, 4, 2, 1)},
+			want:    []Hop{{"a", 0, 4}}, wantCost: 7.5*2 + 1,
+		},
+		{name: "NaN head", n: 4, ends: EndCost{Head: math.NaN()}, holders: []Holder{h("a", 0, 4, 1, 0)}, wantErr: ErrBadShape},
+		{name: "negative embedding", n: 4, ends: EndCost{Embed: -1}, holders: []Holder{h("a", 0, 4, 1, 0)}, wantErr: ErrBadShape},
+		{name: "huge head", n: 4, ends: EndCost{Head: 1e12}, holders: []Holder{h("a", 0, 4, 1, 0)}, wantErr: ErrBadShape},
 		{name: "zero layers", n: 0, wantErr: ErrBadShape},
 		{name: "too many layers", n: MaxModelLayers + 1, wantErr: ErrBadShape},
 	}
@@ -123,7 +146,7 @@ func TestAssembleRoute(t *testing.T) {
 			if tt.dead != nil {
 				exclude = func(p string) bool { return slices.Contains(tt.dead, p) }
 			}
-			r, err := AssembleRoute(tt.n, tt.holders, exclude)
+			r, err := AssembleRoute(tt.n, tt.ends, tt.holders, exclude)
 			switch {
 			case tt.wantGaps != nil:
 				var ge *GapError
@@ -144,7 +167,7 @@ func TestAssembleRoute(t *testing.T) {
 				if err != nil {
 					t.Fatalf("AssembleRoute: %v", err)
 				}
-				checkRoute(t, tt.n, tt.holders, exclude, r)
+				checkRoute(t, tt.n, tt.ends, tt.holders, exclude, r)
 				if !slices.Equal(r.Hops, tt.want) || math.Abs(r.CostMs-tt.wantCost) > 1e-9 {
 					t.Fatalf("route %v cost %v, want %v cost %v", r.Hops, r.CostMs, tt.want, tt.wantCost)
 				}
@@ -196,14 +219,20 @@ func TestRouteGapErrorMessage(t *testing.T) {
 }
 
 // TestRouteBruteForce compares the DP with every route on small random
-// cases, under the same order: cost, then hops, then hops by (peer, end).
+// cases, half of them with a head and an embedding to run, under the same
+// order: cost, then hops, then hops by (peer, end).
 func TestRouteBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	routed := 0
 	for c := 0; c < 4000; c++ {
 		n, holders, exclude := randomRouteCase(rng, 8, 6)
-		got, err := AssembleRoute(n, holders, exclude)
-		want, wantOK := bruteForceRoute(n, holders, exclude)
+		var ends EndCost
+		if c%2 == 0 {
+			// Multiples of 0.5 layers keep the nanoseconds exact.
+			ends = EndCost{Head: float64(rng.IntN(9)) / 2, Embed: float64(rng.IntN(3)) / 2}
+		}
+		got, err := AssembleRoute(n, ends, holders, exclude)
+		want, wantOK := bruteForceRoute(n, ends, holders, exclude)
 		if gaps := Coverage(n, holders, exclude); len(gaps) > 0 {
 			var ge *GapError
 			if !errors.As(err, &ge) || !slices.Equal(ge.Missing, gaps) || wantOK {
@@ -221,7 +250,7 @@ func TestRouteBruteForce(t *testing.T) {
 			t.Fatalf("case %d n=%d %+v: %v; brute force %v", c, n, holders, err, want)
 		}
 		routed++
-		checkRoute(t, n, holders, exclude, got)
+		checkRoute(t, n, ends, holders, exclude, got)
 		if !slices.Equal(got.Hops, want) {
 			t.Fatalf("case %d n=%d %+v:\n got %v\nwant %v", c, n, holders, got.Hops, want)
 		}
@@ -249,14 +278,21 @@ func randomRouteCase(rng *rand.Rand, maxN, maxHolders int) (int, []Holder, func(
 }
 
 // bruteForceRoute enumerates every route with no peer following itself.
-func bruteForceRoute(n int, holders []Holder, exclude func(string) bool) (best []Hop, ok bool) {
+func bruteForceRoute(n int, ends EndCost, holders []Holder, exclude func(string) bool) (best []Hop, ok bool) {
 	var bestCost int64
-	hopCost := func(h Holder, layers int) int64 {
+	hopCost := func(h Holder, from, to int) int64 {
 		ms := h.MsPerLayer
 		if ms == 0 {
 			ms = DefaultMsPerLayer
 		}
-		return int64(layers)*int64(math.Round(ms*1e6)) + int64(math.Round(h.RTTms*1e6))
+		layers := float64(to - from)
+		if from == 0 {
+			layers += ends.Embed
+		}
+		if to == n {
+			layers += ends.Head
+		}
+		return int64(math.Round(layers*ms*1e6)) + int64(math.Round(h.RTTms*1e6))
 	}
 	var cur []Hop
 	var rec func(l int, cost int64)
@@ -278,7 +314,7 @@ func bruteForceRoute(n int, holders []Holder, exclude func(string) bool) (best [
 			}
 			for e := l + 1; e <= h.End; e++ {
 				cur = append(cur, Hop{h.Peer, l, e})
-				rec(e, cost+hopCost(h, e-l))
+				rec(e, cost+hopCost(h, l, e))
 				cur = cur[:len(cur)-1]
 			}
 		}
@@ -289,8 +325,9 @@ func bruteForceRoute(n int, holders []Holder, exclude func(string) bool) (best [
 
 // checkRoute checks what must hold of any route: contiguous hops covering
 // [0,n) exactly, each within the range of a usable holder of its peer, no
-// peer handing off to itself, and the cost priced from those holders.
-func checkRoute(t *testing.T, n int, holders []Holder, exclude func(string) bool, r Route) {
+// peer handing off to itself, and the cost priced from those holders, the
+// ends on the first and last hops.
+func checkRoute(t *testing.T, n int, ends EndCost, holders []Holder, exclude func(string) bool, r Route) {
 	t.Helper()
 	next, cost := 0, 0.0
 	for i, hop := range r.Hops {
@@ -309,7 +346,14 @@ func checkRoute(t *testing.T, n int, holders []Holder, exclude func(string) bool
 				if ms == 0 {
 					ms = DefaultMsPerLayer
 				}
-				best = min(best, float64(hop.End-hop.Start)*ms+h.RTTms)
+				layers := float64(hop.End - hop.Start)
+				if hop.Start == 0 {
+					layers += ends.Embed
+				}
+				if hop.End == n {
+					layers += ends.Head
+				}
+				best = min(best, layers*ms+h.RTTms)
 			}
 		}
 		if math.IsInf(best, 1) {
@@ -337,6 +381,7 @@ func FuzzAssembleRoute(f *testing.F) {
 		}
 		n := 1 + int(data[0])%40
 		deadMask := data[1]
+		ends := EndCost{Head: float64(deadMask>>6) * 2.5, Embed: float64(deadMask>>6&1) / 8}
 		var holders []Holder
 		for b := data[2:]; len(b) >= 5 && len(holders) < 16; b = b[5:] {
 			holders = append(holders, Holder{
@@ -348,7 +393,7 @@ func FuzzAssembleRoute(f *testing.F) {
 			})
 		}
 		exclude := func(p string) bool { return deadMask&(1<<(p[0]-'a')) != 0 }
-		r, err := AssembleRoute(n, holders, exclude)
+		r, err := AssembleRoute(n, ends, holders, exclude)
 		gaps := Coverage(n, holders, exclude)
 		held := make([]bool, n)
 		for _, h := range holders {
@@ -384,10 +429,10 @@ func FuzzAssembleRoute(f *testing.F) {
 		case err != nil:
 			t.Fatalf("AssembleRoute: %v", err)
 		}
-		checkRoute(t, n, holders, exclude, r)
+		checkRoute(t, n, ends, holders, exclude, r)
 		rev := slices.Clone(holders)
 		slices.Reverse(rev)
-		if r2, err := AssembleRoute(n, rev, exclude); err != nil || !slices.Equal(r.Hops, r2.Hops) {
+		if r2, err := AssembleRoute(n, ends, rev, exclude); err != nil || !slices.Equal(r.Hops, r2.Hops) {
 			t.Fatalf("reversed holders give %v, %v; want %v", r2.Hops, err, r.Hops)
 		}
 	})

@@ -99,7 +99,7 @@ func (o *Originator) planCtx(ctx context.Context, ref ModelRef, holders []swarm.
 	vctx, cancel := context.WithTimeout(ctx, o.vetTimeout())
 	defer cancel()
 	for {
-		r, err := AssembleRoute(ref.Layers, hs, exclude)
+		r, err := AssembleRoute(ref.Layers, ref.Shape.Ends, hs, exclude)
 		if err != nil {
 			if idle := notTakingWork(ref, holders, o.Host); idle != "" {
 				err = fmt.Errorf("%w (%s)", err, idle)
@@ -131,7 +131,7 @@ func (o *Originator) planCtx(ctx context.Context, ref ModelRef, holders []swarm.
 // (and this peer itself).
 func (o *Originator) verifiedRoute(ref ModelRef, hs []Holder, holders []swarm.ShardHolder, exclude func(string) bool, refused map[string]error) ([]Hop, error) {
 	self := o.Host.ID().String()
-	r, err := AssembleRoute(ref.Layers, hs, func(p string) bool {
+	r, err := AssembleRoute(ref.Layers, ref.Shape.Ends, hs, func(p string) bool {
 		if exclude(p) {
 			return true
 		}

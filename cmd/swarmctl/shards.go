@@ -78,17 +78,36 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 	if e.json {
 		return printJSON(e.stdout, p)
 	}
+	printPlan(e, p)
+	return nil
+}
+
+// printPlan shows a plan: the model, the cost of its ends, the stages
+// (with the ends' share of the first and last) and who is left out.
+func printPlan(e *env, p client.Plan) {
 	fmt.Fprintf(e.stdout, "%s  %s  %d layers of %s\n", p.Name, p.ModelCID, p.Layers, mib(p.LayerBytes))
+	if p.HeadLayers > 0 || p.EmbedLayers > 0 {
+		fmt.Fprintf(e.stdout, "output head: %.2f layers' time, %s on the last stage; embedding: %.4f layers' time, %s on the first\n",
+			p.HeadLayers, mib(p.HeadBytes), p.EmbedLayers, mib(p.EmbedBytes))
+	} else {
+		fmt.Fprintln(e.stdout, "output head and embedding not counted: the model has no manifest to size them")
+	}
 	fmt.Fprintf(e.stdout, "recommended: %d stage(s), slowest stage %.2f ms/token, one token through the chain %.2f ms\n",
 		len(p.Stages), p.BottleneckMS, p.LatencyMS)
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "  PEER\tLAYERS\tSTAGE MS")
+	fmt.Fprintln(w, "  PEER\tLAYERS\tSTAGE MS\tOF WHICH")
 	for _, s := range p.Stages {
-		fmt.Fprintf(w, "  %s\t[%d,%d)\t%.2f\n", shortID(s.PeerID), s.Start, s.End, s.StageMS)
+		var of []string
+		if s.EmbedMS > 0 {
+			of = append(of, fmt.Sprintf("embedding %.2f", s.EmbedMS))
+		}
+		if s.HeadMS > 0 {
+			of = append(of, fmt.Sprintf("head %.2f", s.HeadMS))
+		}
+		fmt.Fprintf(w, "  %s\t[%d,%d)\t%.2f\t%s\n", shortID(s.PeerID), s.Start, s.End, s.StageMS, strings.Join(of, ", "))
 	}
 	w.Flush()
 	for id, why := range p.Unused {
 		fmt.Fprintf(e.stdout, "left out %s: %s\n", shortID(id), why)
 	}
-	return nil
 }

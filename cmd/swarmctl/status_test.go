@@ -66,3 +66,26 @@ func TestTaskLine(t *testing.T) {
 		}
 	}
 }
+
+func TestPrintPlan(t *testing.T) {
+	var out bytes.Buffer
+	e := &env{stdout: &out}
+	p := client.Plan{Name: "qwen3-0.6b", ModelCID: "bafyroot", Layers: 28, LayerBytes: 60 << 20,
+		HeadLayers: 9.89, EmbedLayers: 0.0001, HeadBytes: 594 << 20, EmbedBytes: 593 << 20,
+		Stages: []client.PlanStage{
+			{PeerID: "12D3KooWfirst", Start: 0, End: 9, StageMS: 11.3, EmbedMS: 0.0001},
+			{PeerID: "12D3KooWlast", Start: 27, End: 28, StageMS: 13.57, HeadMS: 11.87},
+		}, BottleneckMS: 13.57, LatencyMS: 24.87}
+	printPlan(e, p)
+	for _, want := range []string{"output head: 9.89 layers' time, 594.0 MiB on the last stage", "embedding: 0.0001 layers' time",
+		"OF WHICH", "head 11.87", "embedding 0.00", "[27,28)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("missing %q in:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	printPlan(e, client.Plan{Layers: 4, Stages: []client.PlanStage{{PeerID: "p", End: 4, StageMS: 4}}})
+	if !strings.Contains(out.String(), "not counted: the model has no manifest") || strings.Contains(out.String(), "head 0") {
+		t.Errorf("no manifest: %q", out.String())
+	}
+}

@@ -32,10 +32,18 @@ type ShardHolder struct {
 
 // Plan is GET /v1/swarm/plan.
 type Plan struct {
-	ModelCID     string            `json:"model_cid"`
-	Name         string            `json:"name"`
-	Layers       int               `json:"layers"`
-	LayerBytes   int64             `json:"layer_bytes"`
+	ModelCID   string `json:"model_cid"`
+	Name       string `json:"name"`
+	Layers     int    `json:"layers"`
+	LayerBytes int64  `json:"layer_bytes"`
+	// HeadLayers and EmbedLayers are what the output head (with the final
+	// norm) and the embedding lookup cost per token, in layers' time; the
+	// bytes are what they take on the last and first stage. All 0 when
+	// the model has no manifest to tell them.
+	HeadLayers   float64           `json:"head_layers"`
+	EmbedLayers  float64           `json:"embed_layers"`
+	HeadBytes    int64             `json:"head_bytes"`
+	EmbedBytes   int64             `json:"embed_bytes"`
 	Stages       []PlanStage       `json:"stages"`
 	BottleneckMS float64           `json:"bottleneck_ms"`
 	LatencyMS    float64           `json:"latency_ms"`
@@ -49,6 +57,8 @@ type PlanStage struct {
 	Start   int     `json:"start"`
 	End     int     `json:"end"`
 	StageMS float64 `json:"stage_ms"`
+	HeadMS  float64 `json:"head_ms,omitempty"`  // of StageMS, the head's (last stage)
+	EmbedMS float64 `json:"embed_ms,omitempty"` // of StageMS, the embedding's (first stage)
 }
 
 // PlanDevice is a peer as the partitioner saw it.

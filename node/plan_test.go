@@ -1,0 +1,53 @@
+package node_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/llmswarm/llmswarm/node"
+	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/node/nodetest"
+)
+
+// TestPlanCountsHead: the plan an originator answers sizes the model from
+// its manifest (fetched from a holder): the head's and the embedding's
+// cost and bytes are there, the last stage is charged the head and the
+// first the embedding.
+func TestPlanCountsHead(t *testing.T) {
+	model := q8Model(t)
+	origin := nodetest.Start(t, nodetest.Config(t.TempDir()))
+	holder := func(layers string) *nodetest.Peer {
+		cfg := nodetest.Config(t.TempDir())
+		cfg.Bootstrap = []string{origin.Addr(t)}
+		cfg.Engine = node.EngineConfig{Threads: 1, Context: 256}
+		cfg.Shards = []string{model + ":" + layers}
+		cfg.Heartbeat = node.Duration(300 * time.Millisecond)
+		return nodetest.Start(t, cfg)
+	}
+	a, b := holder("0-2"), holder("2-4")
+	nodetest.Eventually(t, 15*time.Second, "origin sees both holders' shards", func() bool {
+		return nodetest.SeesShards(origin, a.ID(), b.ID())
+	})
+	p, err := client.New(origin.APIAddr(), "").Plan(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tiny shape: 64 hidden, 512 tokens; a head of about one layer.
+	if p.Layers != 4 || p.LayerBytes <= 0 || p.HeadLayers < 0.2 || p.HeadLayers > 5 || p.HeadBytes <= 0 ||
+		p.EmbedLayers <= 0 || p.EmbedLayers > 0.1 || p.EmbedBytes <= 0 {
+		t.Fatalf("plan shape: %d layers of %d bytes, head %v layers %d bytes, embedding %v layers %d bytes",
+			p.Layers, p.LayerBytes, p.HeadLayers, p.HeadBytes, p.EmbedLayers, p.EmbedBytes)
+	}
+	if len(p.Stages) == 0 {
+		t.Fatalf("no stages: %+v", p)
+	}
+	first, last := p.Stages[0], p.Stages[len(p.Stages)-1]
+	if first.Start != 0 || first.EmbedMS <= 0 || last.End != 4 || last.HeadMS <= 0 || last.HeadMS >= last.StageMS {
+		t.Fatalf("stages %+v: want the embedding charged to the first and the head to the last", p.Stages)
+	}
+	for _, s := range p.Stages[:len(p.Stages)-1] {
+		if s.HeadMS != 0 {
+			t.Fatalf("stage %+v is charged the head but is not the last", s)
+		}
+	}
+}
