@@ -188,8 +188,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 // 8B model to the time its bytes take to reach the disk. Weights are scaled
 // so that the layers, not the token embedding, dominate the residual
 // stream: greedy decoding then produces varied tokens.
-func Synth(ctx context.Context, path string, spec SynthSpec) (err error) {
-	defer recoverErr(&err, "writing synthetic model")
+func Synth(ctx context.Context, path string, spec SynthSpec) error {
 	shapes, ok := synthShapes[spec.Arch]
 	if !ok {
 		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama)", ErrUnsupportedArch, spec.Arch)
@@ -198,6 +197,12 @@ func Synth(ctx context.Context, path string, spec SynthSpec) (err error) {
 	if !ok {
 		return fmt.Errorf("%w: synth size %q for %s (%s)", ErrBadInput, spec.Size, spec.Arch, strings.Join(SynthSizesFor(spec.Arch), " | "))
 	}
+	return synthShaped(ctx, path, spec, s)
+}
+
+// synthShaped writes spec's model with shape s.
+func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape) (err error) {
+	defer recoverErr(&err, "writing synthetic model")
 	var matType, embType fsggml.TensorType
 	var ftype fsggml.FileType
 	switch spec.Type {

@@ -214,3 +214,41 @@ func TestSynthSizes(t *testing.T) {
 		t.Errorf("a refused synth left a file: %v", err)
 	}
 }
+
+// TestSynthTying: a tied shape has no output.weight (the head is
+// token_embd), an untied one has its own, whatever the arch (Llama-3.2-1B
+// is tied, Qwen3-8B is not); rope_freqs comes with the shape, and either
+// way the model loads and generates.
+func TestSynthTying(t *testing.T) {
+	for _, c := range []struct {
+		arch            string
+		tied, ropeFreqs bool
+	}{
+		{"llama", true, true},
+		{"llama", false, false},
+		{"qwen3", false, false},
+		{"qwen2", false, false},
+	} {
+		s := synthShapes[c.arch]["tiny"]
+		s.tied, s.ropeFreqs = c.tied, c.ropeFreqs
+		p := filepath.Join(t.TempDir(), "m.gguf")
+		if err := synthShaped(context.Background(), p, SynthSpec{Arch: c.arch, Size: "tiny", Type: "q8_0", Seed: 1}, s); err != nil {
+			t.Fatal(err)
+		}
+		g, err := shards.ReadGGUFFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, out := g.Tensor("output.weight")
+		_, rope := g.Tensor("rope_freqs.weight")
+		if out == c.tied || rope != c.ropeFreqs {
+			t.Errorf("%+v: output.weight %v, rope_freqs %v", c, out, rope)
+		}
+		m := loadT(t, p, Options{Slots: 1, Context: 64})
+		res, err := m.Generate(context.Background(), Request{Prompt: "The swarm", MaxTokens: 4}, nil)
+		if err != nil || len(res.Tokens) == 0 {
+			t.Errorf("%+v: generated %v, %v", c, res.Tokens, err)
+		}
+		m.Close()
+	}
+}
