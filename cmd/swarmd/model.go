@@ -21,8 +21,10 @@ import (
 const modelUsage = `Usage: swarmd model COMMAND [flags] [args]
 
 Commands:
-  synth --arch qwen3|qwen2|llama --size tiny|small|0.6b --type f32|f16|q8_0|q4_k [--seed N] -o FILE
-        write a random-weight GGUF with a valid tokenizer (deterministic from the seed)
+  synth --arch qwen3|qwen2|llama --size SIZE --type f32|f16|q8_0|q4_k [--seed N] -o FILE
+        write a random-weight GGUF with a valid tokenizer (deterministic from the seed);
+        sizes: tiny and small (tests) for all; qwen3 0.6b 1.7b 4b 8b, qwen2 0.6b 1.5b 7b,
+        llama 0.6b 1b 8b (real shapes)
   info [--json] FILE
         print a GGUF's metadata and CID
   slice FILE --layers A-B [-o OUT]
@@ -93,7 +95,7 @@ func modelSynth(args []string, stdout, stderr io.Writer) int {
 	const cmd = "swarmd model synth"
 	fs := newFlagSet(cmd, "[flags] -o FILE", stdout, stderr)
 	arch := fs.String("arch", "qwen3", "architecture: "+strings.Join(engine.Architectures, " | "))
-	size := fs.String("size", "tiny", "size: "+strings.Join(engine.SynthSizes, " | "))
+	size := fs.String("size", "tiny", "size: "+strings.Join(engine.SynthSizes, " | ")+" (not every arch has every size)")
 	typ := fs.String("type", "f32", "weight type: "+strings.Join(engine.SynthTypes, " | "))
 	seed := fs.Uint64("seed", 1, "random seed")
 	out := fs.String("o", "", "output `FILE` (required)")
@@ -110,6 +112,8 @@ func modelSynth(args []string, stdout, stderr io.Writer) int {
 		return usageErr(stderr, cmd, "unknown --arch %q (want %s)", *arch, strings.Join(engine.Architectures, ", "))
 	case !slices.Contains(engine.SynthSizes, *size):
 		return usageErr(stderr, cmd, "unknown --size %q (want %s)", *size, strings.Join(engine.SynthSizes, ", "))
+	case !slices.Contains(engine.SynthSizesFor(*arch), *size):
+		return usageErr(stderr, cmd, "--size %q is not a %s size (want %s)", *size, *arch, strings.Join(engine.SynthSizesFor(*arch), ", "))
 	case !slices.Contains(engine.SynthTypes, *typ):
 		return usageErr(stderr, cmd, "unknown --type %q (want %s)", *typ, strings.Join(engine.SynthTypes, ", "))
 	}

@@ -72,6 +72,7 @@ func TestModelCommands(t *testing.T) {
 		{[]string{"frobnicate"}, "unknown command"},
 		{[]string{"synth", "--arch", "gpt9", "-o", "x"}, "unknown --arch"},
 		{[]string{"synth", "--size", "huge", "-o", "x"}, "unknown --size"},
+		{[]string{"synth", "--arch", "qwen2", "--size", "8b", "-o", "x"}, `--size "8b" is not a qwen2 size (want tiny, small, 0.6b, 1.5b, 7b)`},
 		{[]string{"synth"}, "-o FILE is required"},
 		{[]string{"synth", "--bogus"}, "flag provided but not defined"},
 		{[]string{"info"}, "exactly one FILE"},

@@ -8,16 +8,16 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 
 	fsggml "github.com/ollama/ollama/fs/ggml"
-	ggmlbackend "github.com/ollama/ollama/ml/backend/ggml"
 )
 
 // SynthSpec describes a synthetic (random-weight) model.
 type SynthSpec struct {
 	Arch string // qwen3 | qwen2 | llama
-	Size string // tiny | small | 0.6b
+	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 4b | 7b | 8b (see SynthSizesFor)
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
 	// Progress, when set, sees the tensor bytes written so far and their
@@ -25,34 +25,65 @@ type SynthSpec struct {
 	Progress func(done, total int64)
 }
 
-// SynthSizes and SynthTypes list the accepted SynthSpec values.
+// SynthSizes and SynthTypes list the accepted SynthSpec values; not every
+// architecture has every size (SynthSizesFor).
 var (
-	SynthSizes = []string{"tiny", "small", "0.6b"}
+	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "4b", "7b", "8b"}
 	SynthTypes = []string{"f32", "f16", "q8_0", "q4_k"}
 )
 
 type synthShape struct {
 	hidden, layers, heads, kvHeads, headDim, ffn, vocab, normal, ctx int
+	// tied: no output.weight, the head is token_embd (as in the real
+	// model's tie_word_embeddings).
+	tied bool
+	// ropeFreqs: a rope_freqs.weight (Llama-3.1+ long-context rope
+	// scaling); Llama-3-8B has none.
+	ropeFreqs bool
 }
 
-// synthShapes: tiny and small are for tests; 0.6b is the real shape of
-// Qwen3-0.6B, Qwen2.5-0.5B and a Llama-3-style model of similar size.
+// synthShapes: tiny and small are for tests; the others are the real shapes
+// (from each model's config.json) of
+//
+//	qwen3: 0.6b Qwen3-0.6B, 1.7b Qwen3-1.7B, 4b Qwen3-4B, 8b Qwen3-8B
+//	qwen2: 0.6b Qwen2.5-0.5B, 1.5b Qwen2.5-1.5B, 7b Qwen2.5-7B
+//	llama: 0.6b a Llama-3-style model of that size, 1b Llama-3.2-1B, 8b Llama-3-8B
 var synthShapes = map[string]map[string]synthShape{
+	//        hidden layers heads kv headDim ffn vocab normal ctx tied ropeFreqs
 	"qwen3": {
-		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096},
-		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192},
-		"0.6b":  {1024, 28, 16, 8, 128, 3072, 151936, 151643, 40960},
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, true, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, true, false},
+		"0.6b":  {1024, 28, 16, 8, 128, 3072, 151936, 151643, 40960, true, false},
+		"1.7b":  {2048, 28, 16, 8, 128, 6144, 151936, 151643, 40960, true, false},
+		"4b":    {2560, 36, 32, 8, 128, 9728, 151936, 151643, 40960, true, false},
+		"8b":    {4096, 36, 32, 8, 128, 12288, 151936, 151643, 40960, false, false},
 	},
 	"qwen2": {
-		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096},
-		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192},
-		"0.6b":  {896, 24, 14, 2, 64, 4864, 151936, 151643, 32768},
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, true, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, true, false},
+		"0.6b":  {896, 24, 14, 2, 64, 4864, 151936, 151643, 32768, true, false},
+		"1.5b":  {1536, 28, 12, 2, 128, 8960, 151936, 151643, 32768, true, false},
+		"7b":    {3584, 28, 28, 4, 128, 18944, 152064, 151643, 32768, false, false},
 	},
 	"llama": {
-		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096},
-		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192},
-		"0.6b":  {1024, 16, 16, 8, 64, 4096, 128256, 128000, 131072},
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, true},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, true},
+		"0.6b":  {1024, 16, 16, 8, 64, 4096, 128256, 128000, 131072, false, true},
+		"1b":    {2048, 16, 32, 8, 64, 8192, 128256, 128000, 131072, true, true},
+		"8b":    {4096, 32, 32, 8, 128, 14336, 128256, 128000, 8192, false, false},
 	},
+}
+
+// SynthSizesFor lists the sizes Synth writes for arch, smallest first (nil
+// for an unknown arch).
+func SynthSizesFor(arch string) []string {
+	var out []string
+	for _, size := range SynthSizes {
+		if _, ok := synthShapes[arch][size]; ok {
+			out = append(out, size)
+		}
+	}
+	return out
 }
 
 const (
@@ -69,56 +100,109 @@ const (
 		"{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"
 )
 
+// synthDist is how a tensor's weights are drawn: gen when set (norms and
+// other float-only tensors), else N(0, std^2), which quantized types write
+// as random blocks of the same std (writeDirect).
+type synthDist struct {
+	std float32
+	gen func(n int, r *rand.Rand) []float32
+}
+
 // lazyTensor generates its data when written, so a large model is never held
 // in memory whole (fsggml.WriteGGUF writes tensors in parallel).
 type lazyTensor struct {
 	name  string
 	typ   fsggml.TensorType
-	shape []uint64
-	gen   func() []float32
+	n     int // values
+	dist  synthDist
+	seed  uint64
 	size  uint64
 	wrote func(n int64) // counts the bytes written, for SynthSpec.Progress
 }
 
 func (t *lazyTensor) WriteTo(w io.Writer) (int64, error) {
-	f := t.gen()
-	var data []byte
+	// Weights depend only on (seed, tensor name).
+	h := fnv.New64a()
+	h.Write([]byte(t.name))
+	r := rand.New(rand.NewPCG(h.Sum64(), t.seed))
+	pw := &progressWriter{w: w, wrote: t.wrote}
+	var n int64
+	var err error
 	switch t.typ {
-	case fsggml.TensorTypeF32:
+	case fsggml.TensorTypeF32, fsggml.TensorTypeF16:
+		n, err = t.writeFloat(pw, r)
+	default:
+		if t.dist.gen != nil {
+			return 0, fmt.Errorf("engine: synth %s: %v needs normal weights", t.name, t.typ)
+		}
+		n, err = writeDirect(pw, t.typ, t.n, float64(t.dist.std), r)
+	}
+	if err == nil && uint64(n) != t.size {
+		err = fmt.Errorf("engine: synth %s: %d bytes, want %d", t.name, n, t.size)
+	}
+	return n, err
+}
+
+func (t *lazyTensor) writeFloat(w io.Writer, r *rand.Rand) (int64, error) {
+	var f []float32
+	if t.dist.gen != nil {
+		f = t.dist.gen(t.n, r)
+	} else {
+		f = make([]float32, t.n)
+		for i := range f {
+			f[i] = t.dist.std * float32(r.NormFloat64())
+		}
+	}
+	var data []byte
+	if t.typ == fsggml.TensorTypeF16 {
+		data = F32ToF16Bytes(f)
+	} else {
 		data = make([]byte, 4*len(f))
 		for i, v := range f {
 			u := math.Float32bits(v)
 			data[4*i], data[4*i+1], data[4*i+2], data[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
 		}
-	case fsggml.TensorTypeF16:
-		data = F32ToF16Bytes(f)
-	default:
-		data = ggmlbackend.Quantize(t.typ, f, t.shape)
-	}
-	if uint64(len(data)) != t.size {
-		return 0, fmt.Errorf("engine: synth %s: %d bytes, want %d", t.name, len(data), t.size)
 	}
 	n, err := w.Write(data)
-	if t.wrote != nil {
-		t.wrote(int64(n))
-	}
 	return int64(n), err
 }
 
+// progressWriter reports every write's bytes to wrote.
+type progressWriter struct {
+	w     io.Writer
+	wrote func(n int64)
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	if p.wrote != nil {
+		p.wrote(int64(n))
+	}
+	return n, err
+}
+
 // Synth writes a random-weight GGUF for spec to path. Weights depend only on
-// (seed, tensor name), so files of different types hold the same underlying
-// weights. Weights are scaled so that the layers, not the token embedding,
-// dominate the residual stream: greedy decoding then produces varied tokens.
-func Synth(ctx context.Context, path string, spec SynthSpec) (err error) {
-	defer recoverErr(&err, "writing synthetic model")
+// (seed, tensor name): f32 and f16 files hold the same underlying weights;
+// q8_0 and q4_k files are written as random quantized blocks of the same
+// scale (other draws, not a quantization of those weights), which keeps an
+// 8B model to the time its bytes take to reach the disk. Weights are scaled
+// so that the layers, not the token embedding, dominate the residual
+// stream: greedy decoding then produces varied tokens.
+func Synth(ctx context.Context, path string, spec SynthSpec) error {
 	shapes, ok := synthShapes[spec.Arch]
 	if !ok {
 		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama)", ErrUnsupportedArch, spec.Arch)
 	}
 	s, ok := shapes[spec.Size]
 	if !ok {
-		return fmt.Errorf("%w: synth size %q (tiny | small | 0.6b)", ErrBadInput, spec.Size)
+		return fmt.Errorf("%w: synth size %q for %s (%s)", ErrBadInput, spec.Size, spec.Arch, strings.Join(SynthSizesFor(spec.Arch), " | "))
 	}
+	return synthShaped(ctx, path, spec, s)
+}
+
+// synthShaped writes spec's model with shape s.
+func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape) (err error) {
+	defer recoverErr(&err, "writing synthetic model")
 	var matType, embType fsggml.TensorType
 	var ftype fsggml.FileType
 	switch spec.Type {
@@ -202,7 +286,7 @@ func Synth(ctx context.Context, path string, spec SynthSpec) (err error) {
 			spec.Progress(done, total)
 		}
 	}
-	addT := func(name string, typ fsggml.TensorType, gen func(n int, r *rand.Rand) []float32, dims ...int) {
+	addT := func(name string, typ fsggml.TensorType, dist synthDist, dims ...int) {
 		if typ != fsggml.TensorTypeF32 && typ != fsggml.TensorTypeF16 {
 			// k-quants need rows of 256, the others rows of 32: fall back like
 			// llama.cpp's quantizer does for odd shapes.
@@ -219,33 +303,20 @@ func Synth(ctx context.Context, path string, spec SynthSpec) (err error) {
 			n *= d
 			shape[i] = uint64(d)
 		}
-		lt := &lazyTensor{name: name, typ: typ, shape: shape, wrote: wrote}
-		lt.gen = func() []float32 {
-			h := fnv.New64a()
-			h.Write([]byte(name))
-			return gen(n, rand.New(rand.NewPCG(h.Sum64(), spec.Seed)))
-		}
+		lt := &lazyTensor{name: name, typ: typ, n: n, dist: dist, seed: spec.Seed, wrote: wrote}
 		t := &fsggml.Tensor{Name: name, Kind: uint32(typ), Shape: shape, WriterTo: lt}
 		lt.size = t.Size()
 		total += int64(lt.size)
 		ts = append(ts, t)
 	}
-	normal := func(std float32) func(int, *rand.Rand) []float32 {
-		return func(n int, r *rand.Rand) []float32 {
-			out := make([]float32, n)
-			for i := range out {
-				out[i] = std * float32(r.NormFloat64())
-			}
-			return out
-		}
-	}
-	norm := func(n int, r *rand.Rand) []float32 {
+	normal := func(std float32) synthDist { return synthDist{std: std} }
+	norm := synthDist{gen: func(n int, r *rand.Rand) []float32 {
 		out := make([]float32, n)
 		for i := range out {
 			out[i] = 1 + 0.05*float32(r.NormFloat64())
 		}
 		return out
-	}
+	}}
 	inv := func(fanIn int) float32 { return float32(1 / math.Sqrt(float64(fanIn))) }
 	f32 := fsggml.TensorTypeF32
 	q, kvd := s.heads*s.headDim, s.kvHeads*s.headDim
@@ -254,15 +325,17 @@ func Synth(ctx context.Context, path string, spec SynthSpec) (err error) {
 	// Random signs in the output norm decorrelate the head from the input
 	// token's own embedding (tied models would otherwise echo it).
 	addT("output_norm.weight", f32, normal(1), s.hidden)
-	if arch == "llama" {
+	if !s.tied {
 		addT("output.weight", embType, normal(inv(s.hidden)), s.hidden, s.vocab)
-		addT("rope_freqs.weight", f32, func(n int, _ *rand.Rand) []float32 {
+	}
+	if s.ropeFreqs {
+		addT("rope_freqs.weight", f32, synthDist{gen: func(n int, _ *rand.Rand) []float32 {
 			out := make([]float32, n)
 			for i := range out { // Llama-3.1-style: low frequencies stretched
 				out[i] = 1 + 7*float32(i)/float32(n)
 			}
 			return out
-		}, s.headDim/2)
+		}}, s.headDim/2)
 	}
 	for l := range s.layers {
 		p := fmt.Sprintf("blk.%d.", l)
