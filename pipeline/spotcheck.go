@@ -10,6 +10,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -43,22 +44,25 @@ type SpotCheck struct {
 // layers.
 const f16Tolerance = 5e-2
 
-// Over quantized weights honest peers do not compute alike: on other
-// CPUs, with other builds, and on one build with other batches. On the
-// synthetic q8_0 and q4_k models an arm64 route and an amd64 one differed
-// by up to 1.3e-2 and 2.6e-2 in the logits (e2e TestArm64StageInAmd64Swarm),
-// and a whole q4_k model's logits by up to 4.5e-2 over random inputs of the
-// tiny, small and 0.6b shapes; one amd64 build with and without the
-// repacked Q4 kernels by up to 4.4e-2 (engine TestRepackSameTokens); and
-// one build, a session run alone against the same session batched with
-// three others, by up to 2.4e-2 (q8_0) and 3.9e-2 (q4_k) on the 0.6b shape
-// (engine TestBatchedSameTokens; f32 weights: 2.8e-4). A peer cannot know
-// what its route's stages batch. So the least tolerance over quantized
-// weights is quantTolerance (about twice the worst measured), whatever
-// the peers: the bound for two routes' logits, for two probes of a range,
-// and above which this peer's own copy of a range bans. A shade below it
-// passes; the challenges (verify) still bound each layer.
-const quantTolerance = 1e-1
+// Over quantized weights honest peers do not compute a layer alike, and
+// least so on other CPUs (see verify's tolerance, its bound per layer).
+// On the synthetic q8_0 and q4_k models an arm64 route and an amd64 one
+// differed by up to 1.3e-2 and 2.6e-2 in the logits (e2e
+// TestArm64StageInAmd64Swarm), and a whole q4_k model's logits by up to
+// 4.5e-2 over random inputs of the tiny, small and 0.6b shapes; two amd64
+// builds (x86-64 and x86-64-v3) put a q8_0 layer up to 2.7e-3 apart; one
+// build computes alike. So the least tolerance over quantized weights is
+// quantSameArch between peers whose records name one CPU architecture,
+// and quantCrossArch (about twice the worst measured) when they name
+// several or one names none. It
+// bounds two routes' logits, two probes of a range, and what this peer's
+// own copy of a range bans above. A peer that claims another architecture
+// gets the looser bound, no more; a shade below it passes, and the
+// challenges (verify) still bound each layer.
+const (
+	quantSameArch  = 1e-2
+	quantCrossArch = 1e-1
+)
 
 const (
 	defaultSpotCheck = 0.1
@@ -83,13 +87,53 @@ func (s SpotCheck) tolerance() float64 {
 
 // tolerance is how far results computed by peers may differ in this
 // generation: the configured tolerance, and over quantized weights at
-// least quantTolerance.
-func (g *generation) tolerance() float64 {
+// least quantSameArch, or quantCrossArch when the peers' records name
+// other CPU architectures (or none).
+func (g *generation) tolerance(peers ...string) float64 {
 	tol := g.o.SpotCheck.tolerance()
 	if g.ref.Float {
 		return tol
 	}
-	return max(tol, quantTolerance)
+	if g.oneArch(peers) {
+		return max(tol, quantSameArch)
+	}
+	return max(tol, quantCrossArch)
+}
+
+// oneArch reports whether every peer's record names the same CPU
+// architecture (this peer's own is its build's).
+func (g *generation) oneArch(peers []string) bool {
+	arch := ""
+	for _, p := range peers {
+		a := engine.ComputeArch()
+		if p != g.o.Host.ID().String() {
+			id, err := peer.Decode(p)
+			if err != nil {
+				return false
+			}
+			q, ok := g.o.View.Get(id)
+			if !ok || q.Cap.Platform.Arch == "" {
+				return false
+			}
+			a = q.Cap.Platform.Arch
+		}
+		if arch != "" && a != arch {
+			return false
+		}
+		arch = a
+	}
+	return true
+}
+
+// hopPeers lists the peers of routes.
+func hopPeers(routes ...[]Hop) []string {
+	var out []string
+	for _, r := range routes {
+		for _, h := range r {
+			out = append(out, h.Peer)
+		}
+	}
+	return out
 }
 
 // drawCheck decides whether a generation starting on hops is checked.
@@ -164,7 +208,7 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 			g.sb = g.startStandby(ctx, true)
 			continue
 		}
-		tol := g.tolerance()
+		tol := g.tolerance(hopPeers(g.hops, s.hops)...)
 		if g.req.DType == DTypeF16 && !sameCuts(g.hops, s.hops) {
 			tol = max(tol, f16Tolerance)
 		}
@@ -257,7 +301,7 @@ func (g *generation) bisect(ctx context.Context, a, b []Hop) (liars []*fault, su
 			g.o.log().Info("pipeline: a spot-check probe failed", "layers", [2]int{lo, hi}, "err", errors.Join(errA, errB))
 			return nil, remotePeers(from(append(slices.Clone(a), b...), lo), self), [2]int{lo, hi}
 		}
-		if ok, _ := agree(oa, ob, rowLen(hi, g.ref), g.tolerance()); ok {
+		if ok, _ := agree(oa, ob, rowLen(hi, g.ref), g.tolerance(ha.Peer, hb.Peer)); ok {
 			hidden = oa
 			continue
 		}
@@ -287,7 +331,7 @@ func (g *generation) referee(ctx context.Context, ha, hb Hop, tokens []int32, hi
 				// at least the quantized bound), so an honest peer on another
 				// CPU, whose sums round elsewhere over the range's layers, is
 				// never taken for a liar.
-				if ok, diff := agree(ref, p.out, rowLen(hi, g.ref), max(10*g.o.SpotCheck.tolerance(), 1e-2, g.tolerance())); !ok && p.h.Peer != self {
+				if ok, diff := agree(ref, p.out, rowLen(hi, g.ref), max(10*g.o.SpotCheck.tolerance(), 1e-2, g.tolerance(self, p.h.Peer))); !ok && p.h.Peer != self {
 					liars = append(liars, &fault{peer: p.h.Peer, layers: [2]int{lo, hi}, code: "mismatch", evidence: EvidenceLocal,
 						proven: true, output: true, reason: fmt.Sprintf("spot-check: its layers [%d,%d) differ from this peer's own copy by %.3g", lo, hi, diff)})
 				}

@@ -23,7 +23,9 @@ import (
 // multiplies one row with other kernels than several, and a sequence's
 // attention reads its cells among others'. Tokens are those of a session
 // run alone except where two logits are within that rounding
-// (TestBatchedSameTokens).
+// (TestBatchedSameTokens). With Options.Isolated each session keeps a
+// cache of its own and every round is one step: no batching, and results
+// bit-identical to a session alone, whatever else runs.
 
 // step is one queued RunRange chunk.
 type step struct {
@@ -80,6 +82,13 @@ func (m *Model) takeRoundLocked() []*step {
 		return nil
 	}
 	a, b := m.pending[0].a, m.pending[0].b
+	if m.opts.Isolated {
+		round := m.pending[:1:1]
+		m.pending = m.pending[1:]
+		m.rounds.Add(1)
+		m.batched.Add(1)
+		return round
+	}
 	budget := m.opts.Batch
 	var round []*step
 	chosen := make([]bool, len(m.pending))
@@ -125,6 +134,7 @@ func (m *Model) forward(round []*step) {
 		return
 	}
 	m.clearReleased()
+	cache := round[0].s.cache
 	a, b := round[0].a, round[0].b
 	N, H := m.info.Layers, m.info.Hidden
 	last := b == N
@@ -143,7 +153,7 @@ func (m *Model) forward(round []*step) {
 			for _, st := range round {
 				func() {
 					defer func() { _ = recover() }()
-					_ = m.cache.Remove(st.s.slot, st.pos, math.MaxInt32)
+					_ = cache.Remove(st.s.seq, st.pos, math.MaxInt32)
 				}()
 			}
 		}
@@ -160,7 +170,7 @@ func (m *Model) forward(round []*step) {
 	for _, st := range round {
 		for i := range st.n {
 			pos = append(pos, st.pos+int32(i))
-			seqs = append(seqs, st.s.slot)
+			seqs = append(seqs, st.s.seq)
 		}
 		tokens = append(tokens, st.tokens...)
 		hidden = append(hidden, st.hidden...)
@@ -171,7 +181,7 @@ func (m *Model) forward(round []*step) {
 		batch.Outputs = ctx.Input().FromInts(outs, len(outs))
 	}
 	started = true
-	if err := m.cache.StartForward(ctx, batch, false); err != nil {
+	if err := cache.StartForward(ctx, batch, false); err != nil {
 		fail(fmt.Errorf("engine: KV cache: %w", err))
 		return
 	}
@@ -183,12 +193,12 @@ func (m *Model) forward(round []*step) {
 		h = ctx.Input().FromFloats(hidden, H, total)
 	}
 	for i := a; i < b; i++ {
-		m.cache.SetLayer(i)
+		cache.SetLayer(i)
 		var outputs ml.Tensor
 		if i == N-1 {
 			outputs = batch.Outputs
 		}
-		h = m.a.layer(ctx, i, h, positions, outputs, m.cache)
+		h = m.a.layer(ctx, i, h, positions, outputs, cache)
 	}
 	if last {
 		h = m.a.head(ctx, h)
@@ -221,6 +231,9 @@ func (m *Model) forward(round []*step) {
 // clearReleased drops the cells of sessions closed since the last round.
 // It runs under computeMu: the cache is shared by every session.
 func (m *Model) clearReleased() {
+	if m.cache == nil {
+		return
+	}
 	m.cmu.Lock()
 	seqs := m.released
 	m.released = nil

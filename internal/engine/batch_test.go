@@ -131,3 +131,67 @@ func waitQueued(t *testing.T, m *Model, n int64) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestIsolatedBitIdentical: with Options.Isolated, two sessions whose
+// steps interleave (each prompt, then decode steps in turn) give logits
+// bit-identical to each run alone, and their steps are never batched.
+func TestIsolatedBitIdentical(t *testing.T) {
+	m := loadT(t, synthFile(t, "qwen3", "small", "q8_0"), Options{Slots: 2, Context: 256, Isolated: true})
+	L := m.Info().Layers
+	prompts := [][]int32{splitPrompt[:7], splitPrompt[2:]}
+	run := func(s *Session, in []int32) []float32 {
+		l, err := s.RunRange(context.Background(), 0, L, in, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	alone := make([][][]float32, 2)
+	for i, p := range prompts {
+		s, err := m.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := run(s, p)
+		alone[i] = append(alone[i], l)
+		for range 8 {
+			l = run(s, []int32{Greedy(l)})
+			alone[i] = append(alone[i], l)
+		}
+		s.Close()
+	}
+	r0, n0 := m.Batching()
+	ss := make([]*Session, 2)
+	last := make([][]float32, 2)
+	for i := range ss {
+		s, err := m.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ss[i] = s
+	}
+	for k := range 9 {
+		var wg sync.WaitGroup
+		for i := range ss {
+			in := prompts[i]
+			if k > 0 {
+				in = []int32{Greedy(last[i])}
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				last[i] = run(ss[i], in)
+			}()
+		}
+		wg.Wait()
+		for i := range ss {
+			if !bitEqual(last[i], alone[i][k]) {
+				t.Fatalf("session %d step %d: logits differ from its run alone (max |d| %g)", i, k, maxAbsDiff(last[i], alone[i][k]))
+			}
+		}
+	}
+	if r, n := m.Batching(); r-r0 != n-n0 {
+		t.Fatalf("isolated sessions were batched: %d steps in %d rounds", n-n0, r-r0)
+	}
+}

@@ -62,6 +62,11 @@ type Options struct {
 	TTL time.Duration
 	// FlashAttention selects ggml's fused attention kernel.
 	FlashAttention bool
+	// Isolated gives each session a KV cache of its own and runs its steps
+	// alone: no batching (see batch.go), and a session's results are
+	// bit-identical to its run alone whatever else runs on the model, as a
+	// pipeline's replays and spot checks assume.
+	Isolated bool
 	// NoRepack keeps Q4_0/Q4_K/IQ4_NL matrix weights in ggml's plain
 	// layout instead of moving them to its repacked one (see repack.go):
 	// for comparisons; the repacked kernels give the same tokens, faster.
@@ -372,6 +377,9 @@ func (m *Model) Close() error {
 		for _, s := range m.slots {
 			if s != nil && s.sess != nil {
 				s.sess.closed = true
+			}
+			if s != nil && s.cache != nil {
+				s.cache.Close()
 			}
 		}
 		if m.cache != nil {

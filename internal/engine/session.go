@@ -11,19 +11,23 @@ import (
 	"github.com/ollama/ollama/ml"
 )
 
-// slot is one sequence of the model's KV cache, reused by successive
-// sessions. A slot is created when first used: CachedSlots counts them.
+// slot is one sequence's KV, reused by successive sessions: a sequence of
+// the model's shared cache, or with Options.Isolated a cache of its own
+// (created when the slot is first used).
 type slot struct {
-	sess *Session
+	cache *kvcache.Causal // Isolated only
+	sess  *Session
 }
 
 // Session is one sequence on a Model: a KV cache slot and the next position.
 // Its methods are safe for concurrent use but calls on one session are
 // serialized. A session expires after Options.TTL without calls.
 type Session struct {
-	m    *Model
-	id   uint64
-	slot int // its sequence in m.cache
+	m     *Model
+	id    uint64
+	slot  int             // its slot
+	cache *kvcache.Causal // m.cache, or its slot's own (Isolated)
+	seq   int             // its sequence in cache
 
 	mu  sync.Mutex // serializes calls; guards pos
 	pos int32
@@ -47,32 +51,45 @@ func (m *Model) NewSession() (*Session, error) {
 		if sl != nil && sl.sess != nil {
 			continue
 		}
-		if m.cache == nil {
-			// One sequence per slot, each of Context cells. The cells'
-			// memory is allocated per layer at first use, and pages are
-			// touched as cells fill.
-			c := kvcache.NewCausalCache(nil)
-			var err error
-			func() {
-				defer recoverErr(&err, "initialising KV cache")
-				c.Init(m.m.Backend(), ml.DTypeF16, len(m.slots), m.opts.Context, m.opts.Batch)
-			}()
+		if sl == nil {
+			sl = &slot{}
+		}
+		cache, seq := m.cache, i
+		switch {
+		case m.opts.Isolated && sl.cache == nil:
+			c, err := m.newCache(1)
 			if err != nil {
 				return nil, err
 			}
-			m.cache = c
+			sl.cache = c
+			fallthrough
+		case m.opts.Isolated:
+			cache, seq = sl.cache, 0
+		case m.cache == nil:
+			// One sequence per slot, each of Context cells, allocated per
+			// layer at its first use.
+			c, err := m.newCache(len(m.slots))
+			if err != nil {
+				return nil, err
+			}
+			m.cache, cache = c, c
 		}
-		if sl == nil {
-			sl = &slot{}
-			m.slots[i] = sl
-		}
+		m.slots[i] = sl
 		m.nextID++
-		s := &Session{m: m, id: m.nextID, slot: i, lastUsed: m.now()}
+		s := &Session{m: m, id: m.nextID, slot: i, cache: cache, seq: seq, lastUsed: m.now()}
 		sl.sess = s
 		m.log.Debug("session opened", "model", m.path, "session", s.id, "slot", i)
 		return s, nil
 	}
 	return nil, fmt.Errorf("%w (%d slots)", ErrCapacity, len(m.slots))
+}
+
+// newCache makes a KV cache of seqs sequences of Context cells each.
+func (m *Model) newCache(seqs int) (c *kvcache.Causal, err error) {
+	c = kvcache.NewCausalCache(nil)
+	defer recoverErr(&err, "initialising KV cache")
+	c.Init(m.m.Backend(), ml.DTypeF16, seqs, m.opts.Context, m.opts.Batch)
+	return c, nil
 }
 
 // ExpireIdle closes sessions idle longer than Options.TTL and returns how
@@ -103,16 +120,26 @@ func (m *Model) expireLocked() int {
 }
 
 // CachedSlots is how many slots' KV the model holds: none until the first
-// session, then every slot's (the cache of all sequences is allocated, per
-// layer, at its first use, and kept until Close), so CachedSlots x
-// Memory().KVPerSession bounds the KV memory held now.
+// session, then every slot's (the shared cache of all sequences is
+// allocated, per layer, at its first use, and kept until Close); with
+// Options.Isolated, the slots used so far (each keeps its cache for reuse).
+// CachedSlots x Memory().KVPerSession bounds the KV memory held now.
 func (m *Model) CachedSlots() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cache == nil {
-		return 0
+	if !m.opts.Isolated {
+		if m.cache == nil {
+			return 0
+		}
+		return len(m.slots)
 	}
-	return len(m.slots)
+	n := 0
+	for _, sl := range m.slots {
+		if sl != nil && sl.cache != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Sessions reports how many sessions are open and the slot count.
@@ -135,11 +162,17 @@ func (m *Model) releaseLocked(s *Session) {
 	sl := m.slots[s.slot]
 	if sl.sess == s {
 		sl.sess = nil
-		// The cache is shared: the next round drops the sequence's cells,
-		// before any step of a session that takes the slot again.
-		m.cmu.Lock()
-		m.released = append(m.released, s.slot)
-		m.cmu.Unlock()
+		if m.opts.Isolated {
+			// Its own cache, which no round uses now: whole-sequence
+			// removal only edits metadata.
+			_ = sl.cache.Remove(0, 0, math.MaxInt32)
+		} else {
+			// The cache is shared: the next round drops the sequence's
+			// cells, before any step of a session that takes the slot.
+			m.cmu.Lock()
+			m.released = append(m.released, s.seq)
+			m.cmu.Unlock()
+		}
 		m.wakeLocked()
 	}
 }
@@ -206,7 +239,7 @@ func (s *Session) Truncate(n int) (err error) {
 	defer recoverErr(&err, "truncating KV cache")
 	computeMu.Lock()
 	defer computeMu.Unlock()
-	if err := s.m.cache.Remove(s.slot, int32(n), math.MaxInt32); err != nil {
+	if err := s.cache.Remove(s.seq, int32(n), math.MaxInt32); err != nil {
 		return fmt.Errorf("engine: truncating session: %w", err)
 	}
 	s.pos = int32(n)
