@@ -139,6 +139,14 @@ type PipelineConfig struct {
 	// busy.
 	PeerSessions int `json:"peer_sessions,omitempty"`
 	PeerQueue    int `json:"peer_queue,omitempty"`
+	// Batch lets this peer's stages batch the steps of sessions that
+	// arrive together (one KV cache per shard): more tokens per second with
+	// several sequences in flight, but a step's results then depend by
+	// rounding on what runs beside it, so a replay after a failover or a
+	// spot check's second route may differ in the last digits, and pick
+	// another token where two logits are that close. Default false: each
+	// stage session runs alone, bit-identical whatever else runs.
+	Batch bool `json:"batch,omitempty"`
 }
 
 func (p PipelineConfig) validate() error {

@@ -166,7 +166,9 @@ func (n *Node) serveShard(ctx context.Context, path, modelCID string, a, b int) 
 	if err != nil {
 		return err
 	}
-	sh, err := pipeline.LoadShard(ctx, path, modelCID, a, b, n.loadOptions(t))
+	opts := n.loadOptions(t)
+	opts.Isolated = !n.cfg.Pipeline.Batch
+	sh, err := pipeline.LoadShard(ctx, path, modelCID, a, b, opts)
 	if err != nil {
 		n.mem.release(reserved)
 		return fmt.Errorf("%s: %w", what, err)
@@ -360,6 +362,7 @@ func (n *Node) newPipelineOriginator() *pipeline.Originator {
 		ConnKind:  n.connKind,
 		Progress:  n.cfg.Progress.swarm(),
 		SpotCheck: pipeline.SpotCheck{Probability: n.cfg.Pipeline.SpotCheck, Tolerance: n.cfg.Pipeline.SpotTolerance},
+		Arch:      n.computeArch(),
 	}
 }
 

@@ -21,7 +21,7 @@ func (n *Node) selfCapability() gossip.Capability {
 	c := gossip.Capability{
 		Version: Version,
 		Platform: gossip.Platform{
-			OS: runtime.GOOS, Arch: engine.ComputeArch(), Device: n.cfg.Device,
+			OS: runtime.GOOS, Arch: n.computeArch(), Device: n.cfg.Device,
 			Cores: runtime.NumCPU(), RAMBytes: total, FreeRAM: free,
 		},
 		Thermal: thermal,
@@ -130,4 +130,15 @@ func (n *Node) queue() engine.QueueStats {
 		q = q.Add(p.stages.Queue())
 	}
 	return q
+}
+
+// computeArch names how this peer computes: its build's (engine.ComputeArch),
+// with "+batch" where its stages batch sessions' steps (pipeline.batch), so
+// that spot checks compare routes through it as across architectures.
+func (n *Node) computeArch() string {
+	a := engine.ComputeArch()
+	if n.cfg.Pipeline.Batch {
+		a += "+batch"
+	}
+	return a
 }

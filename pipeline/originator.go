@@ -84,6 +84,10 @@ type Originator struct {
 	Referee func(ctx context.Context, id peer.ID, c swarm.Claim) error
 	// SpotCheck sets how often real traffic is checked on a second route.
 	SpotCheck SpotCheck
+	// Arch is how this peer computes, as its record's platform arch names
+	// it (empty: engine.ComputeArch()): its own stages on a checked route
+	// count as that architecture.
+	Arch string
 }
 
 // Request is one generation.

@@ -79,6 +79,7 @@ type stagePeer struct {
 	h     host.Host
 	srv   *StageServer
 	proxy *nettest.Proxy // when set, the only way others reach this peer
+	batch bool           // serve shards batching sessions' steps (a node's pipeline.batch)
 }
 
 // addrs is where others dial this peer.
@@ -132,7 +133,7 @@ func (p *stagePeer) serveFile(t testing.TB, full, cid string, a, b int) {
 	if _, err := shards.Slice(full, out, a, b); err != nil {
 		t.Fatal(err)
 	}
-	sh, err := LoadShard(context.Background(), out, cid, a, b, engine.Options{Threads: 1, Slots: 4, Context: 1024})
+	sh, err := LoadShard(context.Background(), out, cid, a, b, engine.Options{Threads: 1, Slots: 4, Context: 1024, Isolated: !p.batch})
 	if err != nil {
 		t.Fatal(err)
 	}

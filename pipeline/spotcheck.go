@@ -58,7 +58,12 @@ const f16Tolerance = 5e-2
 // bounds two routes' logits, two probes of a range, and what this peer's
 // own copy of a range bans above. A peer that claims another architecture
 // gets the looser bound, no more; a shade below it passes, and the
-// challenges (verify) still bound each layer.
+// challenges (verify) still bound each layer. The architecture compared
+// is the record's arch whole, which names the kernels too ("+repack": the
+// repacked Q4 kernels, 4.4e-2 from the plain ones, engine
+// TestRepackSameTokens) and stages that batch ("+batch": a session batched
+// with three others against itself alone, 2.4e-2 for q8_0 and 3.9e-2 for
+// q4_k on the 0.6b shape, engine TestBatchedSameTokens).
 const (
 	quantSameArch  = 1e-2
 	quantCrossArch = 1e-1
@@ -105,7 +110,7 @@ func (g *generation) tolerance(peers ...string) float64 {
 func (g *generation) oneArch(peers []string) bool {
 	arch := ""
 	for _, p := range peers {
-		a := engine.ComputeArch()
+		a := g.o.arch()
 		if p != g.o.Host.ID().String() {
 			id, err := peer.Decode(p)
 			if err != nil {
@@ -467,4 +472,12 @@ func rowLen(hi int, ref ModelRef) int {
 		return ref.Hidden
 	}
 	return 0 // the logits: one row, whatever their count
+}
+
+// arch is how this peer computes, as its record names it.
+func (o *Originator) arch() string {
+	if o.Arch != "" {
+		return o.Arch
+	}
+	return engine.ComputeArch()
 }

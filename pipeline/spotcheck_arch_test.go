@@ -59,6 +59,13 @@ func TestToleranceByWeightsAndArch(t *testing.T) {
 			t.Errorf("float %v, peers %v: tolerance %g, want %g", c.float, c.peers, got, c.want)
 		}
 	}
+	// This peer's stages batch (pipeline.batch): its own hops count as
+	// another architecture.
+	g.o.Arch = engine.ComputeArch() + "+batch"
+	if got := g.tolerance(same, me); got != quantCrossArch {
+		t.Errorf("this peer batching: tolerance %g, want %g", got, quantCrossArch)
+	}
+	g.o.Arch = ""
 	g.o.SpotCheck.Tolerance = 0.2 // a configured bound above the floors wins
 	if got := g.tolerance(same, cross); got != 0.2 {
 		t.Errorf("configured 0.2: got %g", got)
