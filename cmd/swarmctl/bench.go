@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmswarm/llmswarm/internal/cli"
 	"github.com/llmswarm/llmswarm/node/client"
 )
 
@@ -14,6 +15,7 @@ import (
 //
 //	swarmctl bench moa [--n 20] [--max-tokens 16] [PROMPT]
 //	swarmctl bench pipeline [--n 5] [--max-tokens 64] [--model M] [--dtype f16] [PROMPT]
+//	swarmctl bench streams [--streams 1,2,4,8] [--mode pipeline] [--n 3] [--max-tokens 64] [PROMPT]
 func runBench(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("bench")
 	n := fs.Int("n", 20, "queries to run")
@@ -21,12 +23,14 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	model := fs.String("model", "", "pipeline: model name or CID")
 	dtype := fs.String("dtype", "", "pipeline: f16 or f32 hidden states")
 	conc := fs.Int("concurrency", 1, "pipeline: sequences generated at once (aggregate tok/s is reported)")
+	streams := fs.String("streams", "1,2,4,8", "streams: concurrency levels, comma-separated")
+	mode := fs.String("mode", "pipeline", "streams: the query mode (pipeline, or a mode one peer answers alone, e.g. a role)")
 	pos, err := e.parse(fs, commands["bench"].args, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 || (pos[0] != "moa" && pos[0] != "pipeline") {
-		return usageError{"bench needs a target: swarmctl bench moa|pipeline [flags] [PROMPT]"}
+	if len(pos) == 0 || (pos[0] != "moa" && pos[0] != "pipeline" && pos[0] != "streams") {
+		return usageError{"bench needs a target: swarmctl bench moa|pipeline|streams [flags] [PROMPT]"}
 	}
 	what := pos[0]
 	if *n < 1 || *n > 1000 {
@@ -38,6 +42,20 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	if what == "moa" {
 		return benchMoA(ctx, e, *n, *maxTokens, prompt)
+	}
+	if what == "streams" {
+		levels, err := parseLevels(*streams)
+		if err != nil {
+			return err
+		}
+		given := cli.Given(fs)
+		if !given["n"] {
+			*n = 3
+		}
+		if !given["max-tokens"] {
+			*maxTokens = 64
+		}
+		return benchStreams(ctx, e, levels, *n, *maxTokens, *mode, *model, *dtype, prompt)
 	}
 	if *conc < 1 || *conc > 64 {
 		return usageError{fmt.Sprintf("--concurrency %d: want 1..64", *conc)}

@@ -46,7 +46,7 @@ func init() {
 		"ask":     {"PROMPT... | -", "ask the swarm a question (streams the answer; - or a pipe reads it from stdin)", runAsk},
 		"chat":    {"", "chat with the swarm: history kept, answers streamed, /mode, /trace, /reset, /help, /quit", runChat},
 		"bmc":     {"", "show the authoritative BMC table, its signer and age", runBMC},
-		"bench":   {"moa|pipeline [PROMPT...]", "measure MoA fan-out overhead or pipeline speed", runBench},
+		"bench":   {"moa|pipeline|streams [PROMPT...]", "measure MoA fan-out overhead, pipeline speed, or the concurrency curve (aggregate tok/s, p50/p95 per token at 1, 2, 4, 8 streams)", runBench},
 		"help":    {"[COMMAND]", "print this help, or a command's", runHelp},
 		"id":      {"", "print this peer's ID and addresses", runID},
 		"peers":   {"", "list the peers this one knows, alive and dead", runPeers},
