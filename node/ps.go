@@ -46,9 +46,11 @@ func (n *Node) PS() (client.PS, error) {
 func loadedOut(kind string, m *engine.Model) client.Loaded {
 	in, mem, opts := m.Info(), m.Memory(), m.Options()
 	open, slots := m.Sessions()
+	graphs, steps := m.Batching()
 	return client.Loaded{Kind: kind, Path: in.Path, Start: in.LayerRange[0], End: in.LayerRange[1],
 		WeightsBytes: mem.Weights, KVBytes: int64(m.CachedSlots()) * mem.KVPerSession, KVPerSessionBytes: mem.KVPerSession,
-		Context: opts.Context, Sessions: open, Slots: slots, Queued: m.Queue().Waiting}
+		Context: opts.Context, Sessions: open, Slots: slots, Queued: m.Queue().Waiting,
+		Batched: !opts.Isolated, Steps: steps, Graphs: graphs}
 }
 
 // loadedOut lists the reference models loaded now, by path.

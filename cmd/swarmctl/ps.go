@@ -27,7 +27,7 @@ func printPS(e *env, ps client.PS) error {
 		fmt.Fprintln(e.stdout, "no model loaded")
 	} else {
 		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "KIND\tSERVES\tMODEL\tLAYERS\tWEIGHTS\tKV CACHE\tSESSIONS\tQUEUED\tSPEED")
+		fmt.Fprintln(w, "KIND\tSERVES\tMODEL\tLAYERS\tWEIGHTS\tKV CACHE\tSESSIONS\tQUEUED\tSPEED\tBATCH")
 		for _, m := range ps.Models {
 			serves := strings.Join(m.Roles, ",")
 			if serves == "" {
@@ -44,8 +44,15 @@ func printPS(e *env, ps client.PS) error {
 			case m.MsPerLayer > 0:
 				speed = fmt.Sprintf("%.2f ms/layer", m.MsPerLayer)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t[%d,%d)\t%s\t%s of %s\t%d/%d\t%d\t%s\n", m.Kind, serves, name, m.Start, m.End,
-				size(m.WeightsBytes), size(m.KVBytes), size(int64(m.Slots)*m.KVPerSessionBytes), m.Sessions, m.Slots, m.Queued, speed)
+			batch := "isolated"
+			if m.Batched {
+				batch = "-"
+				if m.Graphs > 0 {
+					batch = fmt.Sprintf("%.2f steps/graph", float64(m.Steps)/float64(m.Graphs))
+				}
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t[%d,%d)\t%s\t%s of %s\t%d/%d\t%d\t%s\t%s\n", m.Kind, serves, name, m.Start, m.End,
+				size(m.WeightsBytes), size(m.KVBytes), size(int64(m.Slots)*m.KVPerSessionBytes), m.Sessions, m.Slots, m.Queued, speed, batch)
 		}
 		w.Flush()
 	}

@@ -170,6 +170,12 @@ type Loaded struct {
 	// TokPerSec (roles) and MsPerLayer (shards): measured at load.
 	TokPerSec  float64 `json:"tok_s,omitempty"`
 	MsPerLayer float64 `json:"ms_per_layer,omitempty"`
+	// Batched: sessions' steps share graphs (false: each session runs
+	// alone, isolated). Steps and Graphs count the steps run since load
+	// and the graphs they ran in: Steps/Graphs is the mean batch.
+	Batched bool  `json:"batched"`
+	Steps   int64 `json:"steps"`
+	Graphs  int64 `json:"graphs"`
 }
 
 // MemoryStatus is a peer's serving memory budget.
