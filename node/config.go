@@ -118,6 +118,12 @@ type EngineConfig struct {
 	// Context is the KV cache size of one request, in tokens. Default: the
 	// model's context length, at most 4096.
 	Context int `json:"context,omitempty"`
+	// Isolate gives each session a KV cache of its own, allocated at its
+	// first use, and runs its steps alone: no batching, less memory held
+	// while few sessions run, and results bit-identical whatever else
+	// runs. Default false: a model's sessions share one KV cache (all its
+	// slots', allocated at the first session) and batch their steps.
+	Isolate bool `json:"isolate,omitempty"`
 }
 
 // PipelineConfig tunes the pipeline originator.

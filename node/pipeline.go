@@ -167,7 +167,7 @@ func (n *Node) serveShard(ctx context.Context, path, modelCID string, a, b int) 
 		return err
 	}
 	opts := n.loadOptions(t)
-	opts.Isolated = !n.cfg.Pipeline.Batch
+	opts.Isolated = opts.Isolated || !n.cfg.Pipeline.Batch
 	sh, err := pipeline.LoadShard(ctx, path, modelCID, a, b, opts)
 	if err != nil {
 		n.mem.release(reserved)

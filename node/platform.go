@@ -137,7 +137,7 @@ func (n *Node) queue() engine.QueueStats {
 // that spot checks compare routes through it as across architectures.
 func (n *Node) computeArch() string {
 	a := engine.ComputeArch()
-	if n.cfg.Pipeline.Batch {
+	if n.cfg.Pipeline.Batch && !n.cfg.Engine.Isolate {
 		a += "+batch"
 	}
 	return a

@@ -16,7 +16,7 @@ import (
 // engineOptions are the engine settings of every model this peer loads.
 func (n *Node) engineOptions() engine.Options {
 	return engine.Options{Threads: n.cfg.Engine.Threads, Slots: n.cfg.Engine.Slots, Queue: n.cfg.Engine.Queue,
-		Context: n.cfg.Engine.Context, Logger: n.log}
+		Context: n.cfg.Engine.Context, Isolated: n.cfg.Engine.Isolate, Logger: n.log}
 }
 
 // startMoA registers the MoA protocol, loads the configured role models and

@@ -49,6 +49,10 @@ func (m *Model) run(st *step) {
 	m.bmu.Lock()
 	m.pending = append(m.pending, st)
 	m.queued.Add(1)
+	select {
+	case m.arrived <- struct{}{}:
+	default:
+	}
 	if m.leading {
 		m.bmu.Unlock()
 		<-st.done
@@ -57,6 +61,7 @@ func (m *Model) run(st *step) {
 	m.leading = true
 	m.bmu.Unlock()
 	for {
+		m.gather()
 		m.bmu.Lock()
 		round := m.takeRoundLocked()
 		if len(round) == 0 {
@@ -65,12 +70,40 @@ func (m *Model) run(st *step) {
 			break
 		}
 		m.bmu.Unlock()
+		t0 := time.Now()
 		m.forward(round)
+		m.lastRound, m.lastTook = len(round), time.Since(t0)
 		for _, r := range round {
 			close(r.done)
 		}
 	}
 	<-st.done
+}
+
+// gather gives the sessions of the last round a moment to queue their
+// next steps (they sample and send their token first) before the leader
+// takes a round: up to a fifth of the last round's time, at most 5 ms, or
+// until as many steps wait as the last round ran. Without it the leader,
+// back first, would run its own step alone round after round.
+func (m *Model) gather() {
+	if m.opts.Isolated || m.lastRound < 2 {
+		return
+	}
+	timer := time.NewTimer(min(m.lastTook/5, 5*time.Millisecond))
+	defer timer.Stop()
+	for {
+		m.bmu.Lock()
+		n := len(m.pending)
+		m.bmu.Unlock()
+		if n >= m.lastRound {
+			return
+		}
+		select {
+		case <-m.arrived:
+		case <-timer.C:
+			return
+		}
+	}
 }
 
 // takeRoundLocked removes the next round from m.pending: the layer range

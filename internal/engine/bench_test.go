@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,4 +128,74 @@ func BenchmarkDecodeOllama(b *testing.B) {
 		decodeSec += time.Since(start).Seconds()
 	}
 	b.ReportMetric(float64(gen*b.N)/decodeSec, "tok/s")
+}
+
+// BenchmarkDecodeStreams reports the aggregate decode rate of S sessions
+// decoding at once (after a prompt of $ENGINE_BENCH_PROMPT tokens each,
+// default 32; 32 tokens per session per iteration), batched and isolated
+// (each session alone in its graphs, as before batching), side by side.
+func BenchmarkDecodeStreams(b *testing.B) {
+	path := os.Getenv("ENGINE_BENCH_MODEL")
+	if path == "" {
+		path = synthFile(b, "qwen3", "small", "q8_0")
+	}
+	threads := 2
+	if s := os.Getenv("ENGINE_BENCH_THREADS"); s != "" {
+		threads, _ = strconv.Atoi(s)
+	}
+	for _, isolated := range []bool{false, true} {
+		m := loadT(b, path, Options{Threads: threads, Slots: 8, Context: 1024, Isolated: isolated})
+		for _, streams := range []int{1, 2, 4, 8} {
+			name := fmt.Sprintf("batched/streams=%d", streams)
+			if isolated {
+				name = fmt.Sprintf("isolated/streams=%d", streams)
+			}
+			b.Run(name, func(b *testing.B) {
+				const gen = 32
+				plen := 32
+				if s := os.Getenv("ENGINE_BENCH_PROMPT"); s != "" {
+					plen, _ = strconv.Atoi(s)
+				}
+				prompt := benchPrompt(m, plen)
+				N := m.Info().Layers
+				var sec float64
+				for range b.N {
+					sess := make([]*Session, streams)
+					logits := make([][]float32, streams)
+					for i := range sess {
+						s, err := m.NewSession()
+						if err != nil {
+							b.Fatal(err)
+						}
+						sess[i] = s
+						if logits[i], err = s.RunRange(context.Background(), 0, N, prompt, nil); err != nil {
+							b.Fatal(err)
+						}
+					}
+					start := time.Now()
+					var wg sync.WaitGroup
+					for i, s := range sess {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							l := logits[i]
+							var err error
+							for range gen {
+								if l, err = s.RunRange(context.Background(), 0, N, []int32{Greedy(l)}, nil); err != nil {
+									b.Error(err)
+									return
+								}
+							}
+						}()
+					}
+					wg.Wait()
+					sec += time.Since(start).Seconds()
+					for _, s := range sess {
+						s.Close()
+					}
+				}
+				b.ReportMetric(float64(gen*streams*b.N)/sec, "tok/s")
+			})
+		}
+	}
 }

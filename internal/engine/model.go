@@ -154,6 +154,10 @@ type Model struct {
 	bmu     sync.Mutex
 	pending []*step
 	leading bool
+	arrived chan struct{} // a step was queued (buffered 1)
+	// the last round's size and time: the leader's alone (see gather)
+	lastRound int
+	lastTook  time.Duration
 	// rounds run and steps run in them, for Batching; steps queued
 	rounds, batched, queued atomic.Int64
 	// cmu guards released: the sequences of sessions closed since the
@@ -246,7 +250,8 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if err != nil {
 		return fail(err)
 	}
-	m = &Model{path: path, opts: opts, log: opts.Logger, m: om, a: a, tok: tok, now: time.Now, repacked: rp}
+	m = &Model{path: path, opts: opts, log: opts.Logger, m: om, a: a, tok: tok, now: time.Now, repacked: rp,
+		arrived: make(chan struct{}, 1)}
 	m.info = Info{
 		Path:          path,
 		Arch:          cfg.Architecture(),
