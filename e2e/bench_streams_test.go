@@ -32,7 +32,9 @@ func TestBenchStreams(t *testing.T) {
 		t.Fatalf("levels: %+v", out)
 	}
 	for _, l := range out.Levels {
-		if !(l.AggregateTPS > 0 && l.P50MS > 0 && l.P95MS >= l.P50MS && l.FirstMS > 0 && l.Speedup > 0) {
+		// The tiny model's tokens may come in one read: gaps of 0 ms are
+		// real figures here.
+		if !(l.AggregateTPS > 0 && l.P50MS >= 0 && l.P95MS >= l.P50MS && l.FirstMS > 0 && l.Speedup > 0) {
 			t.Fatalf("level %+v: a figure is missing", l)
 		}
 	}
