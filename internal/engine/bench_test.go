@@ -20,15 +20,22 @@ import (
 //	ENGINE_BENCH_MODEL=/tmp/m.gguf go test -run XXX -bench . -benchtime 3x ./internal/engine/
 func benchModel(b *testing.B) *Model {
 	b.Helper()
-	path := os.Getenv("ENGINE_BENCH_MODEL")
+	path, threads := benchEnv(b)
+	return loadT(b, path, Options{Threads: threads, Slots: 1, Context: 1024})
+}
+
+// benchEnv is the model file and thread count benchmarks run with.
+func benchEnv(b *testing.B) (path string, threads int) {
+	b.Helper()
+	path = os.Getenv("ENGINE_BENCH_MODEL")
 	if path == "" {
 		path = synthFile(b, "qwen3", "small", "q8_0")
 	}
-	threads := 2
+	threads = 2
 	if s := os.Getenv("ENGINE_BENCH_THREADS"); s != "" {
 		threads, _ = strconv.Atoi(s)
 	}
-	return loadT(b, path, Options{Threads: threads, Slots: 1, Context: 1024})
+	return path, threads
 }
 
 func benchPrompt(m *Model, n int) []int32 {
@@ -135,14 +142,7 @@ func BenchmarkDecodeOllama(b *testing.B) {
 // default 32; 32 tokens per session per iteration), batched and isolated
 // (each session alone in its graphs, as before batching), side by side.
 func BenchmarkDecodeStreams(b *testing.B) {
-	path := os.Getenv("ENGINE_BENCH_MODEL")
-	if path == "" {
-		path = synthFile(b, "qwen3", "small", "q8_0")
-	}
-	threads := 2
-	if s := os.Getenv("ENGINE_BENCH_THREADS"); s != "" {
-		threads, _ = strconv.Atoi(s)
-	}
+	path, threads := benchEnv(b)
 	for _, isolated := range []bool{false, true} {
 		m := loadT(b, path, Options{Threads: threads, Slots: 8, Context: 1024, Isolated: isolated})
 		for _, streams := range []int{1, 2, 4, 8} {
