@@ -207,6 +207,12 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 		}()
 		return nil, &FileError{path, e}
 	}
+	names := make([]string, 0, len(meta.Tensors().Items())+1)
+	for _, t := range meta.Tensors().Items() {
+		names = append(names, t.Name)
+	}
+	names = append(names, "output.weight") // a tied head is a copy of the embedding
+	hugePages(om.Backend(), names)
 	func() {
 		defer recoverErr(&err, "loading weights")
 		err = om.Backend().Load(ctx, opts.LoadProgress)
@@ -216,11 +222,6 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	}
 	var rp *repacked
 	if !opts.NoRepack {
-		names := make([]string, 0, len(meta.Tensors().Items())+1)
-		for _, t := range meta.Tensors().Items() {
-			names = append(names, t.Name)
-		}
-		names = append(names, "output.weight") // a tied head is a copy of the embedding
 		func() {
 			defer recoverErr(&err, "repacking weights")
 			rp, err = repackWeights(om.Backend(), names)
