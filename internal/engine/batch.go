@@ -11,8 +11,8 @@ import (
 
 // Continuous batching. Every session of a model is one sequence of the
 // model's KV cache (kvcache.Causal, one sequence per slot). A RunRange
-// step is queued; the first caller to find no step running becomes the
-// leader and runs rounds until the queue is empty: each round takes the
+// step is queued; a leader goroutine, started by the first step to find
+// none running, runs rounds until the queue is empty: each round takes the
 // queued steps over one layer range (decode steps first, then prompt
 // chunks in arrival order, up to Options.Batch positions) and runs them as
 // one graph, so concurrent sessions share each weight read. A prompt is
@@ -53,13 +53,18 @@ func (m *Model) run(st *step) {
 	case m.arrived <- struct{}{}:
 	default:
 	}
-	if m.leading {
-		m.bmu.Unlock()
-		<-st.done
-		return
+	if !m.leading {
+		m.leading = true
+		go m.lead()
 	}
-	m.leading = true
 	m.bmu.Unlock()
+	<-st.done
+}
+
+// lead runs rounds until the queue is empty. It runs on a goroutine of its
+// own, not a caller's: a caller whose step is done goes on with its
+// session at once, whatever others still queue.
+func (m *Model) lead() {
 	for {
 		m.gather()
 		m.bmu.Lock()
@@ -67,7 +72,7 @@ func (m *Model) run(st *step) {
 		if len(round) == 0 {
 			m.leading = false
 			m.bmu.Unlock()
-			break
+			return
 		}
 		m.bmu.Unlock()
 		t0 := time.Now()
@@ -77,14 +82,13 @@ func (m *Model) run(st *step) {
 			close(r.done)
 		}
 	}
-	<-st.done
 }
 
 // gather gives the sessions of the last round a moment to queue their
 // next steps (they sample and send their token first) before the leader
 // takes a round: up to a fifth of the last round's time, at most 5 ms, or
-// until as many steps wait as the last round ran. Without it the leader,
-// back first, would run its own step alone round after round.
+// until as many steps wait as the last round ran. Without it the leader
+// would take each step alone as soon as it is queued.
 func (m *Model) gather() {
 	if m.opts.Isolated || m.lastRound < 2 {
 		return
