@@ -248,7 +248,9 @@ static uint8_t countParts() {
 
 // sweep declares dead every live node silent for more than misses*period and
 // pins the age of long-dead nodes so millis() wrapping never revives them.
-static void sweep() {
+// It returns the time it judged at: a table reported at that time never
+// shows a live node older than the limit (a millisecond read later could).
+static uint32_t sweep() {
   uint32_t t = nowMs(), lim = (uint32_t)periodMs * misses;
   for (uint8_t i = 0; i < MAX_NODES; i++) {
     Node &n = nodes[i];
@@ -262,6 +264,7 @@ static void sweep() {
     }
   }
   lastSweep = t;
+  return t;
 }
 
 static bool provisioned() { return eeprom_read_byte(EE_KEYFLAG) == KEY_MAGIC; }
@@ -431,8 +434,7 @@ static void cmdTab(uint8_t argc, char **argv) {
     hmac_sha256_update(&h, "\n", 1);
     macMicros += micros() - t0;
   }
-  sweep();
-  uint32_t t = nowMs();
+  uint32_t t = sweep();
   oreset();
   osP(PSTR("T ")); ou32(boot); oc(' '); ou32(seq); oc(' '); ou64(upHi, t);
   oc(' '); ou32(periodMs); oc(' '); ou32(misses);
