@@ -110,10 +110,9 @@ func (m *Model) gather() {
 	}
 }
 
-// takeRoundLocked removes the next round from m.pending: the layer range
-// of the oldest step, its decode steps (one position each) first, then
-// longer steps in order, up to Options.Batch positions (at least one
-// step).
+// takeRoundLocked removes the next round from m.pending: the oldest step,
+// then the decode steps (one position each) over its layer range, then
+// longer steps in order, up to Options.Batch positions.
 func (m *Model) takeRoundLocked() []*step {
 	if len(m.pending) == 0 {
 		return nil
@@ -126,15 +125,19 @@ func (m *Model) takeRoundLocked() []*step {
 		m.batched.Add(1)
 		return round
 	}
-	budget := m.opts.Batch
-	var round []*step
+	// The oldest step always runs (a prompt chunk is never passed over
+	// for decode steps that keep coming); then decode steps, then the
+	// other chunks in order.
+	round := []*step{m.pending[0]}
+	budget := m.opts.Batch - m.pending[0].n
 	chosen := make([]bool, len(m.pending))
+	chosen[0] = true
 	for pass := range 2 {
 		for i, st := range m.pending {
 			if chosen[i] || st.a != a || st.b != b || (pass == 0) != (st.n == 1) {
 				continue
 			}
-			if len(round) > 0 && st.n > budget {
+			if st.n > budget {
 				continue
 			}
 			chosen[i] = true
@@ -170,7 +173,6 @@ func (m *Model) forward(round []*step) {
 		fail(ErrClosed)
 		return
 	}
-	m.clearReleased()
 	cache := round[0].s.cache
 	a, b := round[0].a, round[0].b
 	N, H := m.info.Layers, m.info.Hidden
@@ -195,6 +197,7 @@ func (m *Model) forward(round []*step) {
 			}
 		}
 	}()
+	m.clearReleased()
 
 	t0 := time.Now()
 	ctx := m.m.Backend().NewContext()

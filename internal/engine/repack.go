@@ -56,6 +56,12 @@ static void swarm_release(void * p, size_t n) {
 	uintptr_t a = ((uintptr_t) p + page - 1) & ~(page - 1);
 	uintptr_t e = ((uintptr_t) p + n) & ~(page - 1);
 	if (e > a) {
+#if defined(MADV_NOHUGEPAGE)
+		// The buffer asked for huge pages (swarm_hugepages): without this
+		// khugepaged would fill the freed range back in, collapsing it
+		// with a neighbour's pages into a whole huge page.
+		madvise((void *) a, e - a, MADV_NOHUGEPAGE);
+#endif
 		madvise((void *) a, e - a, MADV_DONTNEED);
 	}
 #endif

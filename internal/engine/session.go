@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -170,7 +171,9 @@ func (m *Model) releaseLocked(s *Session) {
 			// The cache is shared: the next round drops the sequence's
 			// cells, before any step of a session that takes the slot.
 			m.cmu.Lock()
-			m.released = append(m.released, s.seq)
+			if !slices.Contains(m.released, s.seq) {
+				m.released = append(m.released, s.seq)
+			}
 			m.cmu.Unlock()
 		}
 		m.wakeLocked()
@@ -239,6 +242,9 @@ func (s *Session) Truncate(n int) (err error) {
 	defer recoverErr(&err, "truncating KV cache")
 	computeMu.Lock()
 	defer computeMu.Unlock()
+	if s.m.dead.Load() {
+		return ErrClosed
+	}
 	if err := s.cache.Remove(s.seq, int32(n), math.MaxInt32); err != nil {
 		return fmt.Errorf("engine: truncating session: %w", err)
 	}
