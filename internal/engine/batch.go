@@ -35,7 +35,6 @@ type step struct {
 	tokens []int32
 	hidden []float32
 	n      int
-	queued time.Time
 
 	out  []float32
 	err  error
@@ -45,7 +44,6 @@ type step struct {
 // run queues st and returns when a round has run it.
 func (m *Model) run(st *step) {
 	st.done = make(chan struct{})
-	st.queued = time.Now()
 	m.bmu.Lock()
 	m.pending = append(m.pending, st)
 	m.queued.Add(1)

@@ -144,8 +144,10 @@ type Model struct {
 	info Info
 	mem  Memory
 
-	mu    sync.Mutex // guards slots, closed, session bookkeeping
-	slots []*slot
+	mu     sync.Mutex // guards slots, closed, session bookkeeping
+	slots  []*slot
+	closed bool
+	dead   atomic.Bool // set before the backend is freed; checked under computeMu
 	// cache holds every session's KV, one sequence per slot; created with
 	// the first session, used under computeMu.
 	cache *kvcache.Causal
@@ -164,8 +166,6 @@ type Model struct {
 	// last round, whose cells the next round drops
 	cmu      sync.Mutex
 	released []int
-	closed   bool
-	dead     atomic.Bool // set before the backend is freed; checked under computeMu
 
 	// time spent building graphs in Go vs computing them in ggml (ns), for
 	// benchmarks
@@ -200,11 +200,13 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if err != nil {
 		return nil, &FileError{path, err}
 	}
+	var rp *repacked // the repacked weights' buffer, freed after the backend
 	fail := func(e error) (*Model, error) {
 		func() {
 			defer func() { _ = recover() }()
 			om.Backend().Close()
 		}()
+		rp.free()
 		return nil, &FileError{path, e}
 	}
 	names := make([]string, 0, len(meta.Tensors().Items())+1)
@@ -220,7 +222,6 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if err != nil {
 		return fail(err)
 	}
-	var rp *repacked
 	if !opts.NoRepack {
 		func() {
 			defer recoverErr(&err, "repacking weights")
@@ -233,14 +234,6 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 		case err != nil:
 			return fail(err)
 		}
-	}
-	fail = func(e error) (*Model, error) {
-		func() {
-			defer func() { _ = recover() }()
-			om.Backend().Close()
-		}()
-		rp.free()
-		return nil, &FileError{path, e}
 	}
 	cfg := om.Backend().Config()
 	a, err := newArch(om, cfg.Float("attention.layer_norm_rms_epsilon"))
