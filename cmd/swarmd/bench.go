@@ -24,8 +24,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	prompt := fs.Int("prompt", 32, "prompt tokens (prefill)")
 	gen := fs.Int("gen", 64, "generated tokens (decode)")
 	reps := fs.Int("reps", 3, "measured runs (after one warm-up)")
-	flash := fs.Bool("flash", false, "flash attention")
+	flash := fs.Bool("flash", false, "ggml's fused flash-attention kernel (peers keep it off; compare)")
 	noRepack := fs.Bool("no-repack", false, "keep Q4 weights in ggml's plain layout (compare with the repacked kernels)")
+	noPool := fs.Bool("no-pool", false, "start ggml's worker threads for each graph, ggml's default (compare with the kept pool)")
 	pos, code, done := parseFlags(fs, args)
 	if done {
 		return code
@@ -52,7 +53,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	// keep the report to the figures.
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx := context.Background()
-	m, err := engine.Load(ctx, *path, engine.Options{Threads: *threads, Slots: 1, Context: *prompt + *gen + 8, Batch: max(512, *prompt), PrefillChunk: max(512, *prompt), FlashAttention: *flash, NoRepack: *noRepack})
+	m, err := engine.Load(ctx, *path, engine.Options{Threads: *threads, Slots: 1, Context: *prompt + *gen + 8, Batch: max(512, *prompt), PrefillChunk: max(512, *prompt), FlashAttention: *flash, NoRepack: *noRepack, NoPool: *noPool})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return 1
@@ -62,6 +63,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	vocab := info.VocabSize
 	r := rand.New(rand.NewPCG(1, 2))
 	var pp, tg []float64
+	var build, compute time.Duration // decode's, over the measured runs
 	for rep := 0; rep <= *reps; rep++ {
 		s, err := m.NewSession()
 		if err != nil {
@@ -80,6 +82,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		dp := time.Since(t0)
+		b0, c0 := m.Timing()
 		t0 = time.Now()
 		for range *gen {
 			id := engine.Greedy(logits)
@@ -90,8 +93,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		dg := time.Since(t0)
+		b1, c1 := m.Timing()
 		s.Close()
 		if rep > 0 { // rep 0 warms up caches and ggml's allocator
+			build, compute = build+b1-b0, compute+c1-c0
 			pp = append(pp, float64(*prompt)/dp.Seconds())
 			tg = append(tg, float64(*gen)/dg.Seconds())
 		}
@@ -102,6 +107,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		float64(mem.Weights)/(1<<20), m.Repacked())
 	fmt.Fprintf(stdout, "prefill: pp%-4d %8.1f tok/s  (median of %d; runs %s)\n", *prompt, median(pp), *reps, fmtRuns(pp))
 	fmt.Fprintf(stdout, "decode:  tg%-4d %8.2f tok/s  (median of %d; runs %s)\n", *gen, median(tg), *reps, fmtRuns(tg))
+	n := time.Duration(*gen * *reps)
+	fmt.Fprintf(stdout, "token:   %.2f ms building the graph, %.2f ms computing it (means over decode)\n",
+		float64(build/n)/1e6, float64(compute/n)/1e6)
 	return 0
 }
 

@@ -34,9 +34,9 @@ var computeMu sync.Mutex
 
 // Options configure Load. The zero value is usable.
 type Options struct {
-	// Threads is the number of ggml CPU threads (default: runtime.NumCPU()).
-	// ggml's CPU backend is shared by the process, so the last model loaded
-	// sets the thread count for all.
+	// Threads is the number of ggml CPU threads this model's graphs run
+	// on (default: runtime.NumCPU()). The workers are kept between graphs
+	// in one pool for the process (see threads.go).
 	Threads int
 	// Slots is the number of concurrent sessions (default 4). A slot's KV
 	// cache is allocated on first use, per layer run, and kept for reuse until
@@ -60,7 +60,11 @@ type Options struct {
 	// TTL is how long a session may stay idle before it expires and frees its
 	// slot (default 10 minutes; negative: never).
 	TTL time.Duration
-	// FlashAttention selects ggml's fused attention kernel.
+	// FlashAttention selects ggml's fused attention kernel. It is a little
+	// faster (0.6b q8_0 decode at 16 threads: 76 against 70 tok/s) but
+	// rounds differently per CPU architecture: an arm64 stage then drifts
+	// from amd64 ones by more than the spot checks' tolerances were
+	// measured for (e2e TestArm64StageInAmd64Swarm), so peers keep it off.
 	FlashAttention bool
 	// Isolated gives each session a KV cache of its own and runs its steps
 	// alone: no batching (see batch.go), and a session's results are
@@ -71,6 +75,9 @@ type Options struct {
 	// layout instead of moving them to its repacked one (see repack.go):
 	// for comparisons; the repacked kernels give the same tokens, faster.
 	NoRepack bool
+	// NoPool runs each graph on worker threads started for it alone, as
+	// ggml does by default, instead of the process's pool: for comparisons.
+	NoPool bool
 	// Logger receives load and session events (nil: discard).
 	Logger *slog.Logger
 	// LoadProgress, when set, sees Load's progress reading the weights, as
@@ -388,6 +395,12 @@ func (m *Model) Close() error {
 		m.repacked.free()
 	}()
 	return m.closeErr
+}
+
+// Timing is the time spent building graphs in Go and computing them in
+// ggml, summed over every round the model has run.
+func (m *Model) Timing() (build, compute time.Duration) {
+	return time.Duration(m.statBuild.Load()), time.Duration(m.statCompute.Load())
 }
 
 // Batching reports how many graphs sessions' steps have run in, and how

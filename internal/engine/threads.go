@@ -1,0 +1,132 @@
+package engine
+
+// ggml's CPU backend, given no thread pool, makes one for every graph it
+// computes: it starts Threads-1 threads, runs the graph and joins them, once
+// per decoded token. At 16 threads that start-up, and workers that begin
+// cold on whatever core is free, cost more than the extra threads give
+// (decode was flat from 8 to 16 threads). llama.cpp keeps its workers
+// between graphs (OpenMP's pool, or a ggml thread pool); so does this
+// engine: one pool for the process, since ollama's backend shares one CPU
+// backend object between every loaded model, attached before each graph
+// runs, together with that model's own thread count.
+
+/*
+#cgo CPPFLAGS: -I${SRCDIR}/ggmlinc
+#include <stddef.h>
+#include "ggml.h"
+#include "ggml-backend.h"
+
+typedef struct ggml_threadpool * (*swarm_tp_new_fn)(struct ggml_threadpool_params *);
+typedef void (*swarm_tp_free_fn)(struct ggml_threadpool *);
+typedef void (*swarm_set_tp_fn)(ggml_backend_t, struct ggml_threadpool *);
+typedef void (*swarm_set_n_fn)(ggml_backend_t, int);
+
+static void * swarm_cpu_proc(const char * name) {
+	ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+	if (dev == NULL) {
+		return NULL;
+	}
+	return ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(dev), name);
+}
+
+static int swarm_is_cpu(ggml_backend_t b) {
+	ggml_backend_dev_t dev = ggml_backend_get_device(b);
+	return dev != NULL && ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_CPU;
+}
+
+// swarm_pool_new starts a pool of n workers (the caller's thread is the
+// first), or returns NULL where the CPU backend exports no pool functions.
+static struct ggml_threadpool * swarm_pool_new(int n) {
+	swarm_tp_new_fn fn = (swarm_tp_new_fn) swarm_cpu_proc("ggml_threadpool_new");
+	if (fn == NULL) {
+		return NULL;
+	}
+	struct ggml_threadpool_params p = ggml_threadpool_params_default(n);
+	return fn(&p);
+}
+
+static void swarm_pool_free(struct ggml_threadpool * tp) {
+	swarm_tp_free_fn fn = (swarm_tp_free_fn) swarm_cpu_proc("ggml_threadpool_free");
+	if (fn != NULL && tp != NULL) {
+		fn(tp);
+	}
+}
+
+// swarm_use_pool makes b run its graphs on n workers of tp (tp may be NULL:
+// a pool per graph, ggml's default). It returns 0 where b is no CPU backend
+// or the backend exports no setter.
+static int swarm_use_pool(ggml_backend_t b, struct ggml_threadpool * tp, int n) {
+	if (!swarm_is_cpu(b)) {
+		return 0;
+	}
+	swarm_set_tp_fn set_tp = (swarm_set_tp_fn) swarm_cpu_proc("ggml_backend_cpu_set_threadpool");
+	swarm_set_n_fn set_n = (swarm_set_n_fn) swarm_cpu_proc("ggml_backend_set_n_threads");
+	if (set_tp == NULL || set_n == NULL) {
+		return 0;
+	}
+	set_tp(b, tp);
+	set_n(b, n);
+	return 1;
+}
+*/
+import "C"
+
+import (
+	"reflect"
+	"unsafe"
+
+	"github.com/ollama/ollama/ml"
+)
+
+// pool is the process's ggml worker pool; it is used and replaced under
+// computeMu only.
+var pool struct {
+	tp *C.struct_ggml_threadpool
+	n  int // workers in tp
+}
+
+// useThreads makes the CPU backends of b run the next graph on n threads
+// from the process's pool, growing the pool when n is more than it has.
+// noPool runs the graph on a pool made for it alone (ggml's default, for
+// comparisons). It must be called under computeMu.
+func useThreads(b ml.Backend, n int, noPool bool) {
+	var tp *C.struct_ggml_threadpool
+	if !noPool {
+		if pool.n < n {
+			grown := C.swarm_pool_new(C.int(n))
+			if grown != nil {
+				old := pool.tp
+				pool.tp, pool.n = grown, n
+				defer C.swarm_pool_free(old) // after the backends let go of it
+			}
+		}
+		if pool.n >= n {
+			tp = pool.tp
+		}
+	}
+	for _, be := range cpuBackends(b) {
+		C.swarm_use_pool(be, tp, C.int(n))
+	}
+}
+
+// cpuBackends are the scheduler's backends of ollama's ggml backend
+// (ml/backend/ggml.Backend's schedBackends, read by reflection, as
+// tensorOf reads a tensor: an ollama upgrade that renames the field leaves
+// ggml's default of a pool per graph, and TestThreadPoolReused fails).
+func cpuBackends(b ml.Backend) []C.ggml_backend_t {
+	v := reflect.ValueOf(b)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return nil
+	}
+	f := v.Elem().FieldByName("schedBackends")
+	if !f.IsValid() || f.Kind() != reflect.Slice || f.Type().Elem().Kind() != reflect.Pointer {
+		return nil
+	}
+	out := make([]C.ggml_backend_t, 0, f.Len())
+	for i := range f.Len() {
+		if e := f.Index(i); !e.IsNil() {
+			out = append(out, C.ggml_backend_t(unsafe.Pointer(e.Pointer())))
+		}
+	}
+	return out
+}
