@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Side by side with llama.cpp on the same GGUF files: prefill and decode
-# tok/s of `swarmd bench` (repacked kernels, and --no-repack) against
+# tok/s of `swarmd bench` (as built, and with ALT's flags) against
 # `llama-bench`, at each thread count, and the ratio ours / llama.cpp.
 # Prints a Markdown table. Runs alternate (ours, plain, llama.cpp) so that
 # noise from a shared machine falls on all three alike; each figure is the
@@ -9,6 +9,8 @@
 #   scripts/bench-llama.sh [MODEL.gguf ...]  # default: synthetic qwen3 0.6b, q8_0 and q4_k
 #   LLAMA=DIR      llama-bench's directory (default ../shared/tools/llama.cpp)
 #   THREADS="1 2"  thread counts (default: 1, 2, 4, ... up to nproc, and nproc)
+#   ALT=--no-repack  flags of the second column (--no-pool: ggml's per-graph
+#                  workers; --no-repack: Q4 weights in the plain layout)
 #   PROMPT=512 GEN=64 REPS=3 ROUNDS=1
 #     ROUNDS > 1 repeats the whole alternation and reports medians over all
 set -euo pipefail
@@ -19,6 +21,7 @@ LLAMA=${LLAMA:-../shared/tools/llama.cpp}
 PROMPT=${PROMPT:-512}
 GEN=${GEN:-64}
 REPS=${REPS:-3}
+ALT=${ALT:---no-repack}
 ROUNDS=${ROUNDS:-1}
 [ -x "$LLAMA/llama-bench" ] || { echo "bench-llama: no $LLAMA/llama-bench (set LLAMA=DIR)" >&2; exit 1; }
 [ -x "$BIN/swarmd" ] || { echo "bench-llama: no $BIN/swarmd: run make build" >&2; exit 1; }
@@ -36,7 +39,7 @@ if [ ${#models[@]} -eq 0 ]; then
   done
 fi
 
-# ours FILE THREADS [--no-repack] -> "prefill decode"
+# ours FILE THREADS [swarmd bench flags] -> "prefill decode"
 ours() {
   "$BIN/swarmd" bench --model "$1" --threads "$2" --prompt "$PROMPT" --gen "$GEN" --reps "$REPS" "${@:3}" |
     awk '/^prefill:/ {p=$3} /^decode:/ {d=$3} END {print p, d}'
@@ -50,7 +53,7 @@ llama() {
 }
 med() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
-echo "| model | threads | work | ours tok/s | ours, plain layout | llama.cpp | ratio |"
+echo "| model | threads | work | ours tok/s | ours $ALT | llama.cpp | ratio |"
 echo "|---|---|---|---|---|---|---|"
 for m in "${models[@]}"; do
   name=$(basename "$m" .gguf)
@@ -58,7 +61,8 @@ for m in "${models[@]}"; do
     : >"$WORK/o" ; : >"$WORK/p"; : >"$WORK/l"
     for _ in $(seq "$ROUNDS"); do
       ours "$m" "$t" >>"$WORK/o"
-      ours "$m" "$t" --no-repack >>"$WORK/p"
+      # shellcheck disable=SC2086 # ALT is a list of flags
+      ours "$m" "$t" $ALT >>"$WORK/p"
       llama "$m" "$t" >>"$WORK/l"
     done
     for w in 1 2; do
