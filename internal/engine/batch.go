@@ -35,6 +35,7 @@ type step struct {
 	tokens []int32
 	hidden []float32
 	n      int
+	all    bool // on the last layer: logits of every position, not the last only
 
 	out  []float32
 	err  error
@@ -212,7 +213,13 @@ func (m *Model) forward(round []*step) {
 		}
 		tokens = append(tokens, st.tokens...)
 		hidden = append(hidden, st.hidden...)
-		outs = append(outs, int32(len(pos)-1))
+		first := len(pos) - 1
+		if st.all {
+			first = len(pos) - st.n
+		}
+		for i := first; i < len(pos); i++ {
+			outs = append(outs, int32(i))
+		}
 	}
 	batch := input.Batch{Positions: pos, Sequences: seqs}
 	if last {
@@ -248,22 +255,25 @@ func (m *Model) forward(round []*step) {
 	out := h.Floats()
 	m.statBuild.Add(int64(t1.Sub(t0)))
 	m.statCompute.Add(int64(time.Since(t1)))
-	per, want := 0, total*H
+	want := total * H
 	if last {
-		per, want = m.info.VocabSize, len(round)*m.info.VocabSize
+		want = len(outs) * m.info.VocabSize
 	}
 	if len(out) != want {
 		fail(fmt.Errorf("%w: layers [%d,%d) gave %d floats, want %d", ErrInternal, a, b, len(out), want))
 		return
 	}
 	off := 0
-	for k, st := range round {
+	for _, st := range round {
+		rows, width := st.n, H
 		if last {
-			st.out = out[k*per : (k+1)*per : (k+1)*per]
-			continue
+			rows, width = 1, m.info.VocabSize
+			if st.all {
+				rows = st.n
+			}
 		}
-		st.out = out[off*H : (off+st.n)*H : (off+st.n)*H]
-		off += st.n
+		st.out = out[off*width : (off+rows)*width : (off+rows)*width]
+		off += rows
 	}
 }
 

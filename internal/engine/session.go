@@ -261,6 +261,18 @@ func (s *Session) Truncate(n int) (err error) {
 // concurrent sessions' steps over the same layers run in one graph. ctx is
 // checked between chunks.
 func (s *Session) RunRange(ctx context.Context, a, b int, tokens []int32, hidden []float32) ([]float32, error) {
+	return s.runRange(ctx, a, b, tokens, hidden, false)
+}
+
+// RunRangeAll is RunRange returning, when b == Layers, the logits of every
+// input position (len(tokens) or len(hidden)/Hidden rows of VocabSize
+// floats, position-major): what a speculative step verifies its draft
+// with. Below the last layer it is RunRange.
+func (s *Session) RunRangeAll(ctx context.Context, a, b int, tokens []int32, hidden []float32) ([]float32, error) {
+	return s.runRange(ctx, a, b, tokens, hidden, true)
+}
+
+func (s *Session) runRange(ctx context.Context, a, b int, tokens []int32, hidden []float32, all bool) ([]float32, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.acquire(); err != nil {
@@ -302,15 +314,18 @@ func (s *Session) RunRange(ctx context.Context, a, b int, tokens []int32, hidden
 		return nil, fmt.Errorf("%w: %d + %d positions > %d", ErrContextFull, s.pos, n, m.opts.Context)
 	}
 	var out []float32
-	if b < N {
+	switch {
+	case b < N:
 		out = make([]float32, 0, n*H)
+	case all:
+		out = make([]float32, 0, n*m.info.VocabSize)
 	}
 	for off := 0; off < n; off += m.opts.PrefillChunk {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		k := min(m.opts.PrefillChunk, n-off)
-		st := &step{s: s, a: a, b: b, pos: s.pos, n: k}
+		st := &step{s: s, a: a, b: b, pos: s.pos, n: k, all: all && b == N}
 		if a == 0 {
 			st.tokens = tokens[off : off+k]
 		} else {
@@ -321,7 +336,7 @@ func (s *Session) RunRange(ctx context.Context, a, b int, tokens []int32, hidden
 			return nil, st.err
 		}
 		s.pos += int32(k)
-		if b < N {
+		if b < N || all {
 			out = append(out, st.out...)
 		} else {
 			out = st.out

@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Speculative greedy decoding. A draft model (small, fast, with the
+// target's vocabulary) proposes k tokens one by one; the target runs the
+// last accepted token and the k proposals as one step and returns its own
+// greedy token after each position. The proposals are accepted up to the
+// first that differs from the target's choice, and the target's token
+// after the last accepted one comes free: each round yields between 1 and
+// k+1 tokens for one target step. Both models are then truncated past
+// what was accepted. The tokens are the target's greedy tokens; a step of
+// several positions rounds differently from single-position steps (as a
+// batch does, see batch.go), so they are those of plain greedy decoding
+// except where the target's two best logits are within that rounding.
+//
+// The target may be a local session (SessionSpec) or a pipeline whose last
+// stage returns the greedy token of every position of a step.
+
+// SpecModel is one side of speculative decoding: a model's session.
+type SpecModel interface {
+	// Pos is how many positions the session holds.
+	Pos() int
+	// Next runs tokens at the positions after Pos and returns the greedy
+	// token after each (len(tokens) tokens).
+	Next(ctx context.Context, tokens []int32) ([]int32, error)
+	// Truncate drops the positions from n on.
+	Truncate(n int) error
+}
+
+// SpecOptions tune Speculate. The zero value is usable.
+type SpecOptions struct {
+	// K is the first round's draft length (default 4); it grows by one
+	// after a round that accepts every proposal and shrinks by one after a
+	// round that accepts fewer than half, within [1, MaxK].
+	K int
+	// MaxK bounds the draft length (default 8).
+	MaxK int
+	// MaxTokens ends the answer after this many tokens (default 256).
+	MaxTokens int
+	// OnToken sees each accepted token in order; returning false ends the
+	// answer after it (an end-of-generation token, a stop string).
+	OnToken func(tok int32) bool
+	// OnRound sees each round: how many tokens were proposed and how many
+	// of them the target accepted.
+	OnRound func(proposed, accepted int)
+}
+
+// SpecStats sums up a speculative answer.
+type SpecStats struct {
+	Tokens   int // tokens produced
+	Rounds   int // target steps after the prompt
+	Proposed int // draft tokens proposed
+	Accepted int // of them accepted
+}
+
+// ErrSpec wraps a model that broke SpecModel's contract.
+var ErrSpec = errors.New("engine: speculative decoding")
+
+// Speculate answers prompt with target's greedy tokens, drafted by draft.
+// Both sessions must be empty (Pos 0).
+func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o SpecOptions) (SpecStats, error) {
+	var st SpecStats
+	if len(prompt) == 0 {
+		return st, fmt.Errorf("%w: empty prompt", ErrBadInput)
+	}
+	if target.Pos() != 0 || draft.Pos() != 0 {
+		return st, fmt.Errorf("%w: sessions must start empty (target at %d, draft at %d)", ErrBadInput, target.Pos(), draft.Pos())
+	}
+	if o.MaxK <= 0 {
+		o.MaxK = 8
+	}
+	if o.K <= 0 {
+		o.K = 4
+	}
+	o.K = min(o.K, o.MaxK)
+	if o.MaxTokens <= 0 {
+		o.MaxTokens = 256
+	}
+	next := func(m SpecModel, toks []int32) ([]int32, error) {
+		out, err := m.Next(ctx, toks)
+		if err == nil && len(out) != len(toks) {
+			err = fmt.Errorf("%w: %d tokens in, %d greedy tokens back", ErrSpec, len(toks), len(out))
+		}
+		return out, err
+	}
+	first, err := next(target, prompt)
+	if err != nil {
+		return st, err
+	}
+	hist := append(append(make([]int32, 0, len(prompt)+o.MaxTokens+o.MaxK), prompt...), first[len(first)-1])
+	emit := func(tok int32) bool {
+		st.Tokens++
+		keep := o.OnToken == nil || o.OnToken(tok)
+		return keep && st.Tokens < o.MaxTokens
+	}
+	if !emit(hist[len(hist)-1]) {
+		return st, nil
+	}
+	k := o.K
+	for {
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		// The target holds hist but its last token; the draft holds
+		// hist[:draft.Pos()]. Draft k tokens after hist.
+		k = min(k, o.MaxTokens-st.Tokens)
+		drafts := make([]int32, 0, k)
+		in := hist[draft.Pos():]
+		for len(drafts) < k {
+			out, err := next(draft, in)
+			if err != nil {
+				return st, fmt.Errorf("draft: %w", err)
+			}
+			d := out[len(out)-1]
+			drafts = append(drafts, d)
+			in = []int32{d}
+		}
+		base := len(hist) - 1 // target positions before this step
+		got, err := next(target, append([]int32{hist[base]}, drafts...))
+		if err != nil {
+			return st, err
+		}
+		j := 0
+		for j < k && drafts[j] == got[j] {
+			j++
+		}
+		st.Rounds++
+		st.Proposed += k
+		st.Accepted += j
+		if o.OnRound != nil {
+			o.OnRound(k, j)
+		}
+		// Keep the target's positions of hist's last token and the
+		// accepted drafts; the draft keeps what it ran of those.
+		if err := target.Truncate(base + 1 + j); err != nil {
+			return st, err
+		}
+		if err := draft.Truncate(min(draft.Pos(), base+1+j)); err != nil {
+			return st, err
+		}
+		for _, tok := range append(drafts[:j:j], got[j]) {
+			hist = append(hist, tok)
+			if !emit(tok) {
+				// Ended inside the round: neither session keeps a
+				// position past the answer's last token.
+				if err := target.Truncate(min(target.Pos(), len(hist)-1)); err != nil {
+					return st, err
+				}
+				return st, draft.Truncate(min(draft.Pos(), len(hist)-1))
+			}
+		}
+		switch {
+		case j == k:
+			k = min(k+1, o.MaxK)
+		case 2*j < k:
+			k = max(k-1, 1)
+		}
+	}
+}
+
+// SessionSpec is a local session as a SpecModel.
+func SessionSpec(s *Session) SpecModel { return sessionSpec{s} }
+
+type sessionSpec struct{ s *Session }
+
+func (p sessionSpec) Pos() int             { return p.s.Pos() }
+func (p sessionSpec) Truncate(n int) error { return p.s.Truncate(n) }
+
+func (p sessionSpec) Next(ctx context.Context, tokens []int32) ([]int32, error) {
+	L := p.s.m.info.Layers
+	logits, err := p.s.RunRangeAll(ctx, 0, L, tokens, nil)
+	if err != nil {
+		return nil, err
+	}
+	V := p.s.m.info.VocabSize
+	out := make([]int32, len(tokens))
+	for i := range out {
+		out[i] = Greedy(logits[i*V : (i+1)*V])
+	}
+	return out, nil
+}
