@@ -118,13 +118,33 @@ func (c *chain) step(ctx context.Context, tokens []int32, batches []int) (*Resul
 // stepHidden is step with the hidden states of the positions as input: a
 // probe's first hop past layer 0 takes them (as f32).
 func (c *chain) stepHidden(ctx context.Context, tokens []int32, hidden []float32, batches []int) (*Result, time.Duration, error) {
-	stop := context.AfterFunc(ctx, func() { c.st.Reset() })
-	defer stop()
-	t0 := time.Now()
 	s := &Step{Session: c.open.Session, Pos: c.pos, Tokens: tokens, Batches: batches}
 	if hidden != nil {
 		s.DType, s.Hidden = dtF32, f32Bytes(hidden)
 	}
+	return c.send(ctx, s)
+}
+
+// verify sends tokens as a verify step: the result carries the token the
+// route chose after each position (Result.Tokens).
+func (c *chain) verify(ctx context.Context, tokens []int32) (*Result, time.Duration, error) {
+	return c.send(ctx, &Step{Session: c.open.Session, Pos: c.pos, Tokens: tokens, Verify: true})
+}
+
+// rewind makes the next step start at position n, before the chain's
+// end: every stage drops its positions from n on as that step arrives.
+func (c *chain) rewind(n int) {
+	if n >= 0 && n < c.pos {
+		c.pos = n
+	}
+}
+
+// send sends one step and waits for its result.
+func (c *chain) send(ctx context.Context, s *Step) (*Result, time.Duration, error) {
+	stop := context.AfterFunc(ctx, func() { c.st.Reset() })
+	defer stop()
+	t0 := time.Now()
+	tokens := s.Tokens
 	typ, body := encodeStepFrame(s)
 	if err := writeFrame(c.st, typ, body); err != nil {
 		return nil, 0, c.fail(ctx, err)
@@ -143,7 +163,7 @@ func (c *chain) stepHidden(ctx context.Context, tokens []int32, hidden []float32
 		}
 		// The first hop checked what it passes back (an honest one never
 		// passes bad numbers on): a result that fails here proves it lied.
-		if err := checkResult(res, &c.open, c.vocab, c.open.Session, len(tokens)); err != nil {
+		if err := checkResult(res, &c.open, c.vocab, c.open.Session, len(tokens), s.Verify); err != nil {
 			return nil, took, &StageError{Peer: c.first.Peer, Layers: [2]int{c.first.Start, c.first.End}, Code: CodeBadOutput,
 				Err: fmt.Errorf("its result: %w", err), Evidence: EvidenceCheck}
 		}

@@ -35,10 +35,25 @@ func checkNumbers(xs []float32) error {
 // checkResult checks the result of a step of n positions in a session
 // opened with open, on a model of vocab tokens (0: not known): its session,
 // a token inside the vocabulary, or logits (hidden states, for a probe)
-// of the right count and with sane numbers.
-func checkResult(r *Result, open *Open, vocab int, session uint64, n int) error {
+// of the right count and with sane numbers; for a verify step, a token
+// inside the vocabulary for each position.
+func checkResult(r *Result, open *Open, vocab int, session uint64, n int, verify bool) error {
 	if r.Session != session {
 		return fmt.Errorf("result for session %d on session %d", r.Session, session)
+	}
+	if verify != (len(r.Tokens) > 0) {
+		return fmt.Errorf("%d tokens of a verify step for a step of %d positions (verify %v)", len(r.Tokens), n, verify)
+	}
+	if verify {
+		if len(r.Tokens) != n || len(r.Logits) != 0 || r.Token != r.Tokens[n-1] {
+			return fmt.Errorf("a verify step of %d positions came back with %d tokens, %d logits, token %d", n, len(r.Tokens), len(r.Logits), r.Token)
+		}
+		for _, t := range r.Tokens {
+			if t < 0 || vocab > 0 && int(t) >= vocab {
+				return fmt.Errorf("token id %d outside the vocabulary of %d", t, vocab)
+			}
+		}
+		return nil
 	}
 	switch {
 	case open.probe():

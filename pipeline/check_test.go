@@ -94,7 +94,29 @@ func TestCheckResult(t *testing.T) {
 		{"probe with an infinity", Result{Session: 1, Logits: []float32{0, float32(math.Inf(-1)), 0, 0}}, probe, 1, false},
 	}
 	for _, tc := range cases {
-		err := checkResult(&tc.r, tc.o, 10, 1, tc.n)
+		err := checkResult(&tc.r, tc.o, 10, 1, tc.n, false)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+	// A verify step's result: a token for each position, the last also as Token.
+	verify := []struct {
+		name   string
+		r      Result
+		n      int
+		verify bool
+		ok     bool
+	}{
+		{"verify", Result{Session: 1, Token: 4, Tokens: []int32{9, 0, 4}}, 3, true, true},
+		{"verify, one token short", Result{Session: 1, Token: 4, Tokens: []int32{0, 4}}, 3, true, false},
+		{"verify, token past the vocabulary", Result{Session: 1, Token: 4, Tokens: []int32{10, 0, 4}}, 3, true, false},
+		{"verify, Token not the last", Result{Session: 1, Token: 9, Tokens: []int32{9, 0, 4}}, 3, true, false},
+		{"verify, with logits", Result{Session: 1, Token: 4, Tokens: []int32{9, 0, 4}, Logits: make([]float32, 10)}, 3, true, false},
+		{"verify answered with one token", Result{Session: 1, Token: 4}, 3, true, false},
+		{"tokens for a plain step", Result{Session: 1, Token: 4, Tokens: []int32{4}}, 1, false, false},
+	}
+	for _, tc := range verify {
+		err := checkResult(&tc.r, tokenOpen, 10, 1, tc.n, tc.verify)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v", tc.name, err)
 		}
@@ -165,7 +187,7 @@ func TestStageRefusesBadNumbers(t *testing.T) {
 		t.Fatalf("a good step after bad ones: %d %s %v", typ, body, err)
 	}
 	res, err := DecodeResult(body)
-	if err != nil || checkResult(res, &open, 0, 7, 1) != nil {
+	if err != nil || checkResult(res, &open, 0, 7, 1, false) != nil {
 		t.Fatalf("result %+v: %v", res, err)
 	}
 	if !errors.Is(checkNumbers([]float32{1, float32(math.NaN())}), ErrBadNumbers) {

@@ -23,6 +23,10 @@ const (
 	frameResult byte = 4 // binary Result
 	frameError  byte = 5 // JSON WireError
 	frameReplay byte = 6 // binary Step run in given batches (a replay after a failover)
+	// frameVerify is a binary Step whose result carries the token after
+	// every position, not the last only: a speculative step verifying a
+	// draft (greedy sessions only).
+	frameVerify byte = 7
 )
 
 // Hidden-state encodings on the wire.
@@ -171,6 +175,10 @@ type Step struct {
 	// some weight types, q4_k among them, give other numbers for a token
 	// run in a batch than for the same token run alone). nil: one batch.
 	Batches []int
+	// Verify asks for the token after every position (Result.Tokens): a
+	// speculative step verifying a draft. It travels as frameVerify and
+	// never has Batches.
+	Verify bool
 }
 
 const (
@@ -199,6 +207,9 @@ type Result struct {
 	Token   int32
 	Logits  []float32
 	Hops    []HopTiming
+	// Tokens, for a verify step, is the token chosen after each of its
+	// positions (Token is the last of them).
+	Tokens []int32
 }
 
 // writeFrame writes type + body with a uvarint length prefix.
@@ -235,7 +246,7 @@ func resultLimit(open *Open, n int) uint64 {
 	if open.probe() {
 		return uint64(1+17+1+8*maxRouteHops) + 4*uint64(n)*uint64(open.Hidden)
 	}
-	return limitResult
+	return limitResult + 4 + 4*uint64(n) // a verify step's tokens
 }
 
 // limitStep bounds a step or replay frame of a model with the given
@@ -269,7 +280,7 @@ func readFrame(r *bufio.Reader, limit uint64) (byte, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if typ < frameOpen || typ > frameReplay {
+	if typ < frameOpen || typ > frameVerify {
 		return 0, nil, fmt.Errorf("%w: unknown frame type %d", ErrBadFrame, typ)
 	}
 	if (typ == frameOpen || typ == frameOpened || typ == frameError) && n-1 > maxJSONFrame {
@@ -309,6 +320,9 @@ const maxBatches = maxStepToks
 // batches (u32 count, count x u32 sizes, then the step), a step frame
 // otherwise.
 func encodeStepFrame(s *Step) (byte, []byte) {
+	if s.Verify {
+		return frameVerify, encodeStep(s)
+	}
 	if s.Batches == nil {
 		return frameStep, encodeStep(s)
 	}
@@ -322,8 +336,12 @@ func encodeStepFrame(s *Step) (byte, []byte) {
 
 // DecodeStepFrame parses a step or replay frame body.
 func DecodeStepFrame(typ byte, body []byte, hidden int) (*Step, error) {
-	if typ == frameStep {
-		return DecodeStep(body, hidden)
+	if typ == frameStep || typ == frameVerify {
+		s, err := DecodeStep(body, hidden)
+		if s != nil {
+			s.Verify = typ == frameVerify
+		}
+		return s, err
 	}
 	if typ != frameReplay {
 		return nil, fmt.Errorf("%w: expected a step frame, got type %d", ErrBadFrame, typ)
@@ -412,6 +430,12 @@ func encodeResult(r *Result) []byte {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(h.ComputeMS))
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(h.DownstreamMS))
 	}
+	if len(r.Tokens) > 0 { // a verify step's: u32 n, n x i32
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(r.Tokens)))
+		for _, t := range r.Tokens {
+			b = binary.LittleEndian.AppendUint32(b, uint32(t))
+		}
+	}
 	return b
 }
 
@@ -434,8 +458,21 @@ func DecodeResult(body []byte) (*Result, error) {
 	rest := body[16+4*nl:]
 	nh := int(rest[0])
 	rest = rest[1:]
-	if len(rest) != 8*nh || nh > maxRouteHops {
+	if len(rest) < 8*nh || nh > maxRouteHops {
 		return nil, fmt.Errorf("%w: result hop timings", ErrBadFrame)
+	}
+	if toks := rest[8*nh:]; len(toks) > 0 {
+		nt := 0
+		if len(toks) >= 4 {
+			nt = int(binary.LittleEndian.Uint32(toks))
+		}
+		if nt <= 0 || nt > maxStepToks || len(toks) != 4+4*nt {
+			return nil, fmt.Errorf("%w: %d bytes after the result's hop timings", ErrBadFrame, len(toks))
+		}
+		r.Tokens = make([]int32, nt)
+		for i := range r.Tokens {
+			r.Tokens[i] = int32(binary.LittleEndian.Uint32(toks[4+4*i:]))
+		}
 	}
 	for i := 0; i < nh; i++ {
 		r.Hops = append(r.Hops, HopTiming{

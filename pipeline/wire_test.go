@@ -24,6 +24,36 @@ func TestStepResultRoundTrip(t *testing.T) {
 	}
 }
 
+// A verify step travels as its own frame type, and its result carries a
+// token per position; trailing bytes that are no such list are refused.
+func TestVerifyRoundTrip(t *testing.T) {
+	typ, body := encodeStepFrame(&Step{Session: 9, Pos: 3, Tokens: []int32{5, 6, 7}, Verify: true})
+	if typ != frameVerify {
+		t.Fatalf("verify step sent as frame type %d", typ)
+	}
+	got, err := DecodeStepFrame(typ, body, 8)
+	if err != nil || !got.Verify || got.Pos != 3 || len(got.Tokens) != 3 {
+		t.Fatalf("verify step: %+v, %v", got, err)
+	}
+	if plain, _ := DecodeStepFrame(frameStep, body, 8); plain == nil || plain.Verify {
+		t.Fatalf("the same body as a plain step: %+v", plain)
+	}
+	r := &Result{Session: 9, Token: 7, Tokens: []int32{1, 2, 7}, Hops: []HopTiming{{1, 2}}}
+	b := encodeResult(r)
+	gr, err := DecodeResult(b)
+	if err != nil || len(gr.Tokens) != 3 || gr.Tokens[2] != 7 || gr.Hops[0].DownstreamMS != 2 {
+		t.Fatalf("verify result: %+v, %v", gr, err)
+	}
+	for _, bad := range [][]byte{b[:len(b)-1], append(b[:len(b):len(b)], 0), b[:len(b)-12]} {
+		if _, err := DecodeResult(bad); err == nil {
+			t.Fatalf("a result with %d bytes of tokens after its hops was accepted", len(bad)-len(b)+16)
+		}
+	}
+	if gr, err := DecodeResult(encodeResult(&Result{Session: 9, Token: 7})); err != nil || gr.Tokens != nil {
+		t.Fatalf("plain result: %+v, %v", gr, err)
+	}
+}
+
 func FuzzDecodeStep(f *testing.F) {
 	f.Add(encodeStep(&Step{Session: 1, Tokens: []int32{1}, DType: dtF16, Hidden: make([]byte, 16)}))
 	f.Add([]byte{})

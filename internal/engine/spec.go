@@ -163,24 +163,48 @@ func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o S
 	}
 }
 
-// SessionSpec is a local session as a SpecModel.
-func SessionSpec(s *Session) SpecModel { return sessionSpec{s} }
+// SessionSpec is a local session, empty at first, as a SpecModel that
+// chooses tokens as a step of a route sampling with o would at
+// temperature 0: greedily, after o's repetition penalty over the tokens
+// before.
+func SessionSpec(s *Session, o SamplerOptions) SpecModel {
+	o.Temperature = 0
+	return &sessionSpec{s: s, sampler: NewSampler(o)}
+}
 
-type sessionSpec struct{ s *Session }
+type sessionSpec struct {
+	s       *Session
+	sampler *Sampler
+	hist    []int32 // the token at each position the session holds
+}
 
-func (p sessionSpec) Pos() int             { return p.s.Pos() }
-func (p sessionSpec) Truncate(n int) error { return p.s.Truncate(n) }
+func (p *sessionSpec) Pos() int { return p.s.Pos() }
 
-func (p sessionSpec) Next(ctx context.Context, tokens []int32) ([]int32, error) {
+func (p *sessionSpec) Truncate(n int) error {
+	if err := p.s.Truncate(n); err != nil {
+		return err
+	}
+	p.hist = p.hist[:min(n, len(p.hist))]
+	return nil
+}
+
+func (p *sessionSpec) Next(ctx context.Context, tokens []int32) ([]int32, error) {
+	if p.s.Pos() != len(p.hist) {
+		return nil, fmt.Errorf("%w: the session holds %d positions this draft did not run", ErrSpec, p.s.Pos()-len(p.hist))
+	}
 	L := p.s.m.info.Layers
 	logits, err := p.s.RunRangeAll(ctx, 0, L, tokens, nil)
 	if err != nil {
 		return nil, err
 	}
+	base := len(p.hist)
+	p.hist = append(p.hist, tokens...)
 	V := p.s.m.info.VocabSize
 	out := make([]int32, len(tokens))
 	for i := range out {
-		out[i] = Greedy(logits[i*V : (i+1)*V])
+		if out[i], err = p.sampler.Sample(logits[i*V:(i+1)*V], p.hist[:base+i+1]); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -58,7 +58,7 @@ func speculate(t *testing.T, target, draft *Model, prompt []int32, n int, o Spec
 		}
 		r.proposed = append(r.proposed, p)
 	}
-	if r.stats, err = Speculate(context.Background(), SessionSpec(ts), SessionSpec(ds), prompt, o); err != nil {
+	if r.stats, err = Speculate(context.Background(), SessionSpec(ts, SamplerOptions{}), SessionSpec(ds, SamplerOptions{}), prompt, o); err != nil {
 		t.Fatal(err)
 	}
 	if r.stats.Tokens != n || len(r.toks) != n {
@@ -192,13 +192,13 @@ func TestSpeculateBadInput(t *testing.T) {
 	defer a.Close()
 	b, _ := m.NewSession()
 	defer b.Close()
-	if _, err := Speculate(context.Background(), SessionSpec(a), SessionSpec(b), nil, SpecOptions{}); !errors.Is(err, ErrBadInput) {
+	if _, err := Speculate(context.Background(), SessionSpec(a, SamplerOptions{}), SessionSpec(b, SamplerOptions{}), nil, SpecOptions{}); !errors.Is(err, ErrBadInput) {
 		t.Fatalf("empty prompt: %v", err)
 	}
 	if _, err := a.RunRange(context.Background(), 0, m.Info().Layers, splitPrompt[:2], nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Speculate(context.Background(), SessionSpec(a), SessionSpec(b), splitPrompt[:2], SpecOptions{}); !errors.Is(err, ErrBadInput) {
+	if _, err := Speculate(context.Background(), SessionSpec(a, SamplerOptions{}), SessionSpec(b, SamplerOptions{}), splitPrompt[:2], SpecOptions{}); !errors.Is(err, ErrBadInput) {
 		t.Fatalf("a target session holding positions: %v", err)
 	}
 }

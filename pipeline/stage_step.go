@@ -1,0 +1,207 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
+)
+
+// run runs this stage's layers over the step's positions, in the given
+// batches (nil: one). Hidden states of every position come back, or the
+// last position's logits on the stage that runs the model's last layer.
+func (ss *stageSession) run(tokens []int32, hidden []float32, batches []int) ([]float32, error) {
+	if batches == nil {
+		return ss.sess.RunRange(context.Background(), ss.hop.Start, ss.hop.End, tokens, hidden)
+	}
+	var out []float32
+	H := ss.open.Hidden
+	off := 0
+	for _, n := range batches {
+		var tk []int32
+		var hd []float32
+		if ss.hop.Start == 0 {
+			tk = tokens[off : off+n]
+		} else {
+			hd = hidden[off*H : (off+n)*H]
+		}
+		res, err := ss.sess.RunRange(context.Background(), ss.hop.Start, ss.hop.End, tk, hd)
+		if err != nil {
+			return nil, err
+		}
+		if ss.head {
+			out = res
+		} else {
+			out = append(out, res...)
+		}
+		off += n
+	}
+	return out, nil
+}
+
+// step runs one step on this stage and the rest of the chain.
+func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHop) (*Result, *WireError) {
+	ss.ran = false
+	bad := func(f string, a ...any) *WireError {
+		return &WireError{Code: CodeBadFrame, Message: fmt.Sprintf(f, a...), Peer: self.Peer, Start: self.Start, End: self.End}
+	}
+	st, err := DecodeStepFrame(typ, body, ss.open.Hidden)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	if st.Session != ss.open.Session {
+		return nil, bad("step for session %d on session %d", st.Session, ss.open.Session)
+	}
+	if st.Verify && (ss.open.Sampling.Temperature > 0 || ss.open.Logits || ss.open.probe()) {
+		return nil, bad("a verify step on a session that samples, returns logits or is a probe")
+	}
+	if st.Pos > ss.sess.Pos() {
+		return nil, bad("step at position %d, session is at %d", st.Pos, ss.sess.Pos())
+	}
+	want := dtypeCode(ss.open.DType)
+	if ss.hop.Start == 0 {
+		want = dtNone
+	}
+	if st.DType != want {
+		return nil, bad("hidden state dtype %d, session uses %d", st.DType, want)
+	}
+	var hidden []float32
+	var tokens []int32
+	switch st.DType {
+	case dtNone:
+		tokens = st.Tokens
+	case dtF16:
+		if hidden, err = engine.F16BytesToF32(st.Hidden); err != nil {
+			return nil, bad("%v", err)
+		}
+	case dtF32:
+		hidden = make([]float32, len(st.Hidden)/4)
+		for i := range hidden {
+			hidden[i] = math.Float32frombits(binary.LittleEndian.Uint32(st.Hidden[4*i:]))
+		}
+	}
+	if err := checkNumbers(hidden); err != nil {
+		// Refused before it touches the KV cache: the session stays usable.
+		from := "the hop before this one"
+		if ss.open.Index == 0 {
+			from = "the requester"
+		}
+		return nil, &WireError{Code: CodeBadInput, Message: fmt.Sprintf("hidden states from %s: %v (at most %g)", from, err, float64(MaxActivation)),
+			Peer: ss.up.Peer, Start: ss.up.Start, End: ss.up.End}
+	}
+	if st.Pos < ss.sess.Pos() {
+		// A rollback: the requester drops the positions from st.Pos on
+		// (the rejected part of a speculative draft) and goes on there.
+		if err := ss.sess.Truncate(st.Pos); err != nil {
+			return nil, &WireError{Code: CodeInternal, Message: err.Error(), Peer: self.Peer, Start: self.Start, End: self.End}
+		}
+		ss.history = ss.history[:min(len(ss.history), st.Pos)]
+	}
+	t0 := time.Now()
+	var out []float32
+	if st.Verify && ss.last {
+		out, err = ss.sess.RunRangeAll(context.Background(), ss.hop.Start, ss.hop.End, tokens, hidden)
+	} else {
+		out, err = ss.run(tokens, hidden, st.Batches)
+	}
+	compute := time.Since(t0)
+	if err != nil {
+		if errors.Is(err, engine.ErrContextFull) {
+			return nil, &WireError{Code: CodeContextFull, Message: err.Error(), Peer: self.Peer, Start: self.Start, End: self.End}
+		}
+		if errors.Is(err, engine.ErrBadInput) {
+			return nil, bad("%v", err)
+		}
+		return nil, &WireError{Code: CodeInternal, Message: err.Error(), Peer: self.Peer, Start: self.Start, End: self.End}
+	}
+	ss.ran = true
+	ss.history = append(ss.history, st.Tokens...)
+	me := HopTiming{ComputeMS: float32(compute.Microseconds()) / 1000}
+	if ss.last {
+		res := &Result{Session: st.Session}
+		if err := checkNumbers(out); err != nil {
+			return nil, &WireError{Code: CodeInternal, Message: fmt.Sprintf("this hop's own output: %v", err), Peer: self.Peer, Start: self.Start, End: self.End}
+		}
+		switch {
+		case ss.open.Logits || !ss.head:
+			res.Logits = out
+		case st.Verify:
+			// The token after each position, as a step ending there would
+			// have chosen it (greedy: the same history, no randomness).
+			V := len(out) / len(st.Tokens)
+			base := len(ss.history) - len(st.Tokens)
+			res.Tokens = make([]int32, len(st.Tokens))
+			for i := range res.Tokens {
+				if res.Tokens[i], err = ss.sampler.Sample(out[i*V:(i+1)*V], ss.history[:base+i+1]); err != nil {
+					return nil, &WireError{Code: CodeInternal, Message: err.Error(), Peer: self.Peer, Start: self.Start, End: self.End}
+				}
+			}
+			res.Token = res.Tokens[len(res.Tokens)-1]
+		default:
+			if res.Token, err = ss.sampler.Sample(out, ss.history); err != nil {
+				return nil, &WireError{Code: CodeInternal, Message: err.Error(), Peer: self.Peer, Start: self.Start, End: self.End}
+			}
+		}
+		// Sampling is this stage's compute too.
+		me.ComputeMS = float32(time.Since(t0).Microseconds()) / 1000
+		res.Hops = []HopTiming{me}
+		return res, nil
+	}
+	next := &Step{Session: st.Session, Pos: st.Pos, Tokens: st.Tokens, DType: dtypeCode(ss.open.DType), Batches: st.Batches,
+		Verify: st.Verify}
+	if next.DType == dtF32 {
+		next.Hidden = f32Bytes(out)
+	} else {
+		next.Hidden = engine.F32ToF16Bytes(out)
+	}
+	down := func(err error) *WireError {
+		return &WireError{Code: CodeDownstream, Message: err.Error(), Peer: ss.next.Peer, Start: ss.next.Start, End: ss.next.End}
+	}
+	t1 := time.Now()
+	ftyp, fbody := encodeStepFrame(next)
+	if err := writeFrame(ss.down, ftyp, fbody); err != nil {
+		return nil, down(err)
+	}
+	ss.down.SetReadDeadline(time.Now().Add(5 * time.Minute))
+	typ, body, err = readFrame(ss.downR, resultLimit(&ss.open, len(st.Tokens)))
+	if err != nil {
+		return nil, down(err)
+	}
+	switch typ {
+	case frameResult:
+		res, err := DecodeResult(body)
+		if err != nil {
+			return nil, down(err)
+		}
+		// An honest hop passes back only results that pass the checks, so
+		// bad numbers reaching the originator prove its first hop lied.
+		if err := checkResult(res, &ss.open, ss.vocab, st.Session, len(st.Tokens), st.Verify); err != nil {
+			return nil, &WireError{Code: CodeBadOutput, Message: "the next hop's result: " + err.Error(), Peer: ss.next.Peer,
+				Start: ss.next.Start, End: ss.next.End}
+		}
+		me.DownstreamMS = float32(time.Since(t1).Microseconds()) / 1000
+		res.Hops = append(res.Hops, me)
+		return res, nil
+	case frameError:
+		var we WireError
+		if decodeJSON(body, &we) != nil {
+			return nil, down(errors.New("malformed error frame"))
+		}
+		if we.Peer == "" {
+			we.Peer, we.Start, we.End = ss.next.Peer, ss.next.Start, ss.next.End
+		}
+		if !ss.open.mayName(ss.open.Index, &we) {
+			return nil, blameNext(ss, &we)
+		}
+		if we.Code == CodeBadFrame && we.Peer == ss.next.Peer {
+			// Our own frame was refused: that is our bug, not the next hop's death.
+			we.Code = CodeInternal
+		}
+		return nil, &we
+	}
+	return nil, down(fmt.Errorf("unexpected frame type %d", typ))
+}
