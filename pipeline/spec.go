@@ -25,6 +25,14 @@ func (s *chainSpec) Truncate(n int) error {
 	return nil
 }
 
+func (s *chainSpec) Prefill(ctx context.Context, tokens []int32) (int32, error) {
+	res, _, err := s.c.step(ctx, tokens, nil)
+	if err != nil {
+		return -1, err
+	}
+	return res.Token, nil
+}
+
 func (s *chainSpec) Next(ctx context.Context, tokens []int32) ([]int32, error) {
 	res, _, err := s.c.verify(ctx, tokens)
 	if err != nil {

@@ -113,10 +113,21 @@ func TestSpeculativeRoute(t *testing.T) {
 					}
 					t.Logf("%s: %d of %d drafts accepted, %d route steps for %d tokens", d.name, st.Accepted, st.Proposed, st.Rounds+1, n)
 				}
+				// A verify step longer than a draft can make is refused (the
+				// last hop would hold every position's logits), and the
+				// session stays usable.
+				long := open(greedy)
+				_, _, err = long.verify(t.Context(), make([]int32, engine.MaxSpecK+2))
+				var se *StageError
+				if !errors.As(err, &se) || se.Code != CodeBadFrame {
+					t.Fatalf("verify of %d positions: %v", engine.MaxSpecK+2, err)
+				}
+				if _, _, err := long.step(t.Context(), prompt, nil); err != nil {
+					t.Fatalf("the session after the refused verify step: %v", err)
+				}
 				// A session that samples refuses verify steps, and stays usable.
 				sampled := open(Sampling{Temperature: 0.8, Seed: 1})
 				_, _, err = sampled.verify(t.Context(), prompt)
-				var se *StageError
 				if !errors.As(err, &se) || se.Code != CodeBadFrame {
 					t.Fatalf("verify on a sampling session: %v", err)
 				}

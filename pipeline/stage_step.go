@@ -59,6 +59,10 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 	if st.Verify && (ss.open.Sampling.Temperature > 0 || ss.open.Logits || ss.open.probe()) {
 		return nil, bad("a verify step on a session that samples, returns logits or is a probe")
 	}
+	if st.Verify && len(st.Tokens) > engine.MaxSpecK+1 {
+		// The last hop holds the logits of every position at once.
+		return nil, bad("a verify step of %d positions (at most %d)", len(st.Tokens), engine.MaxSpecK+1)
+	}
 	if st.Pos > ss.sess.Pos() {
 		return nil, bad("step at position %d, session is at %d", st.Pos, ss.sess.Pos())
 	}

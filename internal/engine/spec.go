@@ -25,12 +25,20 @@ import (
 type SpecModel interface {
 	// Pos is how many positions the session holds.
 	Pos() int
-	// Next runs tokens at the positions after Pos and returns the greedy
-	// token after each (len(tokens) tokens).
+	// Prefill runs tokens at the positions after Pos and returns the
+	// greedy token after the last: a prompt, or a draft's catching up.
+	Prefill(ctx context.Context, tokens []int32) (int32, error)
+	// Next runs tokens (at most MaxSpecK+1) at the positions after Pos and
+	// returns the greedy token after each (len(tokens) tokens).
 	Next(ctx context.Context, tokens []int32) ([]int32, error)
 	// Truncate drops the positions from n on.
 	Truncate(n int) error
 }
+
+// MaxSpecK bounds a draft's length: a verify step is the token before the
+// draft and the draft, at most MaxSpecK+1 positions, whose logits the
+// target's last stage holds at once.
+const MaxSpecK = 32
 
 // SpecOptions tune Speculate. The zero value is usable.
 type SpecOptions struct {
@@ -38,7 +46,7 @@ type SpecOptions struct {
 	// after a round that accepts every proposal and shrinks by one after a
 	// round that accepts fewer than half, within [1, MaxK].
 	K int
-	// MaxK bounds the draft length (default 8).
+	// MaxK bounds the draft length (default 8, at most MaxSpecK).
 	MaxK int
 	// MaxTokens ends the answer after this many tokens (default 256).
 	MaxTokens int
@@ -74,6 +82,7 @@ func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o S
 	if o.MaxK <= 0 {
 		o.MaxK = 8
 	}
+	o.MaxK = min(o.MaxK, MaxSpecK)
 	if o.K <= 0 {
 		o.K = 4
 	}
@@ -88,11 +97,11 @@ func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o S
 		}
 		return out, err
 	}
-	first, err := next(target, prompt)
+	first, err := target.Prefill(ctx, prompt)
 	if err != nil {
 		return st, err
 	}
-	hist := append(append(make([]int32, 0, len(prompt)+o.MaxTokens+o.MaxK), prompt...), first[len(first)-1])
+	hist := append(append(make([]int32, 0, len(prompt)+o.MaxTokens+o.MaxK), prompt...), first)
 	emit := func(tok int32) bool {
 		st.Tokens++
 		keep := o.OnToken == nil || o.OnToken(tok)
@@ -112,11 +121,10 @@ func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o S
 		drafts := make([]int32, 0, k)
 		in := hist[draft.Pos():]
 		for len(drafts) < k {
-			out, err := next(draft, in)
+			d, err := draft.Prefill(ctx, in)
 			if err != nil {
 				return st, fmt.Errorf("draft: %w", err)
 			}
-			d := out[len(out)-1]
 			drafts = append(drafts, d)
 			in = []int32{d}
 		}
@@ -188,9 +196,24 @@ func (p *sessionSpec) Truncate(n int) error {
 	return nil
 }
 
+func (p *sessionSpec) Prefill(ctx context.Context, tokens []int32) (int32, error) {
+	if p.s.Pos() != len(p.hist) {
+		return -1, fmt.Errorf("%w: the session holds %d positions this draft did not run", ErrSpec, p.s.Pos()-len(p.hist))
+	}
+	logits, err := p.s.RunRange(ctx, 0, p.s.m.info.Layers, tokens, nil)
+	if err != nil {
+		return -1, err
+	}
+	p.hist = append(p.hist, tokens...)
+	return p.sampler.Sample(logits, p.hist)
+}
+
 func (p *sessionSpec) Next(ctx context.Context, tokens []int32) ([]int32, error) {
 	if p.s.Pos() != len(p.hist) {
 		return nil, fmt.Errorf("%w: the session holds %d positions this draft did not run", ErrSpec, p.s.Pos()-len(p.hist))
+	}
+	if len(tokens) > MaxSpecK+1 {
+		return nil, fmt.Errorf("%w: %d positions to verify, at most %d", ErrBadInput, len(tokens), MaxSpecK+1)
 	}
 	L := p.s.m.info.Layers
 	logits, err := p.s.RunRangeAll(ctx, 0, L, tokens, nil)
