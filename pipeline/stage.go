@@ -360,7 +360,10 @@ func (s *StageServer) serve(st stream, remote string) {
 		if werr != nil {
 			writeJSON(st, frameError, werr)
 			if !ss.ran && (werr.Code == CodeBadFrame || werr.Code == CodeBadInput || werr.Code == CodeContextFull) {
-				continue // refused before it ran: the session is intact, and the sender may go on (or stop) correctly
+				// Refused before it ran: the session is intact (or rolled
+				// back to the step's position, as the sender asked), and
+				// the sender may go on (or stop) correctly.
+				continue
 			}
 			return
 		}

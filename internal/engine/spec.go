@@ -50,6 +50,12 @@ type SpecOptions struct {
 	MaxK int
 	// MaxTokens ends the answer after this many tokens (default 256).
 	MaxTokens int
+	// Context is the target's capacity in positions (0: not known). With
+	// it, drafts shrink to what still fits and Speculate returns
+	// ErrContextFull once the answer has filled it; without it, the
+	// target's own ErrContextFull ends the answer, possibly a round early.
+	// A draft that runs out of room stops drafting; the target goes on.
+	Context int
 	// OnToken sees each accepted token in order; returning false ends the
 	// answer after it (an end-of-generation token, a stop string).
 	OnToken func(tok int32) bool
@@ -117,31 +123,43 @@ func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o S
 		}
 		// The target holds hist but its last token; the draft holds
 		// hist[:draft.Pos()]. Draft k tokens after hist.
-		k = min(k, o.MaxTokens-st.Tokens)
-		drafts := make([]int32, 0, k)
+		n := min(k, o.MaxTokens-st.Tokens)
+		if o.Context > 0 {
+			// The step adds the last token and the drafts.
+			room := o.Context - len(hist)
+			if room < 0 {
+				return st, fmt.Errorf("%w: the answer filled the target's %d positions", ErrContextFull, o.Context)
+			}
+			n = min(n, room)
+		}
+		drafts := make([]int32, 0, n)
 		in := hist[draft.Pos():]
-		for len(drafts) < k {
+		for len(drafts) < n {
 			d, err := draft.Prefill(ctx, in)
+			if errors.Is(err, ErrContextFull) {
+				break // the draft is full: the target goes on with what it has
+			}
 			if err != nil {
 				return st, fmt.Errorf("draft: %w", err)
 			}
 			drafts = append(drafts, d)
 			in = []int32{d}
 		}
+		n = len(drafts)
 		base := len(hist) - 1 // target positions before this step
 		got, err := next(target, append([]int32{hist[base]}, drafts...))
 		if err != nil {
 			return st, err
 		}
 		j := 0
-		for j < k && drafts[j] == got[j] {
+		for j < n && drafts[j] == got[j] {
 			j++
 		}
 		st.Rounds++
-		st.Proposed += k
+		st.Proposed += n
 		st.Accepted += j
 		if o.OnRound != nil {
-			o.OnRound(k, j)
+			o.OnRound(n, j)
 		}
 		// Keep the target's positions of hist's last token and the
 		// accepted drafts; the draft keeps what it ran of those.
@@ -163,9 +181,10 @@ func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o S
 			}
 		}
 		switch {
-		case j == k:
+		case n == 0: // nothing drafted: keep k
+		case j == n:
 			k = min(k+1, o.MaxK)
-		case 2*j < k:
+		case 2*j < n:
 			k = max(k-1, 1)
 		}
 	}

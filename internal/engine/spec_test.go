@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -200,5 +201,39 @@ func TestSpeculateBadInput(t *testing.T) {
 	}
 	if _, err := Speculate(context.Background(), SessionSpec(a, SamplerOptions{}), SessionSpec(b, SamplerOptions{}), splitPrompt[:2], SpecOptions{}); !errors.Is(err, ErrBadInput) {
 		t.Fatalf("a target session holding positions: %v", err)
+	}
+}
+
+// At the end of the target's context the answer ends with ErrContextFull
+// after every token that fits (Context given), and a draft with less room
+// stops drafting while the target goes on: the tokens stay plain greedy's.
+func TestSpeculateContextFull(t *testing.T) {
+	path := synthFile(t, "llama", "tiny", "f32")
+	target := loadT(t, path, Options{Slots: 1, Context: 30})
+	draft := loadT(t, path, Options{Slots: 1, Context: 20})
+	wide := loadT(t, path, Options{Slots: 1, Context: 64})
+	prompt := splitPrompt[:8]
+	want, _ := plainGreedy(t, wide, prompt, 23)
+	for _, known := range []bool{true, false} {
+		ts, _ := target.NewSession()
+		ds, _ := draft.NewSession()
+		var got []int32
+		o := SpecOptions{K: 4, MaxTokens: 100, OnToken: func(tok int32) bool { got = append(got, tok); return true }}
+		if known {
+			o.Context = 30
+		}
+		st, err := Speculate(context.Background(), SessionSpec(ts, SamplerOptions{}), SessionSpec(ds, SamplerOptions{}), prompt, o)
+		ts.Close()
+		ds.Close()
+		if !errors.Is(err, ErrContextFull) {
+			t.Fatalf("context known %v: %v after %d tokens", known, err, len(got))
+		}
+		if known && len(got) != 23 {
+			t.Fatalf("%d tokens before the 30-position context filled, want 23 (22 held, the last not run)", len(got))
+		}
+		if len(got) < 16 || !slices.Equal(got, want[:len(got)]) {
+			t.Fatalf("context known %v: %v, plain %v", known, got, want)
+		}
+		t.Logf("context known %v: %d tokens, %d of %d drafts accepted", known, len(got), st.Accepted, st.Proposed)
 	}
 }

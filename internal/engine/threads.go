@@ -42,6 +42,12 @@ static struct ggml_threadpool * swarm_pool_new(int n) {
 		return NULL;
 	}
 	struct ggml_threadpool_params p = ggml_threadpool_params_default(n);
+	// After a graph the workers spin for new work before they sleep:
+	// 1024*128*poll pause instructions, about 0.3 s at ggml's default of
+	// 50, which would burn n-1 cores while a pipeline stage waits on the
+	// network (or a phone idles). At 1 they spin a few milliseconds: long
+	// enough to catch the next decode step's graph, built within one.
+	p.poll = 1;
 	return fn(&p);
 }
 
