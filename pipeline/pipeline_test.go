@@ -175,6 +175,29 @@ func originatorForFile(t testing.TB, full string, self *stagePeer, stages ...*st
 		Tokenizer: func(context.Context, ModelRef, []swarm.ShardHolder) (*engine.Tokenizer, error) { return tok, nil }}
 }
 
+// cutRoute serves the model cut at cuts ([0, a, b, ..., layers]), a stage
+// peer per slice, and plans a route over them from an originator peer.
+func cutRoute(t *testing.T, full, cid string, cuts []int) (*Originator, ModelRef, []Hop) {
+	t.Helper()
+	origin := newStagePeer(t)
+	var stages []*stagePeer
+	for i := 1; i < len(cuts); i++ {
+		p := newStagePeer(t)
+		p.serveFile(t, full, cid, cuts[i-1], cuts[i])
+		stages = append(stages, p)
+	}
+	o := originatorForFile(t, full, origin, stages...)
+	ref, hs, err := o.Resolve(cid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hops, err := o.plan(ref, hs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, ref, hops
+}
+
 // reference is the single-machine greedy generation.
 func reference(t *testing.T, arch string, msgs []engine.Message, n int) []int32 {
 	t.Helper()

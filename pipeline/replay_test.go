@@ -17,22 +17,7 @@ func TestReplayRepeatsBatchShapes(t *testing.T) {
 		for _, cuts := range [][]int{{0, 8}, {0, 4, 8}} {
 			t.Run(fmt.Sprint(typ, cuts), func(t *testing.T) {
 				full, cid := modelOf(t, "qwen3", "small", typ)
-				origin := newStagePeer(t)
-				var stages []*stagePeer
-				for i := 1; i < len(cuts); i++ {
-					p := newStagePeer(t)
-					p.serveFile(t, full, cid, cuts[i-1], cuts[i])
-					stages = append(stages, p)
-				}
-				o := originatorForFile(t, full, origin, stages...)
-				ref, hs, err := o.Resolve(cid)
-				if err != nil {
-					t.Fatal(err)
-				}
-				hops, err := o.plan(ref, hs, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				o, ref, hops := cutRoute(t, full, cid, cuts)
 				open := func() *chain {
 					c, err := o.openChain(t.Context(), o.newOpen(ref, hops, Request{DType: DTypeF32, Logits: true}))
 					if err != nil {

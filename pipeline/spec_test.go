@@ -22,22 +22,7 @@ func TestSpeculativeRoute(t *testing.T) {
 		for _, cuts := range [][]int{{0, 2, 4}, {0, 1, 3, 4}} {
 			t.Run(fmt.Sprint(arch, cuts), func(t *testing.T) {
 				full, cid := model(t, arch)
-				origin := newStagePeer(t)
-				var stages []*stagePeer
-				for i := 1; i < len(cuts); i++ {
-					p := newStagePeer(t)
-					p.serveFile(t, full, cid, cuts[i-1], cuts[i])
-					stages = append(stages, p)
-				}
-				o := originatorForFile(t, full, origin, stages...)
-				ref, hs, err := o.Resolve(cid)
-				if err != nil {
-					t.Fatal(err)
-				}
-				hops, err := o.plan(ref, hs, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				o, ref, hops := cutRoute(t, full, cid, cuts)
 				if len(hops) != len(cuts)-1 {
 					t.Fatalf("route of %d hops, want %d", len(hops), len(cuts)-1)
 				}
