@@ -29,6 +29,10 @@ func TestOpenProbeValidate(t *testing.T) {
 		{"from past until", Open{Layers: 8, From: 6, Until: 4, Route: []RouteHop{hop(6, 8)}}, false},
 		{"until past the layers", Open{Layers: 8, Until: 9, Route: []RouteHop{hop(0, 9)}}, false},
 		{"negative from", Open{Layers: 8, From: -1, Route: []RouteHop{hop(-1, 8)}}, false},
+		{"verify, greedy", Open{Layers: 8, Verify: true, Sampling: Sampling{RepeatPenalty: 1.5}, Route: []RouteHop{hop(0, 8)}}, true},
+		{"verify, sampling", Open{Layers: 8, Verify: true, Sampling: Sampling{Temperature: 0.7}, Route: []RouteHop{hop(0, 8)}}, false},
+		{"verify, logits", Open{Layers: 8, Verify: true, Logits: true, Route: []RouteHop{hop(0, 8)}}, false},
+		{"verify, probe", Open{Layers: 8, Verify: true, Until: 4, Route: []RouteHop{hop(0, 4)}}, false},
 	}
 	for _, tc := range cases {
 		tc.o.Session, tc.o.Hidden, tc.o.DType = 1, 64, DTypeF32
@@ -37,8 +41,8 @@ func TestOpenProbeValidate(t *testing.T) {
 		}
 	}
 	b, _ := json.Marshal(&Open{Session: 1, Layers: 8, Hidden: 64, DType: DTypeF32, Route: []RouteHop{hop(0, 8)}})
-	if strings.Contains(string(b), "from") || strings.Contains(string(b), "until") {
-		t.Fatalf("an ordinary open carries probe fields: %s", b)
+	if strings.Contains(string(b), "from") || strings.Contains(string(b), "until") || strings.Contains(string(b), "verify") {
+		t.Fatalf("an ordinary open carries probe or verify fields: %s", b)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 // every hop as one verify step, and the last stage returns the token it
 // chose after each position; positions past what was accepted are dropped
 // on every stage by the next step, which starts where the answer goes on
-// (chain.rewind). The route's sampling must be greedy.
+// (chain.rewind). The session must be opened with Open.Verify.
 type chainSpec struct{ c *chain }
 
 func (s *chainSpec) Pos() int { return s.c.pos }

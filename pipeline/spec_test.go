@@ -26,8 +26,10 @@ func TestSpeculativeRoute(t *testing.T) {
 				if len(hops) != len(cuts)-1 {
 					t.Fatalf("route of %d hops, want %d", len(hops), len(cuts)-1)
 				}
-				open := func(s Sampling) *chain {
-					c, err := o.openChain(t.Context(), o.newOpen(ref, hops, Request{DType: DTypeF32, Sampling: s}))
+				open := func(s Sampling, verify bool) *chain {
+					op := o.newOpen(ref, hops, Request{DType: DTypeF32, Sampling: s})
+					op.Verify = verify
+					c, err := o.openChain(t.Context(), op)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -40,7 +42,7 @@ func TestSpeculativeRoute(t *testing.T) {
 				}
 				const n = 24
 				// plain: one position per step
-				plain := open(greedy)
+				plain := open(greedy, false)
 				res, _, err := plain.step(t.Context(), prompt, nil)
 				if err != nil {
 					t.Fatal(err)
@@ -69,7 +71,7 @@ func TestSpeculativeRoute(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					c := open(greedy)
+					c := open(greedy, true)
 					var got []int32
 					st, err := engine.Speculate(t.Context(), &chainSpec{c}, engine.SessionSpec(ds, engine.SamplerOptions{RepeatPenalty: penalty}), prompt,
 						engine.SpecOptions{K: 3, MaxK: 5, MaxTokens: n, OnToken: func(tok int32) bool { got = append(got, tok); return true }})
@@ -101,7 +103,7 @@ func TestSpeculativeRoute(t *testing.T) {
 				// A verify step longer than a draft can make is refused (the
 				// last hop would hold every position's logits), and the
 				// session stays usable.
-				long := open(greedy)
+				long := open(greedy, true)
 				_, _, err = long.verify(t.Context(), make([]int32, engine.MaxSpecK+2))
 				var se *StageError
 				if !errors.As(err, &se) || se.Code != CodeBadFrame {
@@ -110,14 +112,19 @@ func TestSpeculativeRoute(t *testing.T) {
 				if _, _, err := long.step(t.Context(), prompt, nil); err != nil {
 					t.Fatalf("the session after the refused verify step: %v", err)
 				}
-				// A session that samples refuses verify steps, and stays usable.
-				sampled := open(Sampling{Temperature: 0.8, Seed: 1})
-				_, _, err = sampled.verify(t.Context(), prompt)
+				// A session not opened for verify steps refuses them, and
+				// stays usable; a sampling session cannot be opened for them.
+				_, _, err = plain.verify(t.Context(), want[n:n+1])
 				if !errors.As(err, &se) || se.Code != CodeBadFrame {
-					t.Fatalf("verify on a sampling session: %v", err)
+					t.Fatalf("verify on a plain session: %v", err)
 				}
-				if _, _, err := sampled.step(t.Context(), prompt, nil); err != nil {
-					t.Fatalf("the sampling session after the refused verify step: %v", err)
+				if _, _, err := plain.step(t.Context(), want[n:n+1], nil); err != nil {
+					t.Fatalf("the plain session after the refused verify step: %v", err)
+				}
+				op := o.newOpen(ref, hops, Request{DType: DTypeF32, Sampling: Sampling{Temperature: 0.8, Seed: 1}})
+				op.Verify = true
+				if _, err := o.openChain(t.Context(), op); !errors.As(err, &se) || se.Code != CodeBadFrame {
+					t.Fatalf("a sampling session opened for verify steps: %v", err)
 				}
 			})
 		}

@@ -56,8 +56,8 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 	if st.Session != ss.open.Session {
 		return nil, bad("step for session %d on session %d", st.Session, ss.open.Session)
 	}
-	if st.Verify && (ss.open.Sampling.Temperature > 0 || ss.open.Logits || ss.open.probe()) {
-		return nil, bad("a verify step on a session that samples, returns logits or is a probe")
+	if st.Verify && !ss.open.Verify {
+		return nil, bad("a verify step on a session not opened for verify steps")
 	}
 	if st.Verify && len(st.Tokens) > engine.MaxSpecK+1 {
 		// The last hop holds the logits of every position at once.

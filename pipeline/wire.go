@@ -82,6 +82,12 @@ type Open struct {
 	// never carries them.
 	From  int `json:"from,omitempty"`
 	Until int `json:"until,omitempty"`
+	// Verify opens a session that may carry verify steps (speculative
+	// decoding): greedy sampling, no logits, no probe. A stage that
+	// predates verify steps refuses such an open as a bad frame (strict
+	// JSON), so an originator learns before its first step that the
+	// route cannot verify, and opens it plain.
+	Verify bool `json:"verify,omitempty"`
 }
 
 // end is the layer the route ends at.
@@ -124,6 +130,9 @@ func (o *Open) validate() error {
 	}
 	if o.DType != DTypeF16 && o.DType != DTypeF32 {
 		return bad("dtype %q (f16 or f32)", o.DType)
+	}
+	if o.Verify && (o.Sampling.Temperature > 0 || o.Logits || o.probe()) {
+		return bad("a verify session must be greedy, without logits, over the whole model")
 	}
 	return nil
 }
