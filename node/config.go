@@ -132,6 +132,11 @@ type PipelineConfig struct {
 	// so that a failover costs a step instead of a replay; it doubles the
 	// compute a generation costs the swarm. Default false.
 	Standby bool `json:"standby,omitempty"`
+	// Draft is a GGUF model with the vocabulary of the models this peer
+	// asks pipelines for, run here to draft their answers (speculative
+	// decoding: the route verifies several tokens per round trip).
+	// Greedy answers use it unless a query says otherwise. Default: none.
+	Draft string `json:"draft,omitempty"`
 	// SpotCheck is the share of generations checked on a second route
 	// over other peers (0: 0.1; -1: only those through a peer this one has
 	// not proven yet); SpotTolerance is how far the two routes' logits may
@@ -165,6 +170,15 @@ func (p PipelineConfig) validate() error {
 		return fmt.Errorf("config: pipeline.peer_sessions %d: want 0..64", p.PeerSessions)
 	case p.PeerQueue < -1 || p.PeerQueue > 1024:
 		return fmt.Errorf("config: pipeline.peer_queue %d: want -1 (none) .. 1024", p.PeerQueue)
+	}
+	if p.Draft != "" {
+		fi, err := os.Stat(p.Draft)
+		switch {
+		case err != nil:
+			return fmt.Errorf("config: pipeline.draft: %w", err)
+		case !fi.Mode().IsRegular():
+			return fmt.Errorf("config: pipeline.draft %q is not a file", p.Draft)
+		}
 	}
 	return nil
 }

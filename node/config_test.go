@@ -78,6 +78,8 @@ func TestConfigErrors(t *testing.T) {
 		{"too many shards", Config{DataDir: dir, Shards: make([]string, 65)}, "shards"},
 		{"spot-check probability", Config{DataDir: dir, Pipeline: PipelineConfig{SpotCheck: 1.5}}, "spot_check"},
 		{"negative spot-check tolerance", Config{DataDir: dir, Pipeline: PipelineConfig{SpotTolerance: -1}}, "spot_tolerance"},
+		{"missing draft model", Config{DataDir: dir, Pipeline: PipelineConfig{Draft: dir + "/none.gguf"}}, "pipeline.draft"},
+		{"draft model a directory", Config{DataDir: dir, Pipeline: PipelineConfig{Draft: dir}}, "pipeline.draft"},
 		{"negative peer sessions", Config{DataDir: dir, Pipeline: PipelineConfig{PeerSessions: -1}}, "peer_sessions"},
 		{"peer queue", Config{DataDir: dir, Pipeline: PipelineConfig{PeerQueue: -2}}, "peer_queue"},
 	}

@@ -23,6 +23,7 @@ type pipelineState struct {
 	transfer   *shards.TransferServer
 	stages     *pipeline.StageServer
 	originator *pipeline.Originator
+	drafter    *drafter // pipeline.draft, or nil
 
 	mu         sync.Mutex
 	tokenizers map[string]*engine.Tokenizer
@@ -54,6 +55,11 @@ func (n *Node) startPipeline(ctx context.Context) error {
 	p.stages.Known = func(id peer.ID) bool {
 		s := n.Swarm()
 		return s != nil && s.View().Alive(id)
+	}
+	if d := n.cfg.Pipeline.Draft; d != "" {
+		opts := n.engineOptions()
+		opts.Isolated = true // a generation's draft is its own, run alone
+		p.drafter = &drafter{path: d, opts: opts}
 	}
 	n.pipe = p
 	for _, s := range n.cfg.Shards {
@@ -355,7 +361,7 @@ func (n *Node) manifest(ctx context.Context, root string, holders []swarm.ShardH
 }
 
 func (n *Node) newPipelineOriginator() *pipeline.Originator {
-	return &pipeline.Originator{
+	o := &pipeline.Originator{
 		Host: n.host, View: n.swarm.View(), Local: n.pipe.stages, Exclude: n.excludedFromStages, Tokenizer: n.tokenizer, Log: n.log,
 		Manifest:  n.manifest,
 		RTT:       func(id peer.ID) time.Duration { return n.host.Peerstore().LatencyEWMA(id) },
@@ -364,6 +370,10 @@ func (n *Node) newPipelineOriginator() *pipeline.Originator {
 		SpotCheck: pipeline.SpotCheck{Probability: n.cfg.Pipeline.SpotCheck, Tolerance: n.cfg.Pipeline.SpotTolerance},
 		Arch:      n.computeArch(),
 	}
+	if d := n.pipe.drafter; d != nil {
+		o.Drafter = d.draft
+	}
+	return o
 }
 
 func (p *pipelineState) close() error {
@@ -380,6 +390,9 @@ func (p *pipelineState) close() error {
 	}
 	if p.stages != nil {
 		err = p.stages.Close()
+	}
+	if p.drafter != nil {
+		p.drafter.close()
 	}
 	return err
 }

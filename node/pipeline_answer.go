@@ -39,6 +39,10 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 	if q.standby != nil {
 		req.Standby = *q.standby
 	}
+	req.Speculate = n.cfg.Pipeline.Draft != ""
+	if q.speculate != nil {
+		req.Speculate = *q.speculate
+	}
 	if q.onTrace != nil {
 		req.OnTrace = func(ev pipeline.TraceEvent) { q.onTrace("trace", ev) }
 	}

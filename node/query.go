@@ -24,6 +24,7 @@ type querySpec struct {
 	model     string   // pipeline: model name or CID
 	dtype     string   // pipeline: f32 (default) or f16
 	standby   *bool    // pipeline: keep a warm standby route (nil: the config's pipeline.standby)
+	speculate *bool    // pipeline: draft with pipeline.draft (nil: when there is one)
 	maxTokens int
 	sampling  moa.Sampling
 	timeout   time.Duration
@@ -178,7 +179,7 @@ func specFromQuery(req client.QueryRequest) (querySpec, error) {
 			return querySpec{}, badRequest("stop[%d] is empty", i)
 		}
 	}
-	spec := querySpec{prompt: req.Query, history: hist, stops: req.Stop, mode: req.Mode, model: req.Model, dtype: req.DType, standby: req.Standby, maxTokens: req.MaxTokens,
+	spec := querySpec{prompt: req.Query, history: hist, stops: req.Stop, mode: req.Mode, model: req.Model, dtype: req.DType, standby: req.Standby, speculate: req.Speculate, maxTokens: req.MaxTokens,
 		timeout: time.Duration(req.TimeoutMS) * time.Millisecond}
 	if spec.maxTokens == 0 {
 		spec.maxTokens = defaultMaxTokens

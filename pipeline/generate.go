@@ -34,6 +34,10 @@ type generation struct {
 	stepEst time.Duration // a decode step's time on this route (moving average)
 	sb      *standby      // the warm standby or check route, or nil
 
+	draft      engine.SpecModel // the draft of a speculating generation, or nil (spec.go)
+	closeDraft func()
+	specK      *engine.SpecK
+
 	avoid  map[string]int // suspects, with how often they were: avoided where others cover their layers
 	check  bool           // results are checked on a second route (see SpotCheck)
 	checks int            // check routes opened
@@ -50,11 +54,13 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		// second route to compare them with.
 		_, g.check = g.secondRoute(ctx)
 	}
+	g.startDraft(ctx)
 	defer func() {
 		if g.chain != nil {
 			g.chain.close()
 		}
 		g.closeShadow()
+		g.dropDraft(nil)
 		g.credit()
 	}()
 	var pending *Result // a step's result obtained by a replay after a failover
@@ -82,6 +88,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		}
 		var res *Result
 		var took time.Duration
+		var spec []int32 // the tokens a speculative round added
 		stepped := false // res came from a step on the current route
 		k := len(g.res.Tokens)
 		switch bad := g.deadHop(); {
@@ -90,6 +97,16 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		case bad != nil:
 			err = &StageError{Peer: bad.Peer, Layers: [2]int{bad.Start, bad.End}, Code: CodeDownstream,
 				Err: errors.New("declared dead while the session ran"), Evidence: EvidenceDead}
+		case len(input) == 1 && g.speculating():
+			spec, took, err = g.specStep(ctx)
+			var se *StageError
+			if errors.Is(err, engine.ErrDraft) || errors.As(err, &se) && se.Code == CodeContextFull {
+				// Without the draft, or with too little room left for
+				// one: a plain step, where this round would have begun.
+				g.dropDraft(err)
+				res, took, err = g.step(ctx, g.chain, g.hops, input, nil)
+				stepped = err == nil
+			}
 		default:
 			if g.sb != nil && g.sb.check {
 				g.sb.feed(input, nil, k) // both routes run the step at once
@@ -135,33 +152,43 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 			g.res.PrefillMS = float64(took.Microseconds()) / 1000
 			decodeStart = time.Now()
 		}
-		token := res.Token
-		if g.chain.open.Logits { // asked for, or a checked route: sampled here
-			if g.req.Logits && g.req.OnLogits != nil {
-				g.req.OnLogits(len(g.res.Tokens), res.Logits)
+		if spec == nil {
+			token := res.Token
+			if g.chain.open.Logits { // asked for, or a checked route: sampled here
+				if g.req.Logits && g.req.OnLogits != nil {
+					g.req.OnLogits(len(g.res.Tokens), res.Logits)
+				}
+				if token, err = g.sampler.Sample(res.Logits, history); err != nil {
+					return err
+				}
 			}
-			if token, err = g.sampler.Sample(res.Logits, history); err != nil {
-				return err
+			spec = []int32{token}
+		}
+		done := ""
+		for _, token := range spec {
+			g.res.Tokens = append(g.res.Tokens, token)
+			history = append(history, token)
+			if g.tok.IsEOG(token) {
+				done = "stop"
+				break
+			}
+			if !g.tok.IsControl(token) {
+				piece, err := dec.Add(token)
+				if err != nil {
+					return err
+				}
+				g.emit(piece, &text)
+			}
+			if g.req.MaxTokens > 0 && len(g.res.Tokens) >= g.req.MaxTokens {
+				done = "length"
+				break
 			}
 		}
-		g.res.Tokens = append(g.res.Tokens, token)
-		history = append(history, token)
-		if g.tok.IsEOG(token) {
-			g.res.Done = "stop"
+		if done != "" {
+			g.res.Done = done
 			break
 		}
-		if !g.tok.IsControl(token) {
-			piece, err := dec.Add(token)
-			if err != nil {
-				return err
-			}
-			g.emit(piece, &text)
-		}
-		if g.req.MaxTokens > 0 && len(g.res.Tokens) >= g.req.MaxTokens {
-			g.res.Done = "length"
-			break
-		}
-		input = []int32{token}
+		input = g.res.Tokens[len(g.res.Tokens)-1:]
 	}
 	g.emit(dec.Flush(), &text)
 	g.res.Text = string(text)
@@ -385,11 +412,23 @@ func (g *generation) replan(ctx context.Context) ([]Hop, error) {
 func (g *generation) open(ctx context.Context, hops []Hop) (*chain, error) {
 	open := g.o.newOpen(g.ref, hops, g.req)
 	open.Logits = open.Logits || g.check
+	open.Verify = g.draft != nil && !open.Logits
 	var c *chain
 	err := g.watched(ctx, hops, 0, func(ctx context.Context) (err error) {
 		c, err = g.o.openChain(ctx, open)
 		return err
 	})
+	var se *StageError
+	if open.Verify && errors.As(err, &se) && se.Code == CodeBadFrame {
+		// A hop that predates verify steps refuses the open: this
+		// route decodes plainly.
+		g.dropDraft(err)
+		open.Verify = false
+		err = g.watched(ctx, hops, 0, func(ctx context.Context) (err error) {
+			c, err = g.o.openChain(ctx, open)
+			return err
+		})
+	}
 	if c != nil {
 		c.vocab = g.tok.VocabSize()
 		if err == nil {

@@ -75,6 +75,12 @@ type Originator struct {
 	// it out and the route is planned again without it. Several peers are
 	// vetted at once. nil: no vetting.
 	Vet func(ctx context.Context, id peer.ID, c swarm.Claim) error
+	// Drafter, when set, gives a speculating generation (Request.Speculate)
+	// its draft: an empty session of a model with ref's vocabulary (vocab
+	// tokens), choosing tokens as sampling s does at temperature 0, and a
+	// function that closes it. An error makes the generation go on without
+	// drafting.
+	Drafter func(ctx context.Context, ref ModelRef, vocab int, s Sampling) (engine.SpecModel, func(), error)
 	// VetTimeout bounds the vetting of one plan's peers (default 30 s).
 	VetTimeout time.Duration
 	// Referee settles a spot-check between two disagreeing hops whose
@@ -112,6 +118,11 @@ type Request struct {
 	// a failover then costs a step instead of a replay, for twice the
 	// compute. Used when such a route exists.
 	Standby bool
+	// Speculate drafts tokens with the originator's Drafter and has the
+	// route verify them, several per round trip (see spec.go): greedy
+	// sampling only, and not while a second route (standby, spot check)
+	// runs beside the route, nor on a route that cannot verify.
+	Speculate bool
 }
 
 // TraceEvent is progress worth showing: "route", "standby" (a warm standby
@@ -135,6 +146,11 @@ type TraceEvent struct {
 	Proven   bool     `json:"proven,omitempty"`
 	Evidence string   `json:"evidence,omitempty"`
 	Suspects []string `json:"suspects,omitempty"`
+	// Drafted and Accepted, for a "draft" event (one speculative round at
+	// AtToken): the tokens the draft proposed and how many of them the
+	// route accepted.
+	Drafted  []int32 `json:"drafted,omitempty"`
+	Accepted int     `json:"accepted,omitempty"`
 }
 
 // HopStat is one hop's cost, averaged over the decode steps.
@@ -197,6 +213,12 @@ type GenerateResult struct {
 	SpotChecked int     `json:"spot_checked,omitempty"`
 	SpotMaxDiff float64 `json:"spot_max_diff,omitempty"`
 	Mismatches  int     `json:"mismatches,omitempty"`
+	// Drafted is how many tokens a speculating generation's draft proposed,
+	// DraftAccepted how many of them the route accepted, Rounds its verify
+	// steps.
+	Drafted       int `json:"drafted,omitempty"`
+	DraftAccepted int `json:"draft_accepted,omitempty"`
+	DraftRounds   int `json:"draft_rounds,omitempty"`
 }
 
 func (o *Originator) log() *slog.Logger {

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"slices"
+	"time"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
 )
@@ -13,7 +15,12 @@ import (
 // chose after each position; positions past what was accepted are dropped
 // on every stage by the next step, which starts where the answer goes on
 // (chain.rewind). The session must be opened with Open.Verify.
-type chainSpec struct{ c *chain }
+type chainSpec struct {
+	c *chain
+	// run sends a verify step (nil: c.verify); a generation's watches the
+	// route's progress.
+	run func(ctx context.Context, tokens []int32) (*Result, error)
+}
 
 func (s *chainSpec) Pos() int { return s.c.pos }
 
@@ -34,11 +41,80 @@ func (s *chainSpec) Prefill(ctx context.Context, tokens []int32) (int32, error) 
 }
 
 func (s *chainSpec) Next(ctx context.Context, tokens []int32) ([]int32, error) {
-	res, _, err := s.c.verify(ctx, tokens)
+	var res *Result
+	var err error
+	if s.run != nil {
+		res, err = s.run(ctx, tokens)
+	} else {
+		res, _, err = s.c.verify(ctx, tokens)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return res.Tokens, nil
+}
+
+// speculating reports whether the next step is a speculative round: a
+// draft, a route opened for verify steps, and no second route beside it
+// (a standby or check route is fed plain steps).
+func (g *generation) speculating() bool {
+	return g.draft != nil && g.chain != nil && g.chain.open.Verify && g.sb == nil
+}
+
+// startDraft gives the generation its draft, where it may speculate.
+func (g *generation) startDraft(ctx context.Context) {
+	if !g.req.Speculate || g.o.Drafter == nil || g.req.Sampling.Temperature > 0 || g.req.Logits {
+		return
+	}
+	d, closeDraft, err := g.o.Drafter(ctx, g.ref, g.tok.VocabSize(), g.req.Sampling)
+	if err != nil {
+		g.o.log().Info("pipeline: no draft; decoding plainly", "err", err)
+		return
+	}
+	g.draft, g.closeDraft, g.specK = d, closeDraft, engine.NewSpecK(0, 0)
+}
+
+// dropDraft goes on without drafting.
+func (g *generation) dropDraft(why error) {
+	if g.draft == nil {
+		return
+	}
+	g.o.log().Info("pipeline: drafting stopped; decoding plainly", "err", why)
+	g.closeDraft()
+	g.draft, g.closeDraft = nil, nil
+}
+
+// specStep runs one speculative round on the current route after the
+// answer so far, whose last token the route has not run yet: the draft
+// proposes, the route verifies in one step, and the tokens accepted and
+// the route's own next one come back.
+func (g *generation) specStep(ctx context.Context) ([]int32, time.Duration, error) {
+	hist := append(slices.Clone(g.prompt), g.res.Tokens...)
+	n := g.specK.K()
+	if g.req.MaxTokens > 0 {
+		n = min(n, g.req.MaxTokens-len(g.res.Tokens))
+	}
+	target := &chainSpec{c: g.chain, run: func(ctx context.Context, tokens []int32) (res *Result, err error) {
+		err = g.watched(ctx, g.hops, g.expect(tokens, nil), func(ctx context.Context) (err error) {
+			res, _, err = g.chain.verify(ctx, tokens)
+			return err
+		})
+		return res, err
+	}}
+	t0 := time.Now()
+	add, drafts, err := engine.SpecRound(ctx, target, g.draft, hist, n)
+	took := time.Since(t0)
+	if err != nil {
+		return nil, took, err
+	}
+	accepted := len(add) - 1
+	g.specK.Update(len(drafts), accepted)
+	g.res.Drafted += len(drafts)
+	g.res.DraftAccepted += accepted
+	g.res.DraftRounds++
+	g.trace(TraceEvent{Kind: "draft", AtToken: len(g.res.Tokens), Drafted: drafts,
+		Accepted: accepted})
+	return add, took, nil
 }
 
 var _ engine.SpecModel = (*chainSpec)(nil)

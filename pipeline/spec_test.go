@@ -73,7 +73,7 @@ func TestSpeculativeRoute(t *testing.T) {
 					}
 					c := open(greedy, true)
 					var got []int32
-					st, err := engine.Speculate(t.Context(), &chainSpec{c}, engine.SessionSpec(ds, engine.SamplerOptions{RepeatPenalty: penalty}), prompt,
+					st, err := engine.Speculate(t.Context(), &chainSpec{c: c}, engine.SessionSpec(ds, engine.SamplerOptions{RepeatPenalty: penalty}), prompt,
 						engine.SpecOptions{K: 3, MaxK: 5, MaxTokens: n, OnToken: func(tok int32) bool { got = append(got, tok); return true }})
 					ds.Close()
 					dm.Close()
@@ -128,5 +128,83 @@ func TestSpeculativeRoute(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A speculating generation gives one machine's greedy tokens: the draft's
+// rounds show in the trace and the result; a stage killed mid-answer is
+// re-routed around (a replay of the answer so far), and the answer goes on
+// speculating on the new route, still the same tokens.
+func TestSpeculativeGenerate(t *testing.T) {
+	for _, arch := range []string{"qwen3", "llama"} {
+		t.Run(arch, func(t *testing.T) {
+			const n = 32
+			full, cid := model(t, arch)
+			want := reference(t, arch, question, n)
+			origin := newStagePeer(t)
+			a, mid, b, spare := newStagePeer(t), newStagePeer(t), newStagePeer(t), newStagePeer(t)
+			a.serveFile(t, full, cid, 0, 1)
+			mid.serveFile(t, full, cid, 1, 3)
+			b.serveFile(t, full, cid, 3, 4)
+			spare.serveFile(t, full, cid, 1, 3)
+			fail := failable(t, "kill", mid, spare)
+			o := originatorForFile(t, full, origin, a, mid, b, spare)
+			drafters := 0
+			o.Drafter = func(ctx context.Context, ref ModelRef, vocab int, s Sampling) (engine.SpecModel, func(), error) {
+				m, err := engine.Load(ctx, full, engine.Options{Threads: 1, Slots: 1, Context: 512, Isolated: true})
+				if err != nil {
+					return nil, nil, err
+				}
+				sess, err := m.NewSession()
+				if err != nil {
+					m.Close()
+					return nil, nil, err
+				}
+				drafters++
+				return engine.SessionSpec(sess, engine.SamplerOptions{RepeatPenalty: s.RepeatPenalty}), func() { sess.Close(); m.Close() }, nil
+			}
+			think := false
+			for _, kill := range []bool{false, true} {
+				var events []TraceEvent
+				req := Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true,
+					OnTrace: func(ev TraceEvent) { events = append(events, ev) }}
+				if kill {
+					_, onTrace, onToken := failHopAt(n/2, 1, fail)
+					req.OnTrace = func(ev TraceEvent) { onTrace(ev); events = append(events, ev) }
+					req.OnToken = onToken
+				}
+				res, err := o.Generate(t.Context(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !sameTokens(res.Tokens, want) {
+					t.Fatalf("kill %v: speculative tokens differ from one machine:\n got %v\nwant %v", kill, res.Tokens, want)
+				}
+				rounds, after := 0, 0
+				for _, ev := range events {
+					if ev.Kind == "draft" {
+						rounds++
+						if len(res.Reroutes) > 0 && ev.AtToken > res.Reroutes[0].AtToken {
+							after++
+						}
+					}
+				}
+				if rounds == 0 || rounds != res.DraftRounds || res.DraftAccepted*10 < res.Drafted*8 {
+					t.Fatalf("kill %v: %d draft events, result: %d rounds, %d of %d accepted", kill, rounds, res.DraftRounds,
+						res.DraftAccepted, res.Drafted)
+				}
+				if res.DraftRounds*2 > n {
+					t.Fatalf("kill %v: %d verify steps for %d tokens", kill, res.DraftRounds, n)
+				}
+				if kill && (len(res.Reroutes) != 1 || after == 0) {
+					t.Fatalf("after a killed stage: %d re-routes, %d draft rounds after it", len(res.Reroutes), after)
+				}
+				t.Logf("kill %v: %d of %d drafts accepted in %d rounds; re-routes %d", kill, res.DraftAccepted, res.Drafted,
+					res.DraftRounds, len(res.Reroutes))
+			}
+			if drafters != 2 {
+				t.Fatalf("%d drafts for 2 generations", drafters)
+			}
+		})
 	}
 }

@@ -32,6 +32,8 @@ type pipeTrace struct {
 	Proven   bool      `json:"proven"`
 	Evidence string    `json:"evidence"`
 	Suspects []string  `json:"suspects"`
+	Drafted  []int32   `json:"drafted"`
+	Accepted int       `json:"accepted"`
 }
 
 // blame says how a failure is known.
@@ -58,11 +60,14 @@ type pipeResult struct {
 		ReplayMS     float64 `json:"replay_ms"`
 		CostMS       float64 `json:"cost_ms"`
 	} `json:"reroutes"`
-	TTFTMS      float64 `json:"ttft_ms"`
-	DecodeTPS   float64 `json:"decode_tok_s"`
-	TotalMS     float64 `json:"total_ms"`
-	SpotChecked int     `json:"spot_checked"`
-	Mismatches  int     `json:"mismatches"`
+	TTFTMS        float64 `json:"ttft_ms"`
+	DecodeTPS     float64 `json:"decode_tok_s"`
+	TotalMS       float64 `json:"total_ms"`
+	SpotChecked   int     `json:"spot_checked"`
+	Mismatches    int     `json:"mismatches"`
+	Drafted       int     `json:"drafted"`
+	DraftAccepted int     `json:"draft_accepted"`
+	DraftRounds   int     `json:"draft_rounds"`
 }
 
 func routeString(hops []pipeHop) string {
@@ -92,6 +97,8 @@ func tracePipelineEvent(e *env, raw json.RawMessage) {
 	case "mismatch", "accusation":
 		fmt.Fprintf(e.stderr, "%-10s at token %d: %s (layers [%d,%d)), %s: %s\n", ev.Kind, ev.AtToken, shortID(ev.Failed),
 			ev.Layers[0], ev.Layers[1], blame(ev.Proven, ev.Evidence, ev.Suspects), ev.Reason)
+	case "draft":
+		fmt.Fprintf(e.stderr, "draft      at token %d: %d of %d proposed accepted %v\n", ev.AtToken, ev.Accepted, len(ev.Drafted), ev.Drafted)
 	case "reroute":
 		fmt.Fprintf(e.stderr, "reroute    at token %d: %s (layers [%d,%d)) failed (%s): %s\n", ev.AtToken, shortID(ev.Failed),
 			ev.Layers[0], ev.Layers[1], blame(ev.Proven, ev.Evidence, ev.Suspects), ev.Reason)
@@ -125,6 +132,9 @@ func pipelineFooter(e *env, res *client.QueryResult, trace bool) error {
 	for _, r := range p.Reroutes {
 		s += fmt.Sprintf("; re-routed at token %d around %s (layers [%d,%d)): detected after %s, replay %s", r.AtToken,
 			shortID(r.Failed), r.Layers[0], r.Layers[1], msDur(r.DetectMS), msDur(r.ReplayMS))
+	}
+	if p.DraftRounds > 0 {
+		s += fmt.Sprintf("; speculative: %d of %d drafted tokens accepted, %d verify steps", p.DraftAccepted, p.Drafted, p.DraftRounds)
 	}
 	if p.SpotChecked > 0 || p.Mismatches > 0 {
 		s += fmt.Sprintf("; %d steps spot-checked on a second route, %d mismatches", p.SpotChecked, p.Mismatches)

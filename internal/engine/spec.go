@@ -75,6 +75,97 @@ type SpecStats struct {
 // ErrSpec wraps a model that broke SpecModel's contract.
 var ErrSpec = errors.New("engine: speculative decoding")
 
+// ErrDraft marks a failure of the draft model in a round: the target is
+// untouched, and its caller may go on without drafting.
+var ErrDraft = errors.New("engine: draft model")
+
+// SpecK is the adaptive draft length: it grows by one after a round that
+// accepts every proposal and shrinks by one after a round that accepts
+// fewer than half, within [1, max].
+type SpecK struct{ k, max int }
+
+// NewSpecK starts at k (default 4), bounded by max (default 8, at most
+// MaxSpecK).
+func NewSpecK(k, max int) *SpecK {
+	if max <= 0 {
+		max = 8
+	}
+	max = min(max, MaxSpecK)
+	if k <= 0 {
+		k = 4
+	}
+	return &SpecK{k: min(k, max), max: max}
+}
+
+// K is the next round's draft length.
+func (s *SpecK) K() int { return s.k }
+
+// Update learns from a round that proposed and accepted so many tokens.
+func (s *SpecK) Update(proposed, accepted int) {
+	switch {
+	case proposed == 0: // nothing drafted: no news
+	case accepted == proposed:
+		s.k = min(s.k+1, s.max)
+	case 2*accepted < proposed:
+		s.k = max(s.k-1, 1)
+	}
+}
+
+// SpecRound is one round after hist (the prompt and the answer so far):
+// the target holds hist but its last token and the draft a prefix of hist.
+// The draft proposes up to n tokens (fewer where it runs out of room), the
+// target verifies them with hist's last token in one step, and both are
+// truncated past what it accepted. It returns the tokens the round adds
+// (the accepted drafts and the target's own next token, at least one) and
+// the drafts proposed; the target then holds hist and all of add but its
+// last. A draft failure is ErrDraft, with the target consistent.
+func SpecRound(ctx context.Context, target, draft SpecModel, hist []int32, n int) (add, drafts []int32, err error) {
+	if len(hist) == 0 || target.Pos() != len(hist)-1 || draft.Pos() > len(hist)-1 || n < 0 || n > MaxSpecK {
+		return nil, nil, fmt.Errorf("%w: a round after %d tokens with the target at %d, the draft at %d, %d drafts",
+			ErrSpec, len(hist), target.Pos(), draft.Pos(), n)
+	}
+	drafts = make([]int32, 0, n)
+	in := hist[draft.Pos():]
+	for len(drafts) < n {
+		d, err := draft.Prefill(ctx, in)
+		if errors.Is(err, ErrContextFull) {
+			break // the draft is full: the target goes on with what it has
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrDraft, err)
+		}
+		drafts = append(drafts, d)
+		in = []int32{d}
+	}
+	base := len(hist) - 1
+	toks := append([]int32{hist[base]}, drafts...)
+	got, err := target.Next(ctx, toks)
+	if err == nil && len(got) != len(toks) {
+		err = fmt.Errorf("%w: %d tokens in, %d greedy tokens back", ErrSpec, len(toks), len(got))
+	}
+	if err != nil {
+		// The target failed (its caller recovers it, or gives up): the
+		// draft forgets its proposals, to start the next round after hist.
+		if derr := draft.Truncate(min(draft.Pos(), base)); derr != nil {
+			return nil, drafts, fmt.Errorf("%w (and %w: %w)", err, ErrDraft, derr)
+		}
+		return nil, drafts, err
+	}
+	j := 0
+	for j < len(drafts) && drafts[j] == got[j] {
+		j++
+	}
+	// Keep the target's positions of hist's last token and the accepted
+	// drafts; the draft keeps what it ran of those.
+	if err := target.Truncate(base + 1 + j); err != nil {
+		return nil, drafts, err
+	}
+	if err := draft.Truncate(min(draft.Pos(), base+1+j)); err != nil {
+		return nil, drafts, fmt.Errorf("%w: %w", ErrDraft, err)
+	}
+	return append(drafts[:j:j], got[j]), drafts, nil
+}
+
 // Speculate answers prompt with target's greedy tokens, drafted by draft.
 // Both sessions must be empty (Pos 0).
 func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o SpecOptions) (SpecStats, error) {
@@ -85,45 +176,28 @@ func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o S
 	if target.Pos() != 0 || draft.Pos() != 0 {
 		return st, fmt.Errorf("%w: sessions must start empty (target at %d, draft at %d)", ErrBadInput, target.Pos(), draft.Pos())
 	}
-	if o.MaxK <= 0 {
-		o.MaxK = 8
-	}
-	o.MaxK = min(o.MaxK, MaxSpecK)
-	if o.K <= 0 {
-		o.K = 4
-	}
-	o.K = min(o.K, o.MaxK)
 	if o.MaxTokens <= 0 {
 		o.MaxTokens = 256
 	}
-	next := func(m SpecModel, toks []int32) ([]int32, error) {
-		out, err := m.Next(ctx, toks)
-		if err == nil && len(out) != len(toks) {
-			err = fmt.Errorf("%w: %d tokens in, %d greedy tokens back", ErrSpec, len(toks), len(out))
-		}
-		return out, err
-	}
+	k := NewSpecK(o.K, o.MaxK)
 	first, err := target.Prefill(ctx, prompt)
 	if err != nil {
 		return st, err
 	}
-	hist := append(append(make([]int32, 0, len(prompt)+o.MaxTokens+o.MaxK), prompt...), first)
+	hist := append(append(make([]int32, 0, len(prompt)+o.MaxTokens+MaxSpecK), prompt...), first)
 	emit := func(tok int32) bool {
 		st.Tokens++
 		keep := o.OnToken == nil || o.OnToken(tok)
 		return keep && st.Tokens < o.MaxTokens
 	}
-	if !emit(hist[len(hist)-1]) {
+	if !emit(first) {
 		return st, nil
 	}
-	k := o.K
 	for {
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
-		// The target holds hist but its last token; the draft holds
-		// hist[:draft.Pos()]. Draft k tokens after hist.
-		n := min(k, o.MaxTokens-st.Tokens)
+		n := min(k.K(), o.MaxTokens-st.Tokens)
 		if o.Context > 0 {
 			// The step adds the last token and the drafts.
 			room := o.Context - len(hist)
@@ -132,44 +206,22 @@ func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o S
 			}
 			n = min(n, room)
 		}
-		drafts := make([]int32, 0, n)
-		in := hist[draft.Pos():]
-		for len(drafts) < n {
-			d, err := draft.Prefill(ctx, in)
-			if errors.Is(err, ErrContextFull) {
-				break // the draft is full: the target goes on with what it has
-			}
-			if err != nil {
+		add, drafts, err := SpecRound(ctx, target, draft, hist, n)
+		proposed := len(drafts)
+		if err != nil {
+			if errors.Is(err, ErrDraft) {
 				return st, fmt.Errorf("draft: %w", err)
 			}
-			drafts = append(drafts, d)
-			in = []int32{d}
-		}
-		n = len(drafts)
-		base := len(hist) - 1 // target positions before this step
-		got, err := next(target, append([]int32{hist[base]}, drafts...))
-		if err != nil {
 			return st, err
-		}
-		j := 0
-		for j < n && drafts[j] == got[j] {
-			j++
 		}
 		st.Rounds++
-		st.Proposed += n
-		st.Accepted += j
+		st.Proposed += proposed
+		st.Accepted += len(add) - 1
+		k.Update(proposed, len(add)-1)
 		if o.OnRound != nil {
-			o.OnRound(n, j)
+			o.OnRound(proposed, len(add)-1)
 		}
-		// Keep the target's positions of hist's last token and the
-		// accepted drafts; the draft keeps what it ran of those.
-		if err := target.Truncate(base + 1 + j); err != nil {
-			return st, err
-		}
-		if err := draft.Truncate(min(draft.Pos(), base+1+j)); err != nil {
-			return st, err
-		}
-		for _, tok := range append(drafts[:j:j], got[j]) {
+		for _, tok := range add {
 			hist = append(hist, tok)
 			if !emit(tok) {
 				// Ended inside the round: neither session keeps a
@@ -179,13 +231,6 @@ func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o S
 				}
 				return st, draft.Truncate(min(draft.Pos(), len(hist)-1))
 			}
-		}
-		switch {
-		case n == 0: // nothing drafted: keep k
-		case j == n:
-			k = min(k+1, o.MaxK)
-		case 2*j < n:
-			k = max(k-1, 1)
 		}
 	}
 }

@@ -15,14 +15,18 @@ type QueryRequest struct {
 	Query string `json:"query"`
 	// History is the conversation before Query, oldest first (a chat's
 	// earlier turns): roles system, user and assistant.
-	History     []Message `json:"history,omitempty"`
-	Mode        string    `json:"mode,omitempty"`    // auto (default), moa, speed, pipeline
-	Model       string    `json:"model,omitempty"`   // pipeline mode: model name or CID
-	DType       string    `json:"dtype,omitempty"`   // pipeline mode: f32 (default) or f16
-	Standby     *bool     `json:"standby,omitempty"` // pipeline mode: keep a warm standby route (default: the peer's config)
-	MaxTokens   int       `json:"max_tokens,omitempty"`
-	Temperature *float32  `json:"temperature,omitempty"`
-	Seed        *uint64   `json:"seed,omitempty"`
+	History []Message `json:"history,omitempty"`
+	Mode    string    `json:"mode,omitempty"`    // auto (default), moa, speed, pipeline
+	Model   string    `json:"model,omitempty"`   // pipeline mode: model name or CID
+	DType   string    `json:"dtype,omitempty"`   // pipeline mode: f32 (default) or f16
+	Standby *bool     `json:"standby,omitempty"` // pipeline mode: keep a warm standby route (default: the peer's config)
+	// Speculate, in pipeline mode: draft with the peer's pipeline.draft and
+	// have the route verify (default: when the peer has a draft model and
+	// the query is greedy).
+	Speculate   *bool    `json:"speculate,omitempty"`
+	MaxTokens   int      `json:"max_tokens,omitempty"`
+	Temperature *float32 `json:"temperature,omitempty"`
+	Seed        *uint64  `json:"seed,omitempty"`
 	// RepeatPenalty divides the logits of recently seen tokens (1 or 0: off).
 	RepeatPenalty *float32 `json:"repeat_penalty,omitempty"`
 	// TopP keeps the smallest set of tokens whose probability reaches it

@@ -1,0 +1,55 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/pipeline"
+)
+
+// drafter is the local draft model of pipeline.draft, loaded at its first
+// use and kept until the peer stops; each speculating generation drafts in
+// a session of its own.
+type drafter struct {
+	path string
+	opts engine.Options
+
+	mu  sync.Mutex
+	m   *engine.Model
+	err error // the load's, kept: a file that failed once is not read again
+}
+
+// draft is pipeline.Originator.Drafter.
+func (d *drafter) draft(ctx context.Context, _ pipeline.ModelRef, vocab int, s pipeline.Sampling) (engine.SpecModel, func(), error) {
+	d.mu.Lock()
+	if d.m == nil && d.err == nil {
+		d.m, d.err = engine.Load(ctx, d.path, d.opts)
+		if d.err != nil {
+			d.err = fmt.Errorf("pipeline.draft: %w", d.err)
+		}
+	}
+	m, err := d.m, d.err
+	d.mu.Unlock()
+	if err != nil {
+		return nil, nil, err
+	}
+	if v := m.Info().VocabSize; v != vocab {
+		return nil, nil, fmt.Errorf("pipeline.draft %s has %d tokens, the model asked for %d", d.path, v, vocab)
+	}
+	sess, err := m.NewSession()
+	if err != nil {
+		return nil, nil, err
+	}
+	return engine.SessionSpec(sess, engine.SamplerOptions{RepeatPenalty: s.RepeatPenalty}), sess.Close, nil
+}
+
+func (d *drafter) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m != nil {
+		d.m.Close()
+		d.m = nil
+	}
+}

@@ -1,0 +1,75 @@
+package node_test
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/node"
+	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/node/nodetest"
+)
+
+// A peer with pipeline.draft answers greedy pipeline queries speculatively:
+// the same tokens as without drafting, with the draft's rounds in the
+// result; a query may turn it off.
+func TestSpeculativeQuery(t *testing.T) {
+	model := tinyModel(t)
+	boot := ""
+	stage := func(spec string) *nodetest.Peer {
+		cfg := nodetest.Config(t.TempDir())
+		if boot != "" {
+			cfg.Bootstrap = []string{boot}
+		}
+		cfg.Shards = []string{model + ":" + spec}
+		cfg.Engine = node.EngineConfig{Threads: 1}
+		p := nodetest.Start(t, cfg)
+		if boot == "" {
+			boot = p.Addr(t)
+		}
+		return p
+	}
+	a, b := stage("0-2"), stage("2-4")
+	cfg := nodetest.Config(t.TempDir())
+	cfg.Bootstrap = []string{boot}
+	cfg.Engine = node.EngineConfig{Threads: 1}
+	cfg.Pipeline.Draft = model
+	origin := nodetest.Start(t, cfg)
+	nodetest.Eventually(t, 10*time.Second, "origin sees both stages", func() bool {
+		return nodetest.SeesShards(origin, []peer.ID{a.ID(), b.ID()}...)
+	})
+	c := client.New(origin.APIAddr(), "")
+	type result struct {
+		Tokens        []int32 `json:"tokens"`
+		Drafted       int     `json:"drafted"`
+		DraftAccepted int     `json:"draft_accepted"`
+		DraftRounds   int     `json:"draft_rounds"`
+	}
+	zero := float32(0)
+	ask := func(speculate *bool) result {
+		t.Helper()
+		res, err := c.Query(t.Context(), client.QueryRequest{Query: "Tell me about the swarm.", Mode: "pipeline",
+			MaxTokens: 24, Temperature: &zero, Speculate: speculate}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r result
+		if err := json.Unmarshal(res.Pipeline, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	off := false
+	plain, spec := ask(&off), ask(nil)
+	if len(plain.Tokens) == 0 || !slices.Equal(plain.Tokens, spec.Tokens) {
+		t.Fatalf("speculative tokens %v, plain %v", spec.Tokens, plain.Tokens)
+	}
+	if plain.DraftRounds != 0 || spec.DraftRounds == 0 || spec.DraftAccepted*10 < spec.Drafted*8 {
+		t.Fatalf("plain drafted in %d rounds; speculative: %d of %d accepted in %d rounds", plain.DraftRounds,
+			spec.DraftAccepted, spec.Drafted, spec.DraftRounds)
+	}
+	t.Logf("%d tokens: %d of %d drafts accepted, %d verify steps", len(spec.Tokens), spec.DraftAccepted, spec.Drafted, spec.DraftRounds)
+}
