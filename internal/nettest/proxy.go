@@ -1,14 +1,16 @@
 // Package nettest holds network fault injection for tests: a loopback TCP
 // proxy that can freeze (bytes stop flowing both ways while the
 // connections stay open, as when a peer is SIGSTOPped or its link hangs)
-// and thaw. Peers reached through it can be hung without touching their
-// code.
+// and thaw, or delay every byte by a fixed latency (a link's round trip).
+// Peers reached through it can be hung or moved away without touching
+// their code.
 package nettest
 
 import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy forwards every connection made to Addr to a target address.
@@ -17,6 +19,7 @@ type Proxy struct {
 	target string
 
 	mu     sync.Mutex
+	delay  time.Duration // each way
 	frozen bool
 	thaw   chan struct{} // closed when frozen ends
 	conns  []net.Conn
@@ -49,6 +52,14 @@ func (p *Proxy) Freeze() {
 		p.frozen = true
 		p.thaw = make(chan struct{})
 	}
+}
+
+// SetDelay holds every chunk d before forwarding it, each way (a round
+// trip of 2d through the proxy), without limiting throughput.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
 }
 
 // Thaw resumes forwarding.
@@ -106,21 +117,41 @@ func (p *Proxy) accept() {
 	}
 }
 
-// pipe copies src to dst, holding each chunk while the proxy is frozen.
+// pipe copies src to dst, holding each chunk while the proxy is frozen
+// and until its delay has passed; a second goroutine writes, so chunks in
+// flight overlap as on a long link.
 func (p *Proxy) pipe(dst, src net.Conn) {
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
+	type chunk struct {
+		b   []byte
+		due time.Time
+	}
+	q := make(chan chunk, 1024)
+	go func() {
+		defer dst.Close()
+		for c := range q {
+			time.Sleep(time.Until(c.due))
 			p.mu.Lock()
 			thaw := p.thaw
 			p.mu.Unlock()
 			<-thaw
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if _, err := dst.Write(c.b); err != nil {
+				src.Close()
+				for range q { // drain until the reader stops
+				}
 				return
 			}
+		}
+	}()
+	defer close(q)
+	defer src.Close()
+	for {
+		buf := make([]byte, 32<<10)
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			d := p.delay
+			p.mu.Unlock()
+			q <- chunk{buf[:n], time.Now().Add(d)}
 		}
 		if err != nil {
 			return
