@@ -14,7 +14,7 @@ import (
 // runBench measures the swarm through the local daemon's API.
 //
 //	swarmctl bench moa [--n 20] [--max-tokens 16] [PROMPT]
-//	swarmctl bench pipeline [--n 5] [--max-tokens 64] [--model M] [--dtype f16] [PROMPT]
+//	swarmctl bench pipeline [--n 5] [--max-tokens 64] [--model M] [--dtype f16] [--speculate] [PROMPT]
 //	swarmctl bench streams [--streams 1,2,4,8] [--mode pipeline] [--n 3] [--max-tokens 64] [PROMPT]
 func runBench(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("bench")
@@ -25,6 +25,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	conc := fs.Int("concurrency", 1, "pipeline: sequences generated at once (aggregate tok/s is reported)")
 	streams := fs.String("streams", "1,2,4,8", "streams: concurrency levels, comma-separated")
 	mode := fs.String("mode", "pipeline", "streams: the query mode (pipeline, or a mode one peer answers alone, e.g. a role)")
+	speculate := fs.Bool("speculate", false, "pipeline: each generation plain and speculative (the daemon's pipeline.draft), side by side")
 	pos, err := e.parse(fs, commands["bench"].args, args)
 	if err != nil {
 		return err
@@ -62,6 +63,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	if *conc > 1 {
 		return benchConcurrent(ctx, e, *n, *conc, *maxTokens, *model, *dtype, prompt)
+	}
+	if *speculate {
+		return benchSpeculate(ctx, e, *n, *maxTokens, *model, *dtype, prompt)
 	}
 	return benchPipeline(ctx, e, *n, *maxTokens, *model, *dtype, prompt)
 }
