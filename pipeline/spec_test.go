@@ -208,3 +208,48 @@ func TestSpeculativeGenerate(t *testing.T) {
 		})
 	}
 }
+
+// A draft that fails mid-answer stops drafting; the answer goes on plainly
+// on the same route, still one machine's tokens, and no hop is blamed.
+func TestSpeculativeDraftFails(t *testing.T) {
+	const n = 24
+	full, cid := model(t, "qwen3")
+	want := reference(t, "qwen3", question, n)
+	o, _, _ := cutRoute(t, full, cid, []int{0, 2, 4})
+	o.Drafter = func(ctx context.Context, ref ModelRef, vocab int, s Sampling) (engine.SpecModel, func(), error) {
+		m, err := engine.Load(ctx, full, engine.Options{Threads: 1, Slots: 1, Context: 512, Isolated: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		sess, err := m.NewSession()
+		if err != nil {
+			m.Close()
+			return nil, nil, err
+		}
+		d := &failing{SpecModel: engine.SessionSpec(sess, engine.SamplerOptions{RepeatPenalty: s.RepeatPenalty}), after: 6}
+		return d, func() { sess.Close(); m.Close() }, nil
+	}
+	think := false
+	res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameTokens(res.Tokens, want) || len(res.Reroutes) != 0 || res.DraftRounds == 0 || res.Drafted > 6 {
+		t.Fatalf("tokens %v (want %v), %d re-routes, %d drafted in %d rounds", res.Tokens, want, len(res.Reroutes),
+			res.Drafted, res.DraftRounds)
+	}
+}
+
+// failing is a draft whose model fails after some proposals.
+type failing struct {
+	engine.SpecModel
+	after int
+}
+
+func (f *failing) Prefill(ctx context.Context, tokens []int32) (int32, error) {
+	if f.after == 0 {
+		return -1, errors.New("the draft's device went away")
+	}
+	f.after--
+	return f.SpecModel.Prefill(ctx, tokens)
+}
