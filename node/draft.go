@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -16,16 +17,23 @@ type drafter struct {
 	path string
 	opts engine.Options
 
-	mu  sync.Mutex
-	m   *engine.Model
-	err error // the load's, kept: a file that failed once is not read again
+	mu     sync.Mutex
+	m      *engine.Model
+	err    error // the load's, kept: a file that failed once is not read again
+	closed bool
 }
 
 // draft is pipeline.Originator.Drafter.
-func (d *drafter) draft(ctx context.Context, _ pipeline.ModelRef, vocab int, s pipeline.Sampling) (engine.SpecModel, func(), error) {
+func (d *drafter) draft(_ context.Context, _ pipeline.ModelRef, vocab int, s pipeline.Sampling) (engine.SpecModel, func(), error) {
 	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, nil, errors.New("pipeline.draft: the peer is stopping")
+	}
 	if d.m == nil && d.err == nil {
-		d.m, d.err = engine.Load(ctx, d.path, d.opts)
+		// Not the request's context: a query cancelled during the load
+		// must not leave the peer without its draft.
+		d.m, d.err = engine.Load(context.Background(), d.path, d.opts)
 		if d.err != nil {
 			d.err = fmt.Errorf("pipeline.draft: %w", d.err)
 		}
@@ -48,6 +56,7 @@ func (d *drafter) draft(ctx context.Context, _ pipeline.ModelRef, vocab int, s p
 func (d *drafter) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.closed = true
 	if d.m != nil {
 		d.m.Close()
 		d.m = nil

@@ -100,15 +100,20 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		case len(input) == 1 && g.speculating():
 			spec, took, err = g.specStep(ctx)
 			var se *StageError
-			if errors.Is(err, engine.ErrDraft) || errors.Is(err, engine.ErrSpec) || errors.As(err, &se) && se.Code == CodeContextFull {
-				// Without the draft (it failed, or the round's own
-				// bookkeeping did: no hop's fault), or with too little
-				// room left for one: a plain step, where this round
-				// would have begun.
+			switch {
+			case errors.Is(err, engine.ErrDraft) || errors.Is(err, engine.ErrSpec):
+				// The draft failed, or the round's own bookkeeping did:
+				// no hop's fault. A plain step where the round began.
 				g.dropDraft(err)
 				g.chain.rewind(len(g.prompt) + len(g.res.Tokens) - 1) // where input goes
 				res, took, err = g.step(ctx, g.chain, g.hops, input, nil)
 				stepped = err == nil
+			case errors.As(err, &se) && se.Code == CodeContextFull:
+				// A hop had no room for the round's positions, and the
+				// hops before it may have closed their sessions on it:
+				// the route again, plain, replaying the answer so far.
+				g.dropDraft(err)
+				res, took, err = g.reopenPlain(ctx)
 			}
 		default:
 			if g.sb != nil && g.sb.check {

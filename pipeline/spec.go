@@ -84,6 +84,24 @@ func (g *generation) dropDraft(why error) {
 	g.draft, g.closeDraft = nil, nil
 }
 
+// reopenPlain opens the current route again without verify steps and
+// replays the answer so far on it, returning the result of its last token:
+// a speculative round's way back to plain decoding when a hop had no room
+// for it. A failure here is the route's, recovered as any other.
+func (g *generation) reopenPlain(ctx context.Context) (*Result, time.Duration, error) {
+	if g.chain != nil {
+		g.chain.close()
+		g.chain = nil
+	}
+	c, err := g.open(ctx, g.hops)
+	if err != nil {
+		return nil, 0, err
+	}
+	g.chain = c
+	replay, shapes := g.history()
+	return g.step(ctx, c, g.hops, replay, shapes)
+}
+
 // specStep runs one speculative round on the current route after the
 // answer so far, whose last token the route has not run yet: the draft
 // proposes, the route verifies in one step, and the tokens accepted and
@@ -95,10 +113,20 @@ func (g *generation) specStep(ctx context.Context) ([]int32, time.Duration, erro
 		n = min(n, g.req.MaxTokens-len(g.res.Tokens))
 	}
 	target := &chainSpec{c: g.chain, run: func(ctx context.Context, tokens []int32) (res *Result, err error) {
+		t0 := time.Now()
 		err = g.watched(ctx, g.hops, g.expect(tokens, nil), func(ctx context.Context) (err error) {
 			res, _, err = g.chain.verify(ctx, tokens)
 			return err
 		})
+		if err == nil {
+			// A verify step costs about a decode step where round trips
+			// dominate: the hang watch's estimate goes on from it.
+			if took := time.Since(t0); g.stepEst == 0 {
+				g.stepEst = took
+			} else {
+				g.stepEst = (3*g.stepEst + took) / 4
+			}
+		}
 		return res, err
 	}}
 	t0 := time.Now()

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/shards"
 )
 
 // Speculative decoding through a route: verify steps cross every hop, the
@@ -252,4 +253,53 @@ func (f *failing) Prefill(ctx context.Context, tokens []int32) (int32, error) {
 	}
 	f.after--
 	return f.SpecModel.Prefill(ctx, tokens)
+}
+
+// A round that a later hop has no room for (its context ends before the
+// draft would) goes back to plain decoding on the same route, replaying
+// the answer: the answer runs to the end the plain one reaches, with the
+// same tokens, and no hop is blamed.
+func TestSpeculativeContextEnd(t *testing.T) {
+	const n = 20
+	full, cid := model(t, "qwen3")
+	want := reference(t, "qwen3", question, n)
+	think := false
+	// The prompt's length, from a route with room to spare.
+	o, _, _ := cutRoute(t, full, cid, []int{0, 4})
+	res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: 1, Sampling: greedy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := res.PromptTokens + n - 1 // the plain answer's positions, exactly
+	origin, a, b := newStagePeer(t), newStagePeer(t), newStagePeer(t)
+	a.serveFile(t, full, cid, 0, 2)
+	out := filepath.Join(t.TempDir(), "tail.gguf")
+	if _, err := shards.Slice(full, out, 2, 4); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := LoadShard(context.Background(), out, cid, 2, 4, engine.Options{Threads: 1, Slots: 2, Context: room, Isolated: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.srv.Add(sh)
+	o = originatorForFile(t, full, origin, a, b)
+	o.Drafter = func(ctx context.Context, ref ModelRef, vocab int, s Sampling) (engine.SpecModel, func(), error) {
+		m, err := engine.Load(ctx, full, engine.Options{Threads: 1, Slots: 1, Context: 512, Isolated: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		sess, err := m.NewSession()
+		if err != nil {
+			m.Close()
+			return nil, nil, err
+		}
+		return engine.SessionSpec(sess, engine.SamplerOptions{RepeatPenalty: s.RepeatPenalty}), func() { sess.Close(); m.Close() }, nil
+	}
+	res, err = o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameTokens(res.Tokens, want) || len(res.Reroutes) != 0 || res.DraftRounds == 0 {
+		t.Fatalf("tokens %v (want %v), %d re-routes, %d draft rounds", res.Tokens, want, len(res.Reroutes), res.DraftRounds)
+	}
 }

@@ -120,7 +120,10 @@ func (s *SpecK) Update(proposed, accepted int) {
 // the drafts proposed; the target then holds hist and all of add but its
 // last. A draft failure is ErrDraft, with the target consistent.
 func SpecRound(ctx context.Context, target, draft SpecModel, hist []int32, n int) (add, drafts []int32, err error) {
-	if len(hist) == 0 || target.Pos() != len(hist)-1 || draft.Pos() > len(hist)-1 || n < 0 || n > MaxSpecK {
+	if draft.Pos() > len(hist)-1 {
+		return nil, nil, fmt.Errorf("%w: %w: the draft holds %d positions, the answer so far %d", ErrDraft, ErrSpec, draft.Pos(), len(hist)-1)
+	}
+	if len(hist) == 0 || target.Pos() != len(hist)-1 || n < 0 || n > MaxSpecK {
 		return nil, nil, fmt.Errorf("%w: a round after %d tokens with the target at %d, the draft at %d, %d drafts",
 			ErrSpec, len(hist), target.Pos(), draft.Pos(), n)
 	}
@@ -146,9 +149,9 @@ func SpecRound(ctx context.Context, target, draft SpecModel, hist []int32, n int
 	if err != nil {
 		// The target failed (its caller recovers it, or gives up): the
 		// draft forgets its proposals, to start the next round after hist.
-		if derr := draft.Truncate(min(draft.Pos(), base)); derr != nil {
-			return nil, drafts, fmt.Errorf("%w (and %w: %w)", err, ErrDraft, derr)
-		}
+		// Should that fail too, the next round finds the draft ahead of
+		// hist and reports it then; the error now is the target's.
+		_ = draft.Truncate(min(draft.Pos(), base))
 		return nil, drafts, err
 	}
 	j := 0
