@@ -151,19 +151,7 @@ func TestSpeculativeGenerate(t *testing.T) {
 			fail := failable(t, "kill", mid, spare)
 			o := originatorForFile(t, full, origin, a, mid, b, spare)
 			drafters := 0
-			o.Drafter = func(ctx context.Context, ref ModelRef, vocab int, s Sampling) (engine.SpecModel, func(), error) {
-				m, err := engine.Load(ctx, full, engine.Options{Threads: 1, Slots: 1, Context: 512, Isolated: true})
-				if err != nil {
-					return nil, nil, err
-				}
-				sess, err := m.NewSession()
-				if err != nil {
-					m.Close()
-					return nil, nil, err
-				}
-				drafters++
-				return engine.SessionSpec(sess, engine.SamplerOptions{RepeatPenalty: s.RepeatPenalty}), func() { sess.Close(); m.Close() }, nil
-			}
+			o.Drafter = drafterOf(full, func(d engine.SpecModel) engine.SpecModel { drafters++; return d })
 			think := false
 			for _, kill := range []bool{false, true} {
 				var events []TraceEvent
@@ -217,19 +205,7 @@ func TestSpeculativeDraftFails(t *testing.T) {
 	full, cid := model(t, "qwen3")
 	want := reference(t, "qwen3", question, n)
 	o, _, _ := cutRoute(t, full, cid, []int{0, 2, 4})
-	o.Drafter = func(ctx context.Context, ref ModelRef, vocab int, s Sampling) (engine.SpecModel, func(), error) {
-		m, err := engine.Load(ctx, full, engine.Options{Threads: 1, Slots: 1, Context: 512, Isolated: true})
-		if err != nil {
-			return nil, nil, err
-		}
-		sess, err := m.NewSession()
-		if err != nil {
-			m.Close()
-			return nil, nil, err
-		}
-		d := &failing{SpecModel: engine.SessionSpec(sess, engine.SamplerOptions{RepeatPenalty: s.RepeatPenalty}), after: 6}
-		return d, func() { sess.Close(); m.Close() }, nil
-	}
+	o.Drafter = drafterOf(full, func(d engine.SpecModel) engine.SpecModel { return &failing{SpecModel: d, after: 6} })
 	think := false
 	res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true})
 	if err != nil {
@@ -283,7 +259,20 @@ func TestSpeculativeContextEnd(t *testing.T) {
 	}
 	b.srv.Add(sh)
 	o = originatorForFile(t, full, origin, a, b)
-	o.Drafter = func(ctx context.Context, ref ModelRef, vocab int, s Sampling) (engine.SpecModel, func(), error) {
+	o.Drafter = drafterOf(full, nil)
+	res, err = o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameTokens(res.Tokens, want) || len(res.Reroutes) != 0 || res.DraftRounds == 0 {
+		t.Fatalf("tokens %v (want %v), %d re-routes, %d draft rounds", res.Tokens, want, len(res.Reroutes), res.DraftRounds)
+	}
+}
+
+// drafterOf drafts with the model file full, loaded for each generation,
+// through wrap when set.
+func drafterOf(full string, wrap func(engine.SpecModel) engine.SpecModel) func(context.Context, ModelRef, int, Sampling) (engine.SpecModel, func(), error) {
+	return func(ctx context.Context, _ ModelRef, _ int, s Sampling) (engine.SpecModel, func(), error) {
 		m, err := engine.Load(ctx, full, engine.Options{Threads: 1, Slots: 1, Context: 512, Isolated: true})
 		if err != nil {
 			return nil, nil, err
@@ -293,13 +282,10 @@ func TestSpeculativeContextEnd(t *testing.T) {
 			m.Close()
 			return nil, nil, err
 		}
-		return engine.SessionSpec(sess, engine.SamplerOptions{RepeatPenalty: s.RepeatPenalty}), func() { sess.Close(); m.Close() }, nil
-	}
-	res, err = o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sameTokens(res.Tokens, want) || len(res.Reroutes) != 0 || res.DraftRounds == 0 {
-		t.Fatalf("tokens %v (want %v), %d re-routes, %d draft rounds", res.Tokens, want, len(res.Reroutes), res.DraftRounds)
+		var d engine.SpecModel = engine.SessionSpec(sess, engine.SamplerOptions{RepeatPenalty: s.RepeatPenalty})
+		if wrap != nil {
+			d = wrap(d)
+		}
+		return d, func() { sess.Close(); m.Close() }, nil
 	}
 }
