@@ -17,8 +17,8 @@ import (
 // (chain.rewind). The session must be opened with Open.Verify.
 type chainSpec struct {
 	c *chain
-	// run sends a verify step (nil: c.verify); a generation's watches the
-	// route's progress.
+	// run sends a verify step (nil: c.verify); a generation's also
+	// watches the route's progress.
 	run func(ctx context.Context, tokens []int32) (*Result, error)
 }
 
@@ -79,7 +79,9 @@ func (g *generation) dropDraft(why error) {
 	if g.draft == nil {
 		return
 	}
-	g.o.log().Info("pipeline: drafting stopped; decoding plainly", "err", why)
+	if why != nil {
+		g.o.log().Info("pipeline: drafting stopped; decoding plainly", "err", why)
+	}
 	g.closeDraft()
 	g.draft, g.closeDraft = nil, nil
 }

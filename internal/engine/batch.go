@@ -250,7 +250,7 @@ func (m *Model) forward(round []*step) {
 	}
 	ctx.Forward(h)
 	t1 := time.Now()
-	useThreads(m.m.Backend(), m.opts.Threads, m.opts.NoPool)
+	useThreads(m.cpu, m.opts.Threads, m.opts.NoPool)
 	ctx.Compute(h)
 	out := h.Floats()
 	m.statBuild.Add(int64(t1.Sub(t0)))

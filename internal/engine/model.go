@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/kvcache"
@@ -182,7 +183,8 @@ type Model struct {
 	queue                  QueueStats    // guarded by mu
 	freed                  chan struct{} // closed when a slot frees; guarded by mu
 	closeErr               error
-	repacked               *repacked // nil: not repacked
+	repacked               *repacked        // nil: not repacked
+	cpu                    []unsafe.Pointer // the backend's CPU backends, for the thread pool (threads.go)
 }
 
 // Load loads a whole GGUF model or a stage slice for the CPU. Errors name the
@@ -252,6 +254,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 		return fail(err)
 	}
 	m = &Model{path: path, opts: opts, log: opts.Logger, m: om, a: a, tok: tok, now: time.Now, repacked: rp,
+		cpu:     cpuBackends(om.Backend()),
 		arrived: make(chan struct{}, 1)}
 	m.info = Info{
 		Path:          path,

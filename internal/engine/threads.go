@@ -29,6 +29,24 @@ static void * swarm_cpu_proc(const char * name) {
 	return ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(dev), name);
 }
 
+// The CPU backend's pool functions, looked up once (under computeMu).
+static int swarm_looked;
+static swarm_tp_new_fn swarm_tp_new;
+static swarm_tp_free_fn swarm_tp_free;
+static swarm_set_tp_fn swarm_set_tp;
+static swarm_set_n_fn swarm_set_n;
+
+static void swarm_lookup(void) {
+	if (swarm_looked) {
+		return;
+	}
+	swarm_looked = 1;
+	swarm_tp_new = (swarm_tp_new_fn) swarm_cpu_proc("ggml_threadpool_new");
+	swarm_tp_free = (swarm_tp_free_fn) swarm_cpu_proc("ggml_threadpool_free");
+	swarm_set_tp = (swarm_set_tp_fn) swarm_cpu_proc("ggml_backend_cpu_set_threadpool");
+	swarm_set_n = (swarm_set_n_fn) swarm_cpu_proc("ggml_backend_set_n_threads");
+}
+
 static int swarm_is_cpu(ggml_backend_t b) {
 	ggml_backend_dev_t dev = ggml_backend_get_device(b);
 	return dev != NULL && ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_CPU;
@@ -37,8 +55,8 @@ static int swarm_is_cpu(ggml_backend_t b) {
 // swarm_pool_new starts a pool of n workers (the caller's thread is the
 // first), or returns NULL where the CPU backend exports no pool functions.
 static struct ggml_threadpool * swarm_pool_new(int n) {
-	swarm_tp_new_fn fn = (swarm_tp_new_fn) swarm_cpu_proc("ggml_threadpool_new");
-	if (fn == NULL) {
+	swarm_lookup();
+	if (swarm_tp_new == NULL) {
 		return NULL;
 	}
 	struct ggml_threadpool_params p = ggml_threadpool_params_default(n);
@@ -48,30 +66,26 @@ static struct ggml_threadpool * swarm_pool_new(int n) {
 	// network (or a phone idles). At 1 they spin a few milliseconds: long
 	// enough to catch the next decode step's graph, built within one.
 	p.poll = 1;
-	return fn(&p);
+	return swarm_tp_new(&p);
 }
 
 static void swarm_pool_free(struct ggml_threadpool * tp) {
-	swarm_tp_free_fn fn = (swarm_tp_free_fn) swarm_cpu_proc("ggml_threadpool_free");
-	if (fn != NULL && tp != NULL) {
-		fn(tp);
+	swarm_lookup();
+	if (swarm_tp_free != NULL && tp != NULL) {
+		swarm_tp_free(tp);
 	}
 }
 
-// swarm_use_pool makes b run its graphs on n workers of tp (tp may be NULL:
-// a pool per graph, ggml's default). It returns 0 where b is no CPU backend
-// or the backend exports no setter.
+// swarm_use_pool makes b, a CPU backend, run its graphs on n workers of tp
+// (tp may be NULL: a pool per graph, ggml's default). It returns 0 where
+// the backend exports no setter.
 static int swarm_use_pool(ggml_backend_t b, struct ggml_threadpool * tp, int n) {
-	if (!swarm_is_cpu(b)) {
+	swarm_lookup();
+	if (swarm_set_tp == NULL || swarm_set_n == NULL) {
 		return 0;
 	}
-	swarm_set_tp_fn set_tp = (swarm_set_tp_fn) swarm_cpu_proc("ggml_backend_cpu_set_threadpool");
-	swarm_set_n_fn set_n = (swarm_set_n_fn) swarm_cpu_proc("ggml_backend_set_n_threads");
-	if (set_tp == NULL || set_n == NULL) {
-		return 0;
-	}
-	set_tp(b, tp);
-	set_n(b, n);
+	swarm_set_tp(b, tp);
+	swarm_set_n(b, n);
 	return 1;
 }
 */
@@ -91,11 +105,11 @@ var pool struct {
 	n  int // workers in tp
 }
 
-// useThreads makes the CPU backends of b run the next graph on n threads
-// from the process's pool, growing the pool when n is more than it has.
-// noPool runs the graph on a pool made for it alone (ggml's default, for
-// comparisons). It must be called under computeMu.
-func useThreads(b ml.Backend, n int, noPool bool) {
+// useThreads makes the CPU backends cpu (cpuBackends') run the next graph
+// on n threads from the process's pool, growing the pool when n is more
+// than it has. noPool runs the graph on a pool made for it alone (ggml's
+// default, for comparisons). It must be called under computeMu.
+func useThreads(cpu []unsafe.Pointer, n int, noPool bool) {
 	var tp *C.struct_ggml_threadpool
 	if !noPool {
 		if pool.n < n {
@@ -110,16 +124,17 @@ func useThreads(b ml.Backend, n int, noPool bool) {
 			tp = pool.tp
 		}
 	}
-	for _, be := range cpuBackends(b) {
-		C.swarm_use_pool(be, tp, C.int(n))
+	for _, be := range cpu {
+		C.swarm_use_pool(C.ggml_backend_t(be), tp, C.int(n))
 	}
 }
 
-// cpuBackends are the scheduler's backends of ollama's ggml backend
-// (ml/backend/ggml.Backend's schedBackends, read by reflection, as
-// tensorOf reads a tensor: an ollama upgrade that renames the field leaves
-// ggml's default of a pool per graph, and TestThreadPoolReused fails).
-func cpuBackends(b ml.Backend) []C.ggml_backend_t {
+// cpuBackends are the CPU backends among the scheduler's backends of
+// ollama's ggml backend (ml/backend/ggml.Backend's schedBackends, read by
+// reflection, as tensorOf reads a tensor: an ollama upgrade that renames
+// the field leaves ggml's default of a pool per graph, and
+// TestThreadPoolKept fails). Load finds them once per model.
+func cpuBackends(b ml.Backend) []unsafe.Pointer {
 	v := reflect.ValueOf(b)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
 		return nil
@@ -128,10 +143,10 @@ func cpuBackends(b ml.Backend) []C.ggml_backend_t {
 	if !f.IsValid() || f.Kind() != reflect.Slice || f.Type().Elem().Kind() != reflect.Pointer {
 		return nil
 	}
-	out := make([]C.ggml_backend_t, 0, f.Len())
+	out := make([]unsafe.Pointer, 0, f.Len())
 	for i := range f.Len() {
-		if e := f.Index(i); !e.IsNil() {
-			out = append(out, C.ggml_backend_t(unsafe.Pointer(e.Pointer())))
+		if e := f.Index(i); !e.IsNil() && C.swarm_is_cpu(C.ggml_backend_t(unsafe.Pointer(e.Pointer()))) != 0 {
+			out = append(out, unsafe.Pointer(e.Pointer()))
 		}
 	}
 	return out

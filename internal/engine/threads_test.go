@@ -12,7 +12,7 @@ func TestThreadPoolKept(t *testing.T) {
 	path := synthFile(t, "qwen3", "small", "q8_0")
 	pooled := loadT(t, path, Options{Slots: 1, Context: 64, Threads: 2})
 	fresh := loadT(t, path, Options{Slots: 1, Context: 64, Threads: 2, NoPool: true})
-	if len(cpuBackends(pooled.m.Backend())) == 0 {
+	if len(pooled.cpu) == 0 {
 		t.Fatal("no CPU backend found in ollama's backend (field schedBackends renamed?): graphs would start their workers each time")
 	}
 	run := func(m *Model) [][]float32 {
