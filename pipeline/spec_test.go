@@ -5,10 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/shards"
+	"github.com/llmswarm/llmswarm/swarm"
 )
 
 // Speculative decoding through a route: verify steps cross every hop, the
@@ -288,4 +293,65 @@ func drafterOf(full string, wrap func(engine.SpecModel) engine.SpecModel) func(c
 		}
 		return d, func() { sess.Close(); m.Close() }, nil
 	}
+}
+
+// In the field: q8_0 weights, a middle stage that hangs mid-answer (its
+// link freezes, as under SIGSTOP), and a liar that sends NaN hidden states
+// on. The hung stage is found and routed around and drafting goes on;
+// the liar, whose stage refuses verify sessions (it predates them, as an
+// unknown peer may), gets a plain route, is proven and left out. Tokens are
+// one machine's greedy ones either way.
+func TestSpeculativeInTheField(t *testing.T) {
+	const n = 24
+	full, cid := modelOf(t, "qwen3", "small", "q8_0")
+	want := referenceFile(t, full, question, n)
+	think := false
+	t.Run("hung", func(t *testing.T) {
+		origin := newStagePeer(t)
+		a, mid, b, spare := newStagePeer(t), newStagePeer(t), newStagePeer(t), newStagePeer(t)
+		a.serveFile(t, full, cid, 0, 2)
+		mid.serveFile(t, full, cid, 2, 6)
+		b.serveFile(t, full, cid, 6, 8)
+		spare.serveFile(t, full, cid, 2, 6)
+		fail := failable(t, "hang", mid, spare)
+		o := originatorForFile(t, full, origin, a, mid, b, spare)
+		o.Progress = swarm.Progress{Floor: 500 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond}
+		o.Drafter = drafterOf(full, nil)
+		_, onTrace, onToken := failHopAt(n/2, 1, fail)
+		res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
+			Speculate: true, OnTrace: onTrace, OnToken: onToken})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameTokens(res.Tokens, want) || len(res.Reroutes) != 1 || !strings.Contains(res.Reroutes[0].Reason, "hung") ||
+			res.DraftRounds == 0 {
+			t.Fatalf("tokens %v (want %v), re-routes %+v, %d draft rounds", res.Tokens, want, res.Reroutes, res.DraftRounds)
+		}
+		t.Logf("hung stage found in %.0f ms; %d of %d drafts accepted in %d rounds", res.Reroutes[0].DetectMS,
+			res.DraftAccepted, res.Drafted, res.DraftRounds)
+	})
+	t.Run("liar", func(t *testing.T) {
+		origin := newStagePeer(t)
+		var honest []*stagePeer
+		for _, r := range [][2]int{{0, 2}, {2, 6}, {6, 8}, {2, 6}} {
+			p := newStagePeer(t)
+			p.serveFile(t, full, cid, r[0], r[1])
+			honest = append(honest, p)
+		}
+		l := newLiar(t, full, cid, 2, 6)
+		l.from, l.hidden = 3, nanHidden
+		o := originatorForFile(t, full, origin, append(honest, l.stagePeer)...)
+		o.Trust = swarm.NewTrust()
+		o.Drafter = drafterOf(full, nil)
+		slowDown(o, cid, [2]int{2, 6}, honest...)
+		res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameTokens(res.Tokens, want) || len(res.Reroutes) != 1 || res.Reroutes[0].Failed != l.h.ID().String() || !res.Reroutes[0].Proven {
+			t.Fatalf("tokens %v (want %v), re-routes %+v", res.Tokens, want, res.Reroutes)
+		}
+		assertBans(t, o.Trust, []peer.ID{l.h.ID()}, honest...)
+		t.Logf("liar proven: %s; %d draft rounds", res.Reroutes[0].Reason, res.DraftRounds)
+	})
 }
