@@ -50,7 +50,7 @@ func (d *drafter) draft(_ context.Context, _ pipeline.ModelRef, vocab int, s pip
 	if err != nil {
 		return nil, nil, err
 	}
-	return engine.SessionSpec(sess, engine.SamplerOptions{RepeatPenalty: s.RepeatPenalty}), sess.Close, nil
+	return engine.SessionDraft(sess, s.Options()), sess.Close, nil
 }
 
 func (d *drafter) close() {

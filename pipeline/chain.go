@@ -12,6 +12,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
 )
 
 // chain is the originator's end of an open session: a stream to the first
@@ -127,8 +129,8 @@ func (c *chain) stepHidden(ctx context.Context, tokens []int32, hidden []float32
 
 // verify sends tokens as a verify step: the result carries the token the
 // route chose after each position (Result.Tokens).
-func (c *chain) verify(ctx context.Context, tokens []int32) (*Result, time.Duration, error) {
-	return c.send(ctx, &Step{Session: c.open.Session, Pos: c.pos, Tokens: tokens, Verify: true})
+func (c *chain) verify(ctx context.Context, tokens []int32, q []engine.Dist) (*Result, time.Duration, error) {
+	return c.send(ctx, &Step{Session: c.open.Session, Pos: c.pos, Tokens: tokens, Verify: true, Drafts: q})
 }
 
 // rewind makes the next step start at position n, before the chain's

@@ -30,7 +30,7 @@ func TestOpenProbeValidate(t *testing.T) {
 		{"until past the layers", Open{Layers: 8, Until: 9, Route: []RouteHop{hop(0, 9)}}, false},
 		{"negative from", Open{Layers: 8, From: -1, Route: []RouteHop{hop(-1, 8)}}, false},
 		{"verify, greedy", Open{Layers: 8, Verify: true, Sampling: Sampling{RepeatPenalty: 1.5}, Route: []RouteHop{hop(0, 8)}}, true},
-		{"verify, sampling", Open{Layers: 8, Verify: true, Sampling: Sampling{Temperature: 0.7}, Route: []RouteHop{hop(0, 8)}}, false},
+		{"verify, sampling", Open{Layers: 8, Verify: true, Sampling: Sampling{Temperature: 0.7}, Route: []RouteHop{hop(0, 8)}}, true},
 		{"verify, logits", Open{Layers: 8, Verify: true, Logits: true, Route: []RouteHop{hop(0, 8)}}, false},
 		{"verify, probe", Open{Layers: 8, Verify: true, Until: 4, Route: []RouteHop{hop(0, 4)}}, false},
 	}

@@ -419,9 +419,8 @@ func (o *Originator) Generate(ctx context.Context, req Request) (*GenerateResult
 		return nil, errors.New("pipeline: empty prompt")
 	}
 	g := &generation{o: o, req: req, ref: ref, holders: holders, failed: failed, tok: tok, prompt: prompt,
-		res: &GenerateResult{Model: ref.Name, ModelCID: ref.CID, PromptTokens: len(prompt), DType: req.DType, Tokens: []int32{}},
-		sampler: engine.NewSampler(engine.SamplerOptions{Temperature: req.Sampling.Temperature, TopK: req.Sampling.TopK,
-			TopP: req.Sampling.TopP, MinP: req.Sampling.MinP, RepeatPenalty: req.Sampling.RepeatPenalty, Seed: req.Sampling.Seed}),
+		res:     &GenerateResult{Model: ref.Name, ModelCID: ref.CID, PromptTokens: len(prompt), DType: req.DType, Tokens: []int32{}},
+		sampler: engine.NewSampler(req.Sampling.Options()),
 	}
 	err = g.run(ctx, hops, start)
 	g.res.TotalMS = msSince(start)

@@ -19,7 +19,7 @@ type chainSpec struct {
 	c *chain
 	// run sends a verify step (nil: c.verify); a generation's also
 	// watches the route's progress.
-	run func(ctx context.Context, tokens []int32) (*Result, error)
+	run func(ctx context.Context, tokens []int32, q []engine.Dist) (*Result, error)
 }
 
 func (s *chainSpec) Pos() int { return s.c.pos }
@@ -32,21 +32,21 @@ func (s *chainSpec) Truncate(n int) error {
 	return nil
 }
 
-func (s *chainSpec) Prefill(ctx context.Context, tokens []int32) (int32, error) {
+func (s *chainSpec) Prefill(ctx context.Context, tokens []int32) (int32, engine.Dist, error) {
 	res, _, err := s.c.step(ctx, tokens, nil)
 	if err != nil {
-		return -1, err
+		return -1, engine.Dist{}, err
 	}
-	return res.Token, nil
+	return res.Token, engine.Dist{}, nil
 }
 
-func (s *chainSpec) Next(ctx context.Context, tokens []int32) ([]int32, error) {
+func (s *chainSpec) Next(ctx context.Context, tokens []int32, q []engine.Dist) ([]int32, error) {
 	var res *Result
 	var err error
 	if s.run != nil {
-		res, err = s.run(ctx, tokens)
+		res, err = s.run(ctx, tokens, q)
 	} else {
-		res, _, err = s.c.verify(ctx, tokens)
+		res, _, err = s.c.verify(ctx, tokens, q)
 	}
 	if err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func (g *generation) speculating() bool {
 
 // startDraft gives the generation its draft, where it may speculate.
 func (g *generation) startDraft(ctx context.Context) {
-	if !g.req.Speculate || g.o.Drafter == nil || g.req.Sampling.Temperature > 0 || g.req.Logits {
+	if !g.req.Speculate || g.o.Drafter == nil || g.req.Logits {
 		return
 	}
 	d, closeDraft, err := g.o.Drafter(ctx, g.ref, g.tok.VocabSize(), g.req.Sampling)
@@ -114,10 +114,10 @@ func (g *generation) specStep(ctx context.Context) ([]int32, time.Duration, erro
 	if g.req.MaxTokens > 0 {
 		n = min(n, g.req.MaxTokens-len(g.res.Tokens))
 	}
-	target := &chainSpec{c: g.chain, run: func(ctx context.Context, tokens []int32) (res *Result, err error) {
+	target := &chainSpec{c: g.chain, run: func(ctx context.Context, tokens []int32, q []engine.Dist) (res *Result, err error) {
 		t0 := time.Now()
 		err = g.watched(ctx, g.hops, g.expect(tokens, nil), func(ctx context.Context) (err error) {
-			res, _, err = g.chain.verify(ctx, tokens)
+			res, _, err = g.chain.verify(ctx, tokens, q)
 			return err
 		})
 		if err == nil {

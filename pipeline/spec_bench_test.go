@@ -53,7 +53,7 @@ func BenchmarkSpeculativeRTT(b *testing.B) {
 		if err != nil {
 			return nil, nil, err
 		}
-		d := &unsure{SpecModel: engine.SessionSpec(sess, engine.SamplerOptions{RepeatPenalty: s.RepeatPenalty}),
+		d := &unsure{SpecModel: engine.SessionDraft(sess, s.Options()),
 			agree: agree, vocab: vocab, r: rand.New(rand.NewPCG(1, 2))}
 		return d, sess.Close, nil
 	}
@@ -94,10 +94,10 @@ type unsure struct {
 	r     *rand.Rand
 }
 
-func (u *unsure) Prefill(ctx context.Context, tokens []int32) (int32, error) {
-	t, err := u.SpecModel.Prefill(ctx, tokens)
+func (u *unsure) Prefill(ctx context.Context, tokens []int32) (int32, engine.Dist, error) {
+	t, q, err := u.SpecModel.Prefill(ctx, tokens)
 	if err == nil && u.r.Float64() >= u.agree {
-		t = (t + 1) % int32(u.vocab)
+		t, q = (t+1)%int32(u.vocab), engine.Dist{} // not drawn from q: certain to the draft
 	}
-	return t, err
+	return t, q, err
 }

@@ -110,7 +110,7 @@ func TestSpeculativeRoute(t *testing.T) {
 				// last hop would hold every position's logits), and the
 				// session stays usable.
 				long := open(greedy, true)
-				_, _, err = long.verify(t.Context(), make([]int32, engine.MaxSpecK+2))
+				_, _, err = long.verify(t.Context(), make([]int32, engine.MaxSpecK+2), nil)
 				var se *StageError
 				if !errors.As(err, &se) || se.Code != CodeBadFrame {
 					t.Fatalf("verify of %d positions: %v", engine.MaxSpecK+2, err)
@@ -119,21 +119,99 @@ func TestSpeculativeRoute(t *testing.T) {
 					t.Fatalf("the session after the refused verify step: %v", err)
 				}
 				// A session not opened for verify steps refuses them, and
-				// stays usable; a sampling session cannot be opened for them.
-				_, _, err = plain.verify(t.Context(), want[n:n+1])
+				// stays usable; a greedy one refuses draft distributions.
+				_, _, err = plain.verify(t.Context(), want[n:n+1], nil)
 				if !errors.As(err, &se) || se.Code != CodeBadFrame {
 					t.Fatalf("verify on a plain session: %v", err)
 				}
 				if _, _, err := plain.step(t.Context(), want[n:n+1], nil); err != nil {
 					t.Fatalf("the plain session after the refused verify step: %v", err)
 				}
-				op := o.newOpen(ref, hops, Request{DType: DTypeF32, Sampling: Sampling{Temperature: 0.8, Seed: 1}})
-				op.Verify = true
-				if _, err := o.openChain(t.Context(), op); !errors.As(err, &se) || se.Code != CodeBadFrame {
-					t.Fatalf("a sampling session opened for verify steps: %v", err)
+				g := open(greedy, true)
+				_, _, err = g.verify(t.Context(), prompt[:2], []engine.Dist{{IDs: []int32{prompt[1]}, P: []float32{1}}})
+				if !errors.As(err, &se) || se.Code != CodeBadFrame {
+					t.Fatalf("draft distributions on a greedy verify session: %v", err)
+				}
+				if _, _, err := g.step(t.Context(), prompt, nil); err != nil {
+					t.Fatalf("the session after the refused verify step: %v", err)
 				}
 			})
 		}
+	}
+}
+
+// Sampled speculation through a route: the last hop decides each draft
+// token by the speculative sampling rule with the session's seed, so the
+// route's answer is exactly what the same target deciding locally gives
+// for the same draft (whose distribution tests in the engine show to be
+// the target's). The draft is the same model sampling colder: it agrees
+// often, not always. Through Originator.Generate, a sampled speculative
+// answer repeats with its seed.
+func TestSpeculativeSampled(t *testing.T) {
+	const n = 32
+	full, cid := model(t, "qwen3")
+	o, ref, hops := cutRoute(t, full, cid, []int{0, 2, 4})
+	m, err := engine.Load(context.Background(), full, engine.Options{Threads: 1, Slots: 2, Context: 256, Isolated: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	prompt := make([]int32, 10)
+	for i := range prompt {
+		prompt[i] = int32(i*53%200 + 3)
+	}
+	s := Sampling{Temperature: 1.2, TopK: 30, RepeatPenalty: 1.1, Seed: 21}
+	run := func(target engine.SpecModel) ([]int32, engine.SpecStats) {
+		ds, err := m.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ds.Close()
+		var got []int32
+		st, err := engine.Speculate(t.Context(), target, engine.SessionDraft(ds, engine.SamplerOptions{Temperature: 0.7, TopK: 10, Seed: 4}),
+			prompt, engine.SpecOptions{K: 3, MaxK: 5, MaxTokens: n, OnToken: func(tok int32) bool { got = append(got, tok); return true }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, st
+	}
+	op := o.newOpen(ref, hops, Request{DType: DTypeF32, Sampling: s})
+	op.Verify = true
+	c, err := o.openChain(t.Context(), op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.close)
+	routed, rst := run(&chainSpec{c: c})
+	ls, err := m.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	local, lst := run(engine.SessionSpec(ls, s.Options()))
+	if !sameTokens(routed, local) || rst != lst {
+		t.Fatalf("route %v (%+v)\nlocal %v (%+v)", routed, rst, local, lst)
+	}
+	if rst.Accepted == 0 || rst.Accepted == rst.Proposed {
+		t.Fatalf("%d of %d proposals accepted: the test needs a draft that agrees sometimes", rst.Accepted, rst.Proposed)
+	}
+	t.Logf("%d of %d drafts accepted in %d rounds", rst.Accepted, rst.Proposed, rst.Rounds)
+
+	o.Drafter = drafterOf(full, nil)
+	think := false
+	var answers [][]int32
+	for range 2 {
+		res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: s, Speculate: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.DraftRounds == 0 || res.Drafted == 0 || len(res.Tokens) != n {
+			t.Fatalf("%d tokens, %d draft rounds, %d drafted", len(res.Tokens), res.DraftRounds, res.Drafted)
+		}
+		answers = append(answers, res.Tokens)
+	}
+	if !sameTokens(answers[0], answers[1]) {
+		t.Fatalf("the same seed gave\n%v\n%v", answers[0], answers[1])
 	}
 }
 
@@ -228,9 +306,9 @@ type failing struct {
 	after int
 }
 
-func (f *failing) Prefill(ctx context.Context, tokens []int32) (int32, error) {
+func (f *failing) Prefill(ctx context.Context, tokens []int32) (int32, engine.Dist, error) {
 	if f.after == 0 {
-		return -1, errors.New("the draft's device went away")
+		return -1, engine.Dist{}, errors.New("the draft's device went away")
 	}
 	f.after--
 	return f.SpecModel.Prefill(ctx, tokens)
@@ -287,7 +365,7 @@ func drafterOf(full string, wrap func(engine.SpecModel) engine.SpecModel) func(c
 			m.Close()
 			return nil, nil, err
 		}
-		var d engine.SpecModel = engine.SessionSpec(sess, engine.SamplerOptions{RepeatPenalty: s.RepeatPenalty})
+		var d engine.SpecModel = engine.SessionDraft(sess, s.Options())
 		if wrap != nil {
 			d = wrap(d)
 		}

@@ -312,8 +312,7 @@ func (s *StageServer) serve(st stream, remote string) {
 		s.mu.Unlock()
 	}()
 	sm := ss.open.Sampling
-	ss.sampler = engine.NewSampler(engine.SamplerOptions{Temperature: sm.Temperature, TopK: sm.TopK, TopP: sm.TopP,
-		MinP: sm.MinP, RepeatPenalty: sm.RepeatPenalty, Seed: sm.Seed})
+	ss.sampler = engine.NewSampler(sm.Options())
 	if !ss.last {
 		if werr := s.openDownstream(ss); werr != nil {
 			writeJSON(st, frameError, werr)

@@ -63,6 +63,9 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 		// The last hop holds the logits of every position at once.
 		return nil, bad("a verify step of %d positions (at most %d)", len(st.Tokens), engine.MaxSpecK+1)
 	}
+	if err := checkDrafts(st, &ss.open, ss.vocab); err != nil {
+		return nil, bad("%v", err)
+	}
 	if st.Pos > ss.sess.Pos() {
 		return nil, bad("step at position %d, session is at %d", st.Pos, ss.sess.Pos())
 	}
@@ -135,14 +138,10 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 			res.Logits = out
 		case st.Verify:
 			// The token after each position, as a step ending there would
-			// have chosen it (greedy: the same history, no randomness).
-			V := len(out) / len(st.Tokens)
-			base := len(ss.history) - len(st.Tokens)
-			res.Tokens = make([]int32, len(st.Tokens))
-			for i := range res.Tokens {
-				if res.Tokens[i], err = ss.sampler.Sample(out[i*V:(i+1)*V], ss.history[:base+i+1]); err != nil {
-					return nil, &WireError{Code: CodeInternal, Message: err.Error(), Peer: self.Peer, Start: self.Start, End: self.End}
-				}
+			// have chosen it; sampling, each draft token is decided by the
+			// speculative sampling rule (engine.Sampler.VerifyDraft).
+			if res.Tokens, err = ss.sampler.VerifyDraft(out, len(out)/len(st.Tokens), ss.history, st.Tokens, st.Drafts); err != nil {
+				return nil, &WireError{Code: CodeInternal, Message: err.Error(), Peer: self.Peer, Start: self.Start, End: self.End}
 			}
 			res.Token = res.Tokens[len(res.Tokens)-1]
 		default:
@@ -156,7 +155,7 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 		return res, nil
 	}
 	next := &Step{Session: st.Session, Pos: st.Pos, Tokens: st.Tokens, DType: dtypeCode(ss.open.DType), Batches: st.Batches,
-		Verify: st.Verify}
+		Verify: st.Verify, Drafts: st.Drafts}
 	if next.DType == dtF32 {
 		next.Hidden = f32Bytes(out)
 	} else {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/internal/wire"
 )
 
@@ -131,8 +132,8 @@ func (o *Open) validate() error {
 	if o.DType != DTypeF16 && o.DType != DTypeF32 {
 		return bad("dtype %q (f16 or f32)", o.DType)
 	}
-	if o.Verify && (o.Sampling.Temperature > 0 || o.Logits || o.probe()) {
-		return bad("a verify session must be greedy, without logits, over the whole model")
+	if o.Verify && (o.Logits || o.probe()) {
+		return bad("a verify session must be without logits, over the whole model")
 	}
 	return nil
 }
@@ -188,6 +189,10 @@ type Step struct {
 	// speculative step verifying a draft. It travels as frameVerify and
 	// never has Batches.
 	Verify bool
+	// Drafts, on a verify step of a sampling session, is the distribution
+	// each draft token (Tokens[1:]) was drawn from; nil: every draft token
+	// is certain to its draft (see wire_draft.go).
+	Drafts []engine.Dist
 }
 
 const (
@@ -268,7 +273,7 @@ func limitStep(hidden, ctx int) uint64 {
 	if ctx > 0 {
 		toks = min(toks, ctx)
 	}
-	return uint64(1 + 4 + 4*toks + 17 + 4*toks + toks*hidden*4)
+	return uint64(1 + 4 + 4*toks + 17 + 4*toks + toks*hidden*4 + maxDraftBytes)
 }
 
 // readFrame reads one frame of at most limit bytes: its type and body. The
@@ -330,7 +335,11 @@ const maxBatches = maxStepToks
 // otherwise.
 func encodeStepFrame(s *Step) (byte, []byte) {
 	if s.Verify {
-		return frameVerify, encodeStep(s)
+		b := encodeStep(s)
+		if len(s.Drafts) > 0 {
+			b = appendDrafts(b, s.Drafts)
+		}
+		return frameVerify, b
 	}
 	if s.Batches == nil {
 		return frameStep, encodeStep(s)
@@ -345,12 +354,19 @@ func encodeStepFrame(s *Step) (byte, []byte) {
 
 // DecodeStepFrame parses a step or replay frame body.
 func DecodeStepFrame(typ byte, body []byte, hidden int) (*Step, error) {
-	if typ == frameStep || typ == frameVerify {
-		s, err := DecodeStep(body, hidden)
-		if s != nil {
-			s.Verify = typ == frameVerify
+	if typ == frameStep {
+		return DecodeStep(body, hidden)
+	}
+	if typ == frameVerify {
+		s, rest, err := decodeStep(body, hidden)
+		if err != nil {
+			return nil, err
 		}
-		return s, err
+		s.Verify = true
+		if s.Drafts, err = decodeDrafts(rest, len(s.Tokens)); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	if typ != frameReplay {
 		return nil, fmt.Errorf("%w: expected a step frame, got type %d", ErrBadFrame, typ)
@@ -386,8 +402,21 @@ func DecodeStepFrame(typ byte, body []byte, hidden int) (*Step, error) {
 // DecodeStep parses a step body and checks its hidden-state size against
 // hidden (the model's hidden size).
 func DecodeStep(body []byte, hidden int) (*Step, error) {
+	s, rest, err := decodeStep(body, hidden)
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("%w: %d bytes of hidden state for %d tokens, want %d", ErrBadFrame, len(s.Hidden)+len(rest), len(s.Tokens), len(s.Hidden))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// decodeStep parses a step body and returns what follows its hidden
+// states (a verify step's draft distributions).
+func decodeStep(body []byte, hidden int) (*Step, []byte, error) {
 	if len(body) < 17 {
-		return nil, fmt.Errorf("%w: step of %d bytes", ErrBadFrame, len(body))
+		return nil, nil, fmt.Errorf("%w: step of %d bytes", ErrBadFrame, len(body))
 	}
 	s := &Step{
 		Session: binary.LittleEndian.Uint64(body),
@@ -396,11 +425,11 @@ func DecodeStep(body []byte, hidden int) (*Step, error) {
 	}
 	n := int(binary.LittleEndian.Uint32(body[12:]))
 	if n <= 0 || n > maxStepToks {
-		return nil, fmt.Errorf("%w: step of %d tokens", ErrBadFrame, n)
+		return nil, nil, fmt.Errorf("%w: step of %d tokens", ErrBadFrame, n)
 	}
 	rest := body[17:]
 	if len(rest) < 4*n {
-		return nil, fmt.Errorf("%w: step truncated", ErrBadFrame)
+		return nil, nil, fmt.Errorf("%w: step truncated", ErrBadFrame)
 	}
 	s.Tokens = make([]int32, n)
 	for i := range s.Tokens {
@@ -416,12 +445,14 @@ func DecodeStep(body []byte, hidden int) (*Step, error) {
 	case dtF32:
 		per = 4
 	default:
-		return nil, fmt.Errorf("%w: dtype %d", ErrBadFrame, s.DType)
+		return nil, nil, fmt.Errorf("%w: dtype %d", ErrBadFrame, s.DType)
 	}
-	if want := n * hidden * per; len(s.Hidden) != want {
-		return nil, fmt.Errorf("%w: %d bytes of hidden state for %d tokens, want %d", ErrBadFrame, len(s.Hidden), n, want)
+	want := n * hidden * per
+	if len(s.Hidden) < want {
+		return nil, nil, fmt.Errorf("%w: %d bytes of hidden state for %d tokens, want %d", ErrBadFrame, len(s.Hidden), n, want)
 	}
-	return s, nil
+	s.Hidden, rest = s.Hidden[:want:want], s.Hidden[want:]
+	return s, rest, nil
 }
 
 // encodeResult: u64 session, i32 token, u32 nlogits, logits f32, u8 nhops,

@@ -5,7 +5,10 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"testing"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
 )
 
 func TestStepResultRoundTrip(t *testing.T) {
@@ -51,6 +54,55 @@ func TestVerifyRoundTrip(t *testing.T) {
 	}
 	if gr, err := DecodeResult(encodeResult(&Result{Session: 9, Token: 7})); err != nil || gr.Tokens != nil {
 		t.Fatalf("plain result: %+v, %v", gr, err)
+	}
+}
+
+// A sampling verify step carries the draft's distributions after its
+// hidden states; malformed ones are refused at decoding, and ones that do
+// not fit the session (a greedy one, ids outside the vocabulary, a draft
+// token they do not hold, sums far from 1) by checkDrafts.
+func TestVerifyDraftsRoundTrip(t *testing.T) {
+	ds := []engine.Dist{{IDs: []int32{6, 9}, P: []float32{0.75, 0.25}}, {IDs: []int32{7}, P: []float32{1}}}
+	st := &Step{Session: 9, Pos: 3, Tokens: []int32{5, 6, 7}, DType: dtF16, Hidden: make([]byte, 3*2*8), Verify: true, Drafts: ds}
+	typ, body := encodeStepFrame(st)
+	got, err := DecodeStepFrame(typ, body, 8)
+	if err != nil || len(got.Drafts) != 2 || got.Drafts[0].IDs[1] != 9 || got.Drafts[0].P[0] != 0.75 || len(got.Hidden) != 48 {
+		t.Fatalf("verify step with drafts: %+v, %v", got, err)
+	}
+	sampling := &Open{Sampling: Sampling{Temperature: 0.8}}
+	if err := checkDrafts(got, sampling, 16); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeStepFrame(frameStep, body, 8); err == nil {
+		t.Fatal("a plain step with bytes after its hidden states was accepted")
+	}
+	for _, bad := range [][]byte{body[:len(body)-1], append(body[:len(body):len(body)], 0), body[:len(body)-3]} {
+		if _, err := DecodeStepFrame(frameVerify, bad, 8); err == nil {
+			t.Fatalf("a verify step with %d bytes of distributions was accepted", len(bad)-len(body))
+		}
+	}
+	one := *st
+	one.Drafts = ds[:1] // one distribution for two draft tokens
+	if typ, body := encodeStepFrame(&one); func() bool { _, err := DecodeStepFrame(typ, body, 8); return err == nil }() {
+		t.Fatal("one distribution for two draft tokens was accepted")
+	}
+	for name, c := range map[string]struct {
+		open  *Open
+		vocab int
+		d     engine.Dist
+	}{
+		"greedy session": {&Open{}, 16, ds[0]},
+		"outside vocab":  {sampling, 8, ds[0]},
+		"without token":  {sampling, 16, engine.Dist{IDs: []int32{9}, P: []float32{1}}},
+		"sum":            {sampling, 16, engine.Dist{IDs: []int32{6, 9}, P: []float32{0.5, 0.2}}},
+		"nan":            {sampling, 16, engine.Dist{IDs: []int32{6, 9}, P: []float32{float32(math.NaN()), 1}}},
+		"twice":          {sampling, 16, engine.Dist{IDs: []int32{6, 6}, P: []float32{0.5, 0.5}}},
+	} {
+		s := *got
+		s.Drafts = []engine.Dist{c.d, ds[1]}
+		if err := checkDrafts(&s, c.open, c.vocab); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }
 

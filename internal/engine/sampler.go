@@ -102,8 +102,20 @@ func NewSampler(o SamplerOptions) *Sampler {
 // Sample picks the next token from logits (not modified); history holds the
 // tokens so far (prompt and generated), for the repetition penalty.
 func (s *Sampler) Sample(logits []float32, history []int32) (int32, error) {
+	greedy, c, sum, err := s.prepare(logits, history)
+	if err != nil || c == nil {
+		return greedy, err
+	}
+	return s.draw(c, sum), nil
+}
+
+// prepare applies the repetition penalty and, when sampling, temperature
+// and the truncations: it returns the candidates, most likely first, with
+// unnormalised probabilities summing to sum; when greedy, the argmax and
+// no candidates.
+func (s *Sampler) prepare(logits []float32, history []int32) (int32, []cand, float64, error) {
 	if len(logits) == 0 {
-		return -1, fmt.Errorf("%w: no logits", ErrBadInput)
+		return -1, nil, 0, fmt.Errorf("%w: no logits", ErrBadInput)
 	}
 	penalty := s.o.RepeatPenalty
 	if penalty <= 0 || penalty == 1 {
@@ -131,7 +143,7 @@ func (s *Sampler) Sample(logits []float32, history []int32) (int32, error) {
 		}
 	}
 	if s.o.Temperature <= 0 {
-		return Greedy(l), nil
+		return Greedy(l), nil, 0, nil
 	}
 	inv := 1 / s.o.Temperature
 	maxv := float32(math.Inf(-1))
@@ -140,7 +152,7 @@ func (s *Sampler) Sample(logits []float32, history []int32) (int32, error) {
 		maxv = max(maxv, l[i])
 	}
 	if math.IsInf(float64(maxv), 0) || math.IsNaN(float64(maxv)) {
-		return -1, fmt.Errorf("%w: logits have no finite maximum", ErrBadInput)
+		return -1, nil, 0, fmt.Errorf("%w: logits have no finite maximum", ErrBadInput)
 	}
 	c := s.cand[:0]
 	if k := s.o.TopK; k > 0 && k < len(l) {
@@ -190,15 +202,20 @@ func (s *Sampler) Sample(logits []float32, history []int32) (int32, error) {
 	for _, x := range c {
 		sum += x.p
 	}
-	r := s.rng.Float64() * sum
 	s.cand = c
+	return -1, c, sum, nil
+}
+
+// draw picks one of c by its probability (unnormalised, summing to sum).
+func (s *Sampler) draw(c []cand, sum float64) int32 {
+	r := s.rng.Float64() * sum
 	for _, x := range c {
 		r -= x.p
 		if r < 0 {
-			return x.id, nil
+			return x.id
 		}
 	}
-	return c[len(c)-1].id, nil
+	return c[len(c)-1].id
 }
 
 // Greedy returns the index of the largest logit (ties: lowest index).

@@ -6,31 +6,39 @@ import (
 	"fmt"
 )
 
-// Speculative greedy decoding. A draft model (small, fast, with the
-// target's vocabulary) proposes k tokens one by one; the target runs the
-// last accepted token and the k proposals as one step and returns its own
-// greedy token after each position. The proposals are accepted up to the
-// first that differs from the target's choice, and the target's token
-// after the last accepted one comes free: each round yields between 1 and
-// k+1 tokens for one target step. Both models are then truncated past
-// what was accepted. The tokens are the target's greedy tokens; a step of
-// several positions rounds differently from single-position steps (as a
-// batch does, see batch.go), so they are those of plain greedy decoding
-// except where the target's two best logits are within that rounding.
+// Speculative decoding. A draft model (small, fast, with the target's
+// vocabulary) proposes k tokens one by one; the target runs the last
+// accepted token and the k proposals as one step and chooses its own token
+// after each position. The proposals are accepted up to the first that
+// differs from the target's choice, and the target's token there comes
+// free: each round yields between 1 and k+1 tokens for one target step.
+// Both models are then truncated past what was accepted.
+//
+// Greedy, the target's choice is its argmax: the tokens are the target's
+// greedy tokens. A step of several positions rounds differently from
+// single-position steps (as a batch does, see batch.go), so they are those
+// of plain greedy decoding except where the target's two best logits are
+// within that rounding. Sampling, the target decides each proposal by the
+// speculative sampling rule (specsample.go), so the answer follows the
+// target's distribution exactly.
 //
 // The target may be a local session (SessionSpec) or a pipeline whose last
-// stage returns the greedy token of every position of a step.
+// stage chooses the token of every position of a step.
 
 // SpecModel is one side of speculative decoding: a model's session.
 type SpecModel interface {
 	// Pos is how many positions the session holds.
 	Pos() int
-	// Prefill runs tokens at the positions after Pos and returns the
-	// greedy token after the last: a prompt, or a draft's catching up.
-	Prefill(ctx context.Context, tokens []int32) (int32, error)
-	// Next runs tokens (at most MaxSpecK+1) at the positions after Pos and
-	// returns the greedy token after each (len(tokens) tokens).
-	Next(ctx context.Context, tokens []int32) ([]int32, error)
+	// Prefill runs tokens at the positions after Pos and returns the token
+	// its sampler chose after the last (a prompt, or a draft's proposal)
+	// and, when it sampled, the distribution it drew that token from.
+	Prefill(ctx context.Context, tokens []int32) (int32, Dist, error)
+	// Next runs tokens (at most MaxSpecK+1: the token before a draft and
+	// the draft) at the positions after Pos and returns the token chosen
+	// after each (len(tokens) tokens), as Sampler.VerifyDraft does: q[i]
+	// is the distribution tokens[i+1] was drawn from (nil, or an empty
+	// entry: a proposal certain to its draft).
+	Next(ctx context.Context, tokens []int32, q []Dist) ([]int32, error)
 	// Truncate drops the positions from n on.
 	Truncate(n int) error
 }
@@ -128,21 +136,28 @@ func SpecRound(ctx context.Context, target, draft SpecModel, hist []int32, n int
 			ErrSpec, len(hist), target.Pos(), draft.Pos(), n)
 	}
 	drafts = make([]int32, 0, n)
+	var qs []Dist // nil while every proposal is certain to the draft
 	in := hist[draft.Pos():]
 	for len(drafts) < n {
-		d, err := draft.Prefill(ctx, in)
+		d, q, err := draft.Prefill(ctx, in)
 		if errors.Is(err, ErrContextFull) {
 			break // the draft is full: the target goes on with what it has
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", ErrDraft, err)
 		}
+		if len(q.IDs) > 0 && qs == nil {
+			qs = make([]Dist, len(drafts), n)
+		}
+		if qs != nil {
+			qs = append(qs, q)
+		}
 		drafts = append(drafts, d)
 		in = []int32{d}
 	}
 	base := len(hist) - 1
 	toks := append([]int32{hist[base]}, drafts...)
-	got, err := target.Next(ctx, toks)
+	got, err := target.Next(ctx, toks, qs)
 	if err == nil && len(got) != len(toks) {
 		err = fmt.Errorf("%w: %d tokens in, %d greedy tokens back", ErrSpec, len(toks), len(got))
 	}
@@ -183,7 +198,7 @@ func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o S
 		o.MaxTokens = 256
 	}
 	k := NewSpecK(o.K, o.MaxK)
-	first, err := target.Prefill(ctx, prompt)
+	first, _, err := target.Prefill(ctx, prompt)
 	if err != nil {
 		return st, err
 	}
@@ -239,17 +254,25 @@ func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o S
 }
 
 // SessionSpec is a local session, empty at first, as a SpecModel that
-// chooses tokens as a step of a route sampling with o would at
-// temperature 0: greedily, after o's repetition penalty over the tokens
-// before.
+// chooses tokens as a step of a route sampling with o would: greedily
+// after o's repetition penalty when o's temperature is 0, else drawn with
+// o's seed (and proposals decided by the speculative sampling rule).
 func SessionSpec(s *Session, o SamplerOptions) SpecModel {
-	o.Temperature = 0
 	return &sessionSpec{s: s, sampler: NewSampler(o)}
+}
+
+// SessionDraft is SessionSpec for a draft: a sampling draft draws from
+// its MaxDistCands best candidates, with a random stream of its own (its
+// draws must not be the target's, which decide its proposals).
+func SessionDraft(s *Session, o SamplerOptions) SpecModel {
+	o.Seed = o.Seed*0x9e3779b97f4a7c15 + 0xd1b54a32d192ed03
+	return &sessionSpec{s: s, sampler: NewSampler(o), draft: true}
 }
 
 type sessionSpec struct {
 	s       *Session
 	sampler *Sampler
+	draft   bool
 	hist    []int32 // the token at each position the session holds
 }
 
@@ -263,19 +286,23 @@ func (p *sessionSpec) Truncate(n int) error {
 	return nil
 }
 
-func (p *sessionSpec) Prefill(ctx context.Context, tokens []int32) (int32, error) {
+func (p *sessionSpec) Prefill(ctx context.Context, tokens []int32) (int32, Dist, error) {
 	if p.s.Pos() != len(p.hist) {
-		return -1, fmt.Errorf("%w: the session holds %d positions this draft did not run", ErrSpec, p.s.Pos()-len(p.hist))
+		return -1, Dist{}, fmt.Errorf("%w: the session holds %d positions this draft did not run", ErrSpec, p.s.Pos()-len(p.hist))
 	}
 	logits, err := p.s.RunRange(ctx, 0, p.s.m.info.Layers, tokens, nil)
 	if err != nil {
-		return -1, err
+		return -1, Dist{}, err
 	}
 	p.hist = append(p.hist, tokens...)
-	return p.sampler.Sample(logits, p.hist)
+	if p.draft {
+		return p.sampler.Propose(logits, p.hist)
+	}
+	tok, err := p.sampler.Sample(logits, p.hist)
+	return tok, Dist{}, err
 }
 
-func (p *sessionSpec) Next(ctx context.Context, tokens []int32) ([]int32, error) {
+func (p *sessionSpec) Next(ctx context.Context, tokens []int32, q []Dist) ([]int32, error) {
 	if p.s.Pos() != len(p.hist) {
 		return nil, fmt.Errorf("%w: the session holds %d positions this draft did not run", ErrSpec, p.s.Pos()-len(p.hist))
 	}
@@ -287,14 +314,6 @@ func (p *sessionSpec) Next(ctx context.Context, tokens []int32) ([]int32, error)
 	if err != nil {
 		return nil, err
 	}
-	base := len(p.hist)
 	p.hist = append(p.hist, tokens...)
-	V := p.s.m.info.VocabSize
-	out := make([]int32, len(tokens))
-	for i := range out {
-		if out[i], err = p.sampler.Sample(logits[i*V:(i+1)*V], p.hist[:base+i+1]); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return p.sampler.VerifyDraft(logits, p.s.m.info.VocabSize, p.hist, tokens, q)
 }
