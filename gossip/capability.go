@@ -70,6 +70,11 @@ type Role struct {
 	Quant     string  `json:"quant,omitempty"`
 	TokPerSec float64 `json:"tok_s,omitempty"`   // measured decode speed
 	Context   int     `json:"context,omitempty"` // tokens one request may hold (prompt and answer)
+	// Vocab is the model's tokenizer fingerprint (engine
+	// Tokenizer.Fingerprint): role models with the same one can draft for
+	// each other (speculative speed mode). A claim, checked again by the
+	// verifier when the drafter answers.
+	Vocab string `json:"vocab,omitempty"`
 }
 
 // Shard is layers [Start,End) of one model.
@@ -177,6 +182,9 @@ func (c *Capability) Validate() error {
 		if r.Context < 0 || r.Context > 1<<24 {
 			return bad("roles[%d].context %d", i, r.Context)
 		}
+		if len(r.Vocab) > 64 || !isHex(r.Vocab) {
+			return bad("roles[%d].vocab %q is not a fingerprint", i, trunc(r.Vocab))
+		}
 	}
 	if len(c.Shards) > maxShards {
 		return bad("%d shards (max %d)", len(c.Shards), maxShards)
@@ -217,6 +225,15 @@ func checkModel(cid, name, quant string) error {
 }
 
 // isName reports whether s is a short lowercase identifier (role names).
+func isHex(s string) bool {
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 func isName(s string) bool {
 	if s == "" || len(s) > 32 {
 		return false

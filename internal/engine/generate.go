@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -21,6 +23,12 @@ type Request struct {
 	MaxTokens int `json:"max_tokens,omitempty"`
 	// Stop strings end generation; the text returned stops before them.
 	Stop []string `json:"stop,omitempty"`
+	// Draft, when set, drafts the answer: each step after the first is a
+	// speculative round (SpecRound) verifying its proposals, k adapting
+	// (SpecK). The draft must be empty (Pos 0); it is not closed here. A
+	// draft that fails is dropped (Result.DraftError) and the answer goes
+	// on plainly: it is the same answer either way (see spec.go).
+	Draft SpecModel `json:"-"`
 }
 
 // Token is one generated token as streamed. Text is the new visible text (it
@@ -60,6 +68,10 @@ type Result struct {
 	Tokens  []int32
 	Done    DoneReason
 	Metrics Metrics
+	// With a draft: tokens proposed, of them accepted, verify steps, and
+	// why drafting stopped early ("": it did not).
+	Drafted, DraftAccepted, DraftRounds int
+	DraftError                          string
 }
 
 // Generate runs a whole-model generation in a new session (waiting for a
@@ -112,13 +124,93 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 		return nil
 	}
 	N := m.info.Layers
-	in := prompt
 	var decodeStart time.Time
+	var target SpecModel // the session as a speculative target, from the first token on
+	var k *SpecK
+	// take handles one generated token: whether the answer ends with it.
+	take := func(id int32) (bool, error) {
+		if len(res.Tokens) == 0 {
+			res.Metrics.TTFT = time.Since(start)
+		}
+		res.Tokens = append(res.Tokens, id)
+		history = append(history, id)
+		if m.tok.IsEOG(id) {
+			res.Done = DoneStop
+			return true, nil
+		}
+		var piece string
+		if !m.tok.IsControl(id) {
+			var err error
+			if piece, err = dec.Add(id); err != nil {
+				return true, err
+			}
+		}
+		out, stopped := st.add(piece)
+		if err := emit(id, out); err != nil {
+			return true, err
+		}
+		if stopped {
+			res.Done = DoneStop
+			return true, nil
+		}
+		if req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens {
+			res.Done = DoneLength
+			return true, nil
+		}
+		return false, nil
+	}
+	draft := req.Draft
 	for {
 		if err := ctx.Err(); err != nil {
 			res.Done = DoneCancel
 			break
 		}
+		if draft != nil && target != nil {
+			// A speculative round: the step holds the last token and the
+			// proposals, which must fit the context.
+			n := min(k.K(), m.opts.Context-len(history))
+			if req.MaxTokens > 0 {
+				n = min(n, req.MaxTokens-len(res.Tokens))
+			}
+			if n < 0 {
+				res.Done = DoneLength
+				break
+			}
+			add, drafts, err := SpecRound(ctx, target, draft, history, n)
+			if errors.Is(err, ErrDraft) || errors.Is(err, ErrSpec) {
+				res.DraftError = err.Error()
+				draft = nil
+				if err := target.Truncate(len(history) - 1); err != nil {
+					return res, err
+				}
+				continue // plainly from here
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					res.Done = DoneCancel
+					break
+				}
+				return res, err
+			}
+			k.Update(len(drafts), len(add)-1)
+			res.Drafted += len(drafts)
+			res.DraftAccepted += len(add) - 1
+			res.DraftRounds++
+			end := false
+			for _, id := range add {
+				if end, err = take(id); end {
+					break
+				}
+			}
+			if err != nil {
+				return res, err
+			}
+			if end {
+				break
+			}
+			continue
+		}
+		in := history[s.Pos():]
 		if m.opts.Context-s.Pos() < len(in) {
 			res.Done = DoneLength
 			break
@@ -140,34 +232,19 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 		if err != nil {
 			return res, err
 		}
-		if len(res.Tokens) == 0 {
-			res.Metrics.TTFT = time.Since(start)
+		if draft != nil && target == nil {
+			// The session holds the prompt: from the next token on, it is
+			// the target of speculative rounds, with this sampler.
+			target = &sessionSpec{s: s, sampler: sampler, hist: slices.Clone(history)}
+			k = NewSpecK(0, 0)
 		}
-		res.Tokens = append(res.Tokens, id)
-		history = append(history, id)
-		if m.tok.IsEOG(id) {
-			res.Done = DoneStop
-			break
-		}
-		var piece string
-		if !m.tok.IsControl(id) {
-			if piece, err = dec.Add(id); err != nil {
-				return res, err
-			}
-		}
-		out, stopped := st.add(piece)
-		if err := emit(id, out); err != nil {
+		end, err := take(id)
+		if err != nil {
 			return res, err
 		}
-		if stopped {
-			res.Done = DoneStop
+		if end {
 			break
 		}
-		if req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens {
-			res.Done = DoneLength
-			break
-		}
-		in = []int32{id}
 	}
 	if !st.hit { // emit text held back for stop strings or mid-character
 		if rest := st.flush(dec.Flush()); rest != "" {

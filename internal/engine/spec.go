@@ -43,6 +43,15 @@ type SpecModel interface {
 	Truncate(n int) error
 }
 
+// Proposer is a draft that proposes a round at once: a remote draft, one
+// round trip a round. Propose runs tokens at the positions after Pos and
+// proposes up to n tokens, each after the one before, with the
+// distributions they were drawn from (nil: certain to the draft); the
+// draft then holds tokens and every proposal but the last.
+type Proposer interface {
+	Propose(ctx context.Context, tokens []int32, n int) ([]int32, []Dist, error)
+}
+
 // MaxSpecK bounds a draft's length: a verify step is the token before the
 // draft and the draft, at most MaxSpecK+1 positions, whose logits the
 // target's last stage holds at once.
@@ -135,25 +144,9 @@ func SpecRound(ctx context.Context, target, draft SpecModel, hist []int32, n int
 		return nil, nil, fmt.Errorf("%w: a round after %d tokens with the target at %d, the draft at %d, %d drafts",
 			ErrSpec, len(hist), target.Pos(), draft.Pos(), n)
 	}
-	drafts = make([]int32, 0, n)
-	var qs []Dist // nil while every proposal is certain to the draft
-	in := hist[draft.Pos():]
-	for len(drafts) < n {
-		d, q, err := draft.Prefill(ctx, in)
-		if errors.Is(err, ErrContextFull) {
-			break // the draft is full: the target goes on with what it has
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrDraft, err)
-		}
-		if len(q.IDs) > 0 && qs == nil {
-			qs = make([]Dist, len(drafts), n)
-		}
-		if qs != nil {
-			qs = append(qs, q)
-		}
-		drafts = append(drafts, d)
-		in = []int32{d}
+	drafts, qs, err := propose(ctx, draft, hist[draft.Pos():], n)
+	if err != nil {
+		return nil, nil, err
 	}
 	base := len(hist) - 1
 	toks := append([]int32{hist[base]}, drafts...)
@@ -182,6 +175,44 @@ func SpecRound(ctx context.Context, target, draft SpecModel, hist []int32, n int
 		return nil, drafts, fmt.Errorf("%w: %w", ErrDraft, err)
 	}
 	return append(drafts[:j:j], got[j]), drafts, nil
+}
+
+// propose has draft propose up to n tokens after in.
+func propose(ctx context.Context, draft SpecModel, in []int32, n int) (drafts []int32, qs []Dist, err error) {
+	if p, ok := draft.(Proposer); ok {
+		if n == 0 {
+			return nil, nil, nil
+		}
+		drafts, qs, err = p.Propose(ctx, in, n)
+		switch {
+		case errors.Is(err, ErrContextFull):
+			return nil, nil, nil // the draft is full: the target goes on with what it has
+		case err != nil:
+			return nil, nil, fmt.Errorf("%w: %w", ErrDraft, err)
+		case len(drafts) > n || (qs != nil && len(qs) != len(drafts)):
+			return nil, nil, fmt.Errorf("%w: %w: %d proposals with %d distributions for %d asked", ErrDraft, ErrSpec, len(drafts), len(qs), n)
+		}
+		return drafts, qs, nil
+	}
+	drafts = make([]int32, 0, n)
+	for len(drafts) < n {
+		d, q, err := draft.Prefill(ctx, in)
+		if errors.Is(err, ErrContextFull) {
+			break // the draft is full: the target goes on with what it has
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrDraft, err)
+		}
+		if len(q.IDs) > 0 && qs == nil {
+			qs = make([]Dist, len(drafts), n)
+		}
+		if qs != nil {
+			qs = append(qs, q)
+		}
+		drafts = append(drafts, d)
+		in = []int32{d}
+	}
+	return drafts, qs, nil
 }
 
 // Speculate answers prompt with target's greedy tokens, drafted by draft.

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"unicode/utf8"
@@ -28,6 +31,7 @@ type Tokenizer struct {
 	format ChatFormat
 	qwen25 bool // Qwen2.5 template: default system prompt
 	src    string
+	fp     string // Fingerprint
 }
 
 // LoadTokenizer reads only the metadata of a GGUF (whole model or any stage
@@ -90,7 +94,28 @@ func newTokenizer(m any, cfg fs.Config) (*Tokenizer, error) {
 	}
 	t.src = cfg.String("tokenizer.chat_template")
 	t.format, t.qwen25 = detectChatFormat(t.src)
+	t.fp = fingerprint(v, t.eog)
 	return t, nil
+}
+
+// Fingerprint names the tokenizer's token ids: two models with the same
+// fingerprint give every id the same text, type and end-of-generation
+// meaning, so one can draft for the other. 32 hex digits of SHA-256.
+func (t *Tokenizer) Fingerprint() string { return t.fp }
+
+func fingerprint(v *tokenizer.Vocabulary, eog map[int32]bool) string {
+	h := sha256.New()
+	var b [8]byte
+	for i, s := range v.Values {
+		binary.LittleEndian.PutUint32(b[:], uint32(len(s)))
+		binary.LittleEndian.PutUint32(b[4:], uint32(v.Types[i]))
+		if eog[int32(i)] {
+			b[7] |= 0x80
+		}
+		h.Write(b[:])
+		h.Write([]byte(s))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // VocabSize is the number of tokens.

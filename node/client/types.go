@@ -72,6 +72,7 @@ type Role struct {
 	Quant     string  `json:"quant,omitempty"`
 	TokPerSec float64 `json:"tok_s,omitempty"`
 	Context   int     `json:"context,omitempty"`
+	Vocab     string  `json:"vocab,omitempty"` // tokenizer fingerprint
 }
 
 // Shard is layers [Start,End) of a model.
