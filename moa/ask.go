@@ -101,7 +101,11 @@ func (o *Originator) askRole(ctx context.Context, role string, req *Request, onT
 // partial answer (cut off by a deadline, or by a peer that hung mid-answer)
 // is kept when no other peer does better.
 func (o *Originator) askModel(ctx context.Context, role, model string, req *Request, onToken func(peer, text string), final bool) AgentResponse {
-	cands := o.modelCandidates(role, model)
+	return o.askAmong(ctx, role, o.modelCandidates(role, model), req, onToken, final)
+}
+
+// askAmong is askModel over the given holders of role, best first.
+func (o *Originator) askAmong(ctx context.Context, role string, cands []candidate, req *Request, onToken func(peer, text string), final bool) AgentResponse {
 	a := AgentResponse{Role: role, Error: "no live peer serves " + role}
 	var partial *AgentResponse
 	var skipped []string
@@ -212,6 +216,10 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 		return a
 	}
 	a.Tokens, a.TokPerSec, a.TTFTMS, a.Battery, a.Prompt = done.Tokens, done.TokPerSec, done.TTFTMS, done.Battery, done.PromptTokens
+	if req.Draft != nil {
+		a.Draft = &AgentDraft{Peer: req.Draft.Peer, Drafted: done.Drafted, Accepted: done.DraftAccepted,
+			Rounds: done.DraftRounds, Error: done.DraftError}
+	}
 	a.ServerMS = done.TotalMS
 	if done.Reason == "deadline" {
 		if strings.TrimSpace(a.Content) == "" {

@@ -315,20 +315,28 @@ func TestOverCapacityQueues(t *testing.T) {
 	}
 }
 
+// Speed mode on one peer serving both the drafter and the reasoner with
+// one model: the reasoner answers, drafted by its own peer's drafter (no
+// network between them), and the answer is the reasoner's.
 func TestSpeedMode(t *testing.T) {
 	origin := newTestPeer(t, 4)
 	b := newTestPeer(t, 4, Drafter, Reasoner)
 	o := &Originator{Host: origin.h, View: viewOf(origin, b)}
 	var streamed strings.Builder
-	res, err := o.Ask(t.Context(), Query{Prompt: "What is 2+2?", Mode: ModeSpeed, MaxTokens: 6, OnToken: func(s string) { streamed.WriteString(s) }})
+	q := Query{Prompt: "What is 2+2?", Mode: ModeSpeed, MaxTokens: 12, OnToken: func(s string) { streamed.WriteString(s) }}
+	res, err := o.Ask(t.Context(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.AgentsResponded != 2 || res.AgentResponses[0].Role != Drafter || res.AgentResponses[1].Role != Reasoner {
+	if res.AgentsResponded != 1 || res.AgentResponses[0].Role != Reasoner {
 		t.Fatalf("speed mode agents: %+v", res.AgentResponses)
 	}
-	if res.FinalAnswer != res.AgentResponses[1].Content || streamed.String() != res.FinalAnswer {
-		t.Fatalf("final %q, reasoner %q, streamed %q", res.FinalAnswer, res.AgentResponses[1].Content, streamed.String())
+	a := res.AgentResponses[0]
+	if d := a.Draft; d == nil || d.Peer != b.h.ID().String() || d.Rounds == 0 || d.Accepted == 0 || d.Error != "" {
+		t.Fatalf("draft %+v", d)
+	}
+	if want := plainReasoner(t, o, b, q); res.FinalAnswer != want || streamed.String() != want {
+		t.Fatalf("final %q, streamed %q, the reasoner alone %q", res.FinalAnswer, streamed.String(), want)
 	}
 }
 

@@ -92,8 +92,22 @@ type AgentResponse struct {
 	// Skipped are the holders of the role tried before this answer, each
 	// with why it was left ("…peer: hung: ...").
 	Skipped []string `json:"skipped,omitempty"`
-	Error   string   `json:"error,omitempty"`
-	Err     error    `json:"-"`
+	// Draft: the answer was drafted by another model (speed mode).
+	Draft *AgentDraft `json:"draft,omitempty"`
+	Error string      `json:"error,omitempty"`
+	Err   error       `json:"-"`
+}
+
+// AgentDraft is how a speculative speed-mode answer was drafted: by which
+// peer's drafter, how many tokens it proposed, how many of them the
+// answering model accepted, in how many verify steps, and why drafting
+// did not start or stopped early ("": it did not).
+type AgentDraft struct {
+	Peer     string `json:"peer"`
+	Drafted  int    `json:"drafted"`
+	Accepted int    `json:"accepted"`
+	Rounds   int    `json:"rounds"`
+	Error    string `json:"error,omitempty"`
 }
 
 // Result is the answer and how it was reached.
@@ -290,59 +304,6 @@ func nonEmpty(as []AgentResponse) []AgentResponse {
 		}
 	}
 	return out
-}
-
-// speed: a drafter answers, the best reasoner verifies or corrects it.
-func (o *Originator) speed(ctx context.Context, q Query, res *Result) error {
-	res.QueryType, res.Classifier = ClassifyRules(q.Prompt), "rules"
-	sctx, cancel := o.deadline(ctx, q, ModeSpeed, res.QueryType)
-	defer cancel()
-	hasDrafter, hasReasoner := len(o.candidates(Drafter)) > 0, len(o.candidates(Reasoner)) > 0
-	if !hasDrafter && !hasReasoner {
-		return fmt.Errorf("%w (speed mode needs a drafter or a reasoner%s)", ErrNoAgents, o.idleHolders(Drafter, Reasoner))
-	}
-	if !hasDrafter { // no draft to verify: the reasoner answers alone
-		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), func(_, t string) { emit(q.OnToken, t) }, true)
-		q.OnAgent(a)
-		return o.finishSingle(res, a)
-	}
-	draft := o.askRole(sctx, Drafter, o.request(Drafter, q, q.Prompt), func(p, t string) { q.OnAgentToken(Drafter, p, t) }, false)
-	q.OnAgent(draft)
-	if draft.Error != "" {
-		res.FailedAgents = append(res.FailedAgents, draft)
-		if !hasReasoner {
-			return noResponse(res.FailedAgents)
-		}
-		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), func(_, t string) { emit(q.OnToken, t) }, true)
-		q.OnAgent(a)
-		return o.finishSingle(res, a)
-	}
-	res.AgentResponses = append(res.AgentResponses, draft)
-	if !hasReasoner {
-		res.FinalAnswer = draft.Content
-		emit(q.OnToken, draft.Content)
-		return nil
-	}
-	var streamed bool
-	check := o.askRole(sctx, Reasoner, o.request(Reasoner, q, verifyPrompt(q.Prompt, draft.Content)), func(_, t string) {
-		streamed = true
-		emit(q.OnToken, t)
-	}, true)
-	q.OnAgent(check)
-	if check.Error != "" || strings.TrimSpace(check.Content) == "" {
-		if check.Error != "" {
-			res.FailedAgents = append(res.FailedAgents, check)
-		}
-		if streamed {
-			emit(q.OnToken, "\n\n")
-		}
-		res.FinalAnswer = draft.Content
-		emit(q.OnToken, draft.Content)
-		return nil
-	}
-	res.AgentResponses = append(res.AgentResponses, check)
-	res.FinalAnswer = check.Content
-	return nil
 }
 
 func (o *Originator) finishSingle(res *Result, a AgentResponse) error {

@@ -29,6 +29,9 @@ type Server struct {
 	// a request is then answered busy with that reason. Requests already
 	// running go on. May be nil.
 	Refuse func() string
+	// DraftTimeout bounds each round trip to a remote drafter (0:
+	// DefaultDraftTimeout).
+	DraftTimeout time.Duration
 
 	mu       sync.RWMutex
 	roles    map[string]*RoleModel
@@ -44,6 +47,7 @@ func NewServer(h host.Host, log *slog.Logger) *Server {
 	s := &Server{host: h, log: log, roles: map[string]*RoleModel{}}
 	if h != nil {
 		h.SetStreamHandler(ProtocolID, s.handle)
+		h.SetStreamHandler(DraftProtocolID, s.handleDraft)
 	}
 	return s
 }
@@ -191,6 +195,18 @@ func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) e
 			RepeatPenalty: sm.RepeatPenalty, Seed: sm.Seed},
 	}
 	start := time.Now()
+	var draftErr string
+	if req.Draft != nil {
+		d, closeDraft, err := s.draft(ctx, req.Draft, rm, sm.RepeatPenalty)
+		if err != nil {
+			// The answer is the same without a draft, only slower.
+			s.log.Info("moa: answering without the draft", "drafter", req.Draft.Peer, "err", err)
+			draftErr = err.Error()
+		} else {
+			defer closeDraft()
+			ereq.Draft = d
+		}
+	}
 	res, err := rm.Model.Generate(ctx, ereq, func(t engine.Token) error {
 		if t.Text == "" || onToken == nil {
 			return nil
@@ -217,6 +233,10 @@ func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) e
 		Role: req.Role, Model: rm.Name, ModelCID: rm.CID, PromptTokens: res.Metrics.PromptTokens,
 		Tokens: res.Metrics.GeneratedTokens, TokPerSec: res.Metrics.DecodeTPS,
 		TTFTMS: ms(res.Metrics.TTFT), TotalMS: ms(time.Since(start)), Reason: reason,
+		Drafted: res.Drafted, DraftAccepted: res.DraftAccepted, DraftRounds: res.DraftRounds, DraftError: draftErr,
+	}
+	if res.DraftError != "" {
+		d.DraftError = res.DraftError
 	}
 	if s.Status != nil {
 		d.Thermal, d.Battery = s.Status()
@@ -336,6 +356,7 @@ func (s *Server) Close() error {
 	s.closed = true
 	if s.host != nil {
 		s.host.RemoveStreamHandler(ProtocolID)
+		s.host.RemoveStreamHandler(DraftProtocolID)
 	}
 	var errs []error
 	for _, rm := range s.roles {

@@ -52,6 +52,9 @@ type Request struct {
 	MaxTokens  int       `json:"max_tokens,omitempty"`
 	DeadlineMS int64     `json:"deadline_ms,omitempty"` // budget from receipt; 0: none
 	Think      *bool     `json:"think,omitempty"`
+	// Draft asks the answering peer to have this peer's drafter draft
+	// its answer (speculative speed mode, see draft.go).
+	Draft *DraftPeer `json:"draft,omitempty"`
 }
 
 // Validate checks a request against the wire limits.
@@ -79,6 +82,11 @@ func (r *Request) Validate() error {
 	}
 	if r.DeadlineMS < 0 || time.Duration(r.DeadlineMS)*time.Millisecond > maxDeadline {
 		return fmt.Errorf("%w: deadline_ms %d", ErrBadRequest, r.DeadlineMS)
+	}
+	if r.Draft != nil {
+		if _, err := r.Draft.validate(); err != nil {
+			return err
+		}
 	}
 	s := r.Sampling
 	if s.Temperature < 0 || s.Temperature > 5 || s.TopK < 0 || s.TopP < 0 || s.TopP > 1 || s.MinP < 0 || s.MinP > 1 ||
@@ -116,6 +124,12 @@ type Done struct {
 	Reason       string  `json:"reason"` // stop, length, cancel, deadline (cut off by deadline_ms: a partial answer)
 	Thermal      string  `json:"thermal,omitempty"`
 	Battery      int     `json:"battery,omitempty"` // percent; 0: unknown
+	// With a draft: tokens proposed, of them accepted, verify steps, and
+	// why drafting did not start or stopped ("": it did not).
+	Drafted       int    `json:"drafted,omitempty"`
+	DraftAccepted int    `json:"draft_accepted,omitempty"`
+	DraftRounds   int    `json:"draft_rounds,omitempty"`
+	DraftError    string `json:"draft_error,omitempty"`
 }
 
 // Error codes on the wire.

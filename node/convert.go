@@ -61,5 +61,6 @@ func agentOut(a moa.AgentResponse) client.AgentResponse {
 	return client.AgentResponse{Role: a.Role, Peer: a.Peer, Model: a.Model, ModelCID: a.ModelCID, Content: a.Content,
 		Tokens: a.Tokens, TokPerSec: a.TokPerSec, MS: a.MS, ServerMS: a.ServerMS, TTFTMS: a.TTFTMS, Prompt: a.Prompt,
 		Weight: a.Weight, Thermal: a.Thermal, Battery: a.Battery, Conn: a.Conn, Unverified: a.Unverified,
-		Partial: a.Partial, PartialReason: a.PartialReason, Skipped: a.Skipped, Error: a.Error}
+		Partial: a.Partial, PartialReason: a.PartialReason, Skipped: a.Skipped, Draft: (*client.AgentDraft)(a.Draft),
+		Error: a.Error}
 }

@@ -199,15 +199,32 @@ func traceAgent(e *env, kind string, a *client.AgentResponse) {
 	if a.Conn != "" {
 		conn = ", " + a.Conn
 	}
-	fmt.Fprintf(e.stderr, "%-10s %-11s %-12s %s: %d tokens, %.1f tok/s, first token %s, total %s, weight %.2f%s%s\n",
-		kind, a.Role, shortID(a.Peer), a.Model, a.Tokens, a.TokPerSec, msDur(a.TTFTMS), msDur(a.MS), a.Weight, conn, unverified(a))
+	fmt.Fprintf(e.stderr, "%-10s %-11s %-12s %s: %d tokens, %.1f tok/s, first token %s, total %s, weight %.2f%s%s%s\n",
+		kind, a.Role, shortID(a.Peer), a.Model, a.Tokens, a.TokPerSec, msDur(a.TTFTMS), msDur(a.MS), a.Weight, conn, unverified(a), drafted(a))
+}
+
+// drafted says how a speculative speed-mode answer was drafted.
+func drafted(a *client.AgentResponse) string {
+	d := a.Draft
+	if d == nil {
+		return ""
+	}
+	s := fmt.Sprintf("; drafted by %s: %d of %d proposals accepted, %d verify steps", shortID(d.Peer), d.Accepted, d.Drafted, d.Rounds)
+	if d.Error != "" {
+		s += " (drafting stopped: " + d.Error + ")"
+	}
+	return s
 }
 
 // footer says who answered, so a degraded answer is visible as such.
 func footer(res *client.QueryResult) string {
 	var who []string
 	for _, a := range res.AgentResponses {
-		who = append(who, fmt.Sprintf("%s@%s%s", a.Role, shortID(a.Peer), unverified(&a)))
+		w := fmt.Sprintf("%s@%s%s", a.Role, shortID(a.Peer), unverified(&a))
+		if a.Draft != nil {
+			w += fmt.Sprintf(" drafted by %s (%d of %d accepted)", shortID(a.Draft.Peer), a.Draft.Accepted, a.Draft.Drafted)
+		}
+		who = append(who, w)
 	}
 	s := fmt.Sprintf("— %s", res.Mode)
 	if res.QueryType != "" {

@@ -71,7 +71,21 @@ type AgentResponse struct {
 	Partial       bool     `json:"partial,omitempty"`
 	PartialReason string   `json:"partial_reason,omitempty"`
 	Skipped       []string `json:"skipped,omitempty"` // holders tried first, with why they were left
-	Error         string   `json:"error,omitempty"`
+	// Draft: the answer was drafted by another model (speed mode).
+	Draft *AgentDraft `json:"draft,omitempty"`
+	Error string      `json:"error,omitempty"`
+}
+
+// AgentDraft is how a speculative speed-mode answer was drafted: by which
+// peer's drafter, how many tokens it proposed, how many of them the
+// answering model accepted, in how many verify steps, and why drafting
+// did not start or stopped early ("": it did not).
+type AgentDraft struct {
+	Peer     string `json:"peer"`
+	Drafted  int    `json:"drafted"`
+	Accepted int    `json:"accepted"`
+	Rounds   int    `json:"rounds"`
+	Error    string `json:"error,omitempty"`
 }
 
 // AgentToken is a piece of an agent's answer as it is written (the

@@ -1,0 +1,190 @@
+package moa
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
+)
+
+// DefaultDraftTimeout bounds one round trip of a draft session: a drafter
+// slower than that is no help, and one that hangs is dropped.
+const DefaultDraftTimeout = 5 * time.Second
+
+// RemoteDraft is a draft session on another peer's drafter: an
+// engine.SpecModel and engine.Proposer proposing a round per round trip.
+// It is not safe for concurrent use.
+type RemoteDraft struct {
+	st      network.Stream
+	r       *bufio.Reader
+	pos     int // positions the drafter holds
+	vocab   int
+	ctxLen  int // the drafter's context
+	timeout time.Duration
+	err     error // the session's first failure: it is not used again
+}
+
+// DialDraft opens a draft session on p for a verifier whose tokenizer has
+// the given fingerprint and size; timeout bounds each round trip (0:
+// DefaultDraftTimeout).
+func DialDraft(ctx context.Context, h host.Host, p peer.AddrInfo, open DraftOpen, vocabSize int, timeout time.Duration) (*RemoteDraft, error) {
+	if timeout <= 0 {
+		timeout = DefaultDraftTimeout
+	}
+	if len(p.Addrs) > 0 {
+		h.Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.TempAddrTTL)
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, err := h.NewStream(network.WithAllowLimitedConn(dctx, DraftProtocolID), p.ID, DraftProtocolID)
+	if err != nil {
+		return nil, fmt.Errorf("moa: draft session: %w", err)
+	}
+	d := &RemoteDraft{st: st, r: bufio.NewReader(st), vocab: vocabSize, timeout: timeout}
+	rep, err := d.roundTrip(dctx, &open)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case rep.Vocab != open.Vocab:
+		err = fmt.Errorf("moa: the drafter's tokenizer is %s, not %s", trunc(rep.Vocab), open.Vocab)
+	case rep.VocabSize != vocabSize:
+		err = fmt.Errorf("moa: the drafter has %d tokens, not %d", rep.VocabSize, vocabSize)
+	case len(rep.Tokens) > 0:
+		err = fmt.Errorf("%w: tokens in the drafter's answer to an open", ErrProtocol)
+	}
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.ctxLen = rep.Context
+	return d, nil
+}
+
+// roundTrip sends v and reads the reply, within the timeout and ctx.
+func (d *RemoteDraft) roundTrip(ctx context.Context, v any) (*DraftReply, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	stop := context.AfterFunc(ctx, func() { d.st.Reset() })
+	defer stop()
+	d.st.SetDeadline(time.Now().Add(d.timeout))
+	var rep DraftReply
+	err := writeFrame(d.st, v)
+	if err == nil {
+		err = readFrame(d.r, &rep, d.st.Scope(), network.ReservationPriorityHigh)
+	}
+	if err == nil && rep.Error != nil {
+		err = fmt.Errorf("moa: drafter: %w", remoteError(rep.Error))
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		d.err = err
+		d.st.Reset()
+		return nil, err
+	}
+	return &rep, nil
+}
+
+// Propose implements engine.Proposer: one round trip.
+func (d *RemoteDraft) Propose(ctx context.Context, tokens []int32, n int) ([]int32, []engine.Dist, error) {
+	if d.pos+len(tokens) > d.ctxLen-1 {
+		return nil, nil, engine.ErrContextFull // no room to propose: the verifier goes on alone
+	}
+	rep, err := d.roundTrip(ctx, &DraftStep{Keep: d.pos, Tokens: tokens, N: n})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(rep.Tokens) > n {
+		d.err = fmt.Errorf("%w: %d proposals for %d asked", ErrProtocol, len(rep.Tokens), n)
+		return nil, nil, d.err
+	}
+	for _, t := range rep.Tokens {
+		if t < 0 || int(t) >= d.vocab {
+			d.err = fmt.Errorf("%w: proposal %d outside the vocabulary of %d", ErrProtocol, t, d.vocab)
+			return nil, nil, d.err
+		}
+	}
+	if len(rep.Tokens) == 0 {
+		d.err = fmt.Errorf("%w: no proposals", ErrProtocol)
+		return nil, nil, d.err
+	}
+	d.pos += len(tokens) + len(rep.Tokens) - 1
+	return rep.Tokens, nil, nil
+}
+
+// Pos implements engine.SpecModel.
+func (d *RemoteDraft) Pos() int { return d.pos }
+
+// Truncate implements engine.SpecModel; the drafter learns it with the
+// next step.
+func (d *RemoteDraft) Truncate(n int) error {
+	if n < 0 || n > d.pos {
+		return fmt.Errorf("moa: truncating a draft of %d positions to %d", d.pos, n)
+	}
+	d.pos = n
+	return nil
+}
+
+// Prefill implements engine.SpecModel: one proposal.
+func (d *RemoteDraft) Prefill(ctx context.Context, tokens []int32) (int32, engine.Dist, error) {
+	props, _, err := d.Propose(ctx, tokens, 1)
+	if err != nil {
+		return -1, engine.Dist{}, err
+	}
+	return props[0], engine.Dist{}, nil
+}
+
+// Next implements engine.SpecModel: a draft verifies nothing.
+func (d *RemoteDraft) Next(context.Context, []int32, []engine.Dist) ([]int32, error) {
+	return nil, errors.New("moa: a remote draft does not verify")
+}
+
+// Close ends the session.
+func (d *RemoteDraft) Close() error { return d.st.Close() }
+
+var (
+	_ engine.SpecModel = (*RemoteDraft)(nil)
+	_ engine.Proposer  = (*RemoteDraft)(nil)
+)
+
+// draft opens the draft of a request answered by rm: a session on the
+// named peer's drafter, or on this peer's own.
+func (s *Server) draft(ctx context.Context, dp *DraftPeer, rm *RoleModel, penalty float32) (engine.SpecModel, func(), error) {
+	ai, err := dp.validate()
+	if err != nil {
+		return nil, nil, err
+	}
+	tok := rm.Model.Tokenizer()
+	if s.host == nil || ai.ID == s.host.ID() {
+		s.mu.RLock()
+		dr := s.roles[Drafter]
+		s.mu.RUnlock()
+		if dr == nil {
+			return nil, nil, fmt.Errorf("%w: no drafter here", ErrNoRole)
+		}
+		if fp := dr.Model.Tokenizer().Fingerprint(); fp != tok.Fingerprint() {
+			return nil, nil, fmt.Errorf("moa: the drafter's tokenizer is %s, not %s", fp, tok.Fingerprint())
+		}
+		sess, err := dr.Model.NewSession()
+		if err != nil {
+			return nil, nil, err
+		}
+		return engine.SessionDraft(sess, engine.SamplerOptions{RepeatPenalty: penalty}), func() { sess.Close() }, nil
+	}
+	d, err := DialDraft(ctx, s.host, ai, DraftOpen{Vocab: tok.Fingerprint(), RepeatPenalty: penalty}, tok.VocabSize(), s.DraftTimeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, func() { d.Close() }, nil
+}

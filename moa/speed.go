@@ -1,0 +1,121 @@
+package moa
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// speed answers fast. Where a drafter and a reasoner share a tokenizer,
+// the reasoner answers with the drafter drafting its tokens (speculative
+// decoding across two peers: the reasoner's own answer, several tokens per
+// step); otherwise the drafter answers and the best reasoner verifies or
+// corrects the text.
+func (o *Originator) speed(ctx context.Context, q Query, res *Result) error {
+	res.QueryType, res.Classifier = ClassifyRules(q.Prompt), "rules"
+	sctx, cancel := o.deadline(ctx, q, ModeSpeed, res.QueryType)
+	defer cancel()
+	hasDrafter, hasReasoner := len(o.candidates(Drafter)) > 0, len(o.candidates(Reasoner)) > 0
+	if !hasDrafter && !hasReasoner {
+		return fmt.Errorf("%w (speed mode needs a drafter or a reasoner%s)", ErrNoAgents, o.idleHolders(Drafter, Reasoner))
+	}
+	if dc, reasoners := o.draftPair(); len(reasoners) > 0 {
+		return o.speculativeSpeed(sctx, q, res, dc, reasoners)
+	}
+	if !hasDrafter { // no draft to verify: the reasoner answers alone
+		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), func(_, t string) { emit(q.OnToken, t) }, true)
+		q.OnAgent(a)
+		return o.finishSingle(res, a)
+	}
+	draft := o.askRole(sctx, Drafter, o.request(Drafter, q, q.Prompt), func(p, t string) { q.OnAgentToken(Drafter, p, t) }, false)
+	q.OnAgent(draft)
+	if draft.Error != "" {
+		res.FailedAgents = append(res.FailedAgents, draft)
+		if !hasReasoner {
+			return noResponse(res.FailedAgents)
+		}
+		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), func(_, t string) { emit(q.OnToken, t) }, true)
+		q.OnAgent(a)
+		return o.finishSingle(res, a)
+	}
+	res.AgentResponses = append(res.AgentResponses, draft)
+	if !hasReasoner {
+		res.FinalAnswer = draft.Content
+		emit(q.OnToken, draft.Content)
+		return nil
+	}
+	var streamed bool
+	check := o.askRole(sctx, Reasoner, o.request(Reasoner, q, verifyPrompt(q.Prompt, draft.Content)), func(_, t string) {
+		streamed = true
+		emit(q.OnToken, t)
+	}, true)
+	q.OnAgent(check)
+	if check.Error != "" || strings.TrimSpace(check.Content) == "" {
+		if check.Error != "" {
+			res.FailedAgents = append(res.FailedAgents, check)
+		}
+		if streamed {
+			emit(q.OnToken, "\n\n")
+		}
+		res.FinalAnswer = draft.Content
+		emit(q.OnToken, draft.Content)
+		return nil
+	}
+	res.AgentResponses = append(res.AgentResponses, check)
+	res.FinalAnswer = check.Content
+	return nil
+}
+
+// draftPair is the best drafter with the reasoners (best first) whose
+// announced tokenizer is its: who can answer speculatively.
+func (o *Originator) draftPair() (candidate, []candidate) {
+	reasoners := o.candidates(Reasoner)
+	for _, d := range o.candidates(Drafter) {
+		if d.role.Vocab == "" {
+			continue
+		}
+		var same []candidate
+		for _, r := range reasoners {
+			if r.role.Vocab == d.role.Vocab {
+				same = append(same, r)
+			}
+		}
+		if len(same) > 0 {
+			return d, same
+		}
+	}
+	return candidate{}, nil
+}
+
+// speculativeSpeed has a reasoner answer, drafted by the drafter dc. The
+// reasoner checks the tokenizer again and answers plainly when the
+// drafter fails or lies; if the reasoners fail, the drafter answers alone.
+func (o *Originator) speculativeSpeed(ctx context.Context, q Query, res *Result, dc candidate, reasoners []candidate) error {
+	req := o.request(Reasoner, q, q.Prompt)
+	req.Draft = &DraftPeer{Peer: dc.peer.ID.String()}
+	if o.Host != nil {
+		for _, a := range o.Host.Peerstore().Addrs(dc.peer.ID) {
+			if len(req.Draft.Addrs) < maxDraftAddrs {
+				req.Draft.Addrs = append(req.Draft.Addrs, a.String())
+			}
+		}
+	}
+	var streamed bool
+	a := o.askAmong(ctx, Reasoner, reasoners, req, func(_, t string) {
+		streamed = true
+		emit(q.OnToken, t)
+	}, true)
+	q.OnAgent(a)
+	if a.Error == "" {
+		res.AgentResponses = append(res.AgentResponses, a)
+		res.FinalAnswer = a.Content
+		return nil
+	}
+	res.FailedAgents = append(res.FailedAgents, a)
+	if streamed {
+		emit(q.OnToken, "\n\n")
+	}
+	d := o.askRole(ctx, Drafter, o.request(Drafter, q, q.Prompt), func(_, t string) { emit(q.OnToken, t) }, true)
+	q.OnAgent(d)
+	return o.finishSingle(res, d)
+}

@@ -1,0 +1,245 @@
+package moa
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/internal/engine"
+)
+
+// plainReasoner is the reasoner's own answer to q, undrafted.
+func plainReasoner(t *testing.T, o *Originator, r *testPeer, q Query) string {
+	t.Helper()
+	var text strings.Builder
+	if _, err := Call(t.Context(), o.Host, r.h.ID(), o.request(Reasoner, q, q.Prompt), func(s string) { text.WriteString(s) }); err != nil {
+		t.Fatal(err)
+	}
+	return text.String()
+}
+
+// Speed mode with a drafter and a reasoner on other peers sharing a
+// tokenizer: the reasoner answers, drafted over the network by the
+// drafter, and the answer is the reasoner's own undrafted answer (greedy,
+// f32), in fewer steps than tokens. A drafter with other weights (same
+// tokenizer) is mostly refused and changes nothing; one with another
+// tokenizer is never paired, and speed mode verifies its text instead.
+func TestSpeculativeSpeedMode(t *testing.T) {
+	origin := newTestPeer(t, 1)
+	reasoner := newTestPeer(t, 2, Reasoner)
+	same := newTestPeer(t, 2, Drafter)
+	other := newTestPeerWith(t, func(t *testing.T) string { return synthOther(t, "qwen3", 11) }, 2, Drafter)
+	q := Query{Prompt: "Why do swarms draft?", Mode: ModeSpeed, MaxTokens: 32}
+	for _, c := range []struct {
+		name   string
+		d      *testPeer
+		agrees bool
+	}{{"same model", same, true}, {"other weights", other, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			o := &Originator{Host: origin.h, View: viewOf(origin, reasoner, c.d)}
+			want := plainReasoner(t, o, reasoner, q)
+			var streamed strings.Builder
+			q := q
+			q.OnToken = func(s string) { streamed.WriteString(s) }
+			res, err := o.Ask(t.Context(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.AgentResponses) != 1 || res.AgentResponses[0].Role != Reasoner {
+				t.Fatalf("agents: %+v", res.AgentResponses)
+			}
+			a := res.AgentResponses[0]
+			if a.Content != want || res.FinalAnswer != want || streamed.String() != want {
+				t.Fatalf("drafted answer %q (streamed %q)\nthe reasoner's own %q", a.Content, streamed.String(), want)
+			}
+			d := a.Draft
+			if d == nil || d.Peer != c.d.h.ID().String() || d.Rounds == 0 || d.Error != "" {
+				t.Fatalf("draft %+v", d)
+			}
+			if c.agrees && (d.Accepted*10 < d.Drafted*9 || d.Rounds*2 > a.Tokens) {
+				t.Fatalf("the same model drafting: %d of %d accepted in %d rounds for %d tokens", d.Accepted, d.Drafted, d.Rounds, a.Tokens)
+			}
+			if !c.agrees && d.Accepted*2 > d.Drafted {
+				t.Fatalf("other weights drafting: %d of %d accepted", d.Accepted, d.Drafted)
+			}
+			t.Logf("%d of %d drafts accepted in %d rounds for %d tokens", d.Accepted, d.Drafted, d.Rounds, a.Tokens)
+		})
+	}
+	t.Run("other tokenizer", func(t *testing.T) {
+		llama := newTestPeerWith(t, func(t *testing.T) string { return synthOther(t, "llama", 7) }, 2, Drafter)
+		if llama.srv.Roles()[0].Vocab == reasoner.srv.Roles()[0].Vocab {
+			t.Fatal("llama and qwen3 synthetic models share a tokenizer fingerprint")
+		}
+		o := &Originator{Host: origin.h, View: viewOf(origin, reasoner, llama)}
+		res, err := o.Ask(t.Context(), Query{Prompt: "What is 2+2?", Mode: ModeSpeed, MaxTokens: 6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.AgentResponses) != 2 || res.AgentResponses[0].Role != Drafter || res.AgentResponses[1].Draft != nil {
+			t.Fatalf("speed mode with another tokenizer: %+v", res.AgentResponses)
+		}
+	})
+}
+
+// synthOther writes a tiny f32 model of arch with weights from seed.
+func synthOther(t *testing.T, arch string, seed uint64) string {
+	t.Helper()
+	modelsMu.Lock()
+	defer modelsMu.Unlock()
+	key := arch + "-other"
+	if p, ok := models[key]; ok {
+		return p
+	}
+	p := filepath.Join(t.TempDir(), key+".gguf")
+	if modelDir != "" {
+		p = filepath.Join(modelDir, key+".gguf")
+	}
+	if err := engine.Synth(context.Background(), p, engine.SynthSpec{Arch: arch, Size: "tiny", Type: "f32", Seed: seed}); err != nil {
+		t.Fatal(err)
+	}
+	models[key] = p
+	return p
+}
+
+// liar is a peer that announces a drafter with the reasoner's tokenizer and
+// speaks the draft protocol, but lies in its answers.
+func liar(t *testing.T, fp string, vocab int, lie func(step DraftStep) DraftReply) *testPeer {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &testPeer{h: h, srv: NewServer(nil, nil)}
+	t.Cleanup(func() { h.Close() })
+	h.SetStreamHandler(DraftProtocolID, func(st network.Stream) {
+		defer st.Close()
+		r := bufio.NewReader(st)
+		var open DraftOpen
+		if readFrame(r, &open, nil, 0) != nil {
+			return
+		}
+		writeFrame(st, &DraftReply{Vocab: open.Vocab, VocabSize: vocab, Context: 2048})
+		for {
+			var step DraftStep
+			if readFrame(r, &step, nil, 0) != nil {
+				return
+			}
+			writeFrame(st, lie(step))
+		}
+	})
+	return p
+}
+
+// A drafter that lies (proposals outside the vocabulary, more than asked,
+// random tokens) or hangs costs the answer nothing: the reasoner checks
+// each reply, drops a draft that breaks the protocol or stays silent past
+// its timeout, and answers on its own, the same text.
+func TestSpeculativeSpeedModeLiars(t *testing.T) {
+	origin := newTestPeer(t, 1)
+	reasoner := newTestPeer(t, 2, Reasoner)
+	reasoner.srv.DraftTimeout = 300 * time.Millisecond
+	rm := reasoner.srv.roles[Reasoner]
+	fp, vocab := rm.Model.Tokenizer().Fingerprint(), rm.Model.Tokenizer().VocabSize()
+	n := int32(0)
+	lies := map[string]func(DraftStep) DraftReply{
+		"outside the vocabulary": func(s DraftStep) DraftReply { return DraftReply{Tokens: []int32{int32(vocab) + 5}} },
+		"more than asked":        func(s DraftStep) DraftReply { return DraftReply{Tokens: make([]int32, s.N+3)} },
+		"random": func(s DraftStep) DraftReply {
+			out := make([]int32, s.N)
+			for i := range out {
+				n = (n*31 + 17) % int32(vocab)
+				out[i] = n
+			}
+			return DraftReply{Tokens: out}
+		},
+		"hangs": func(s DraftStep) DraftReply { time.Sleep(5 * time.Second); return DraftReply{} },
+	}
+	q := Query{Prompt: "Why do swarms draft?", Mode: ModeSpeed, MaxTokens: 24}
+	var want string
+	for name, lie := range lies {
+		t.Run(name, func(t *testing.T) {
+			l := liar(t, fp, vocab, lie)
+			v := viewOf(origin, reasoner)
+			origin.h.Peerstore().AddAddrs(l.h.ID(), l.h.Addrs(), time.Hour)
+			v.Observe(&gossip.Capability{PeerID: l.h.ID().String(), Seq: 9, Load: gossip.Load{Capacity: 4},
+				Roles: []gossip.Role{{Role: Drafter, ModelCID: rm.CID, Vocab: fp}}}, time.Now())
+			o := &Originator{Host: origin.h, View: v}
+			if want == "" {
+				want = plainReasoner(t, o, reasoner, q)
+			}
+			start := time.Now()
+			res, err := o.Ask(t.Context(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := res.AgentResponses[0]
+			if len(res.AgentResponses) != 1 || a.Content != want || a.Draft == nil || a.Draft.Peer != l.h.ID().String() {
+				t.Fatalf("answer %q (want %q), draft %+v", a.Content, want, a.Draft)
+			}
+			if name == "random" {
+				if a.Draft.Rounds == 0 || a.Draft.Error != "" {
+					t.Fatalf("random proposals: %+v", a.Draft)
+				}
+			} else if a.Draft.Error == "" {
+				t.Fatalf("%s: the draft was not dropped: %+v", name, a.Draft)
+			}
+			if took := time.Since(start); took > 4*time.Second {
+				t.Fatalf("%s: the answer took %s", name, took)
+			}
+			t.Logf("%s: %+v", name, *a.Draft)
+		})
+	}
+}
+
+// The draft protocol refuses what does not fit: another tokenizer, a
+// step that keeps positions the session never held, asks for no
+// proposals or too many, or names tokens outside the vocabulary; a
+// request naming a draft peer that is no peer id is refused.
+func TestDraftProtocolRefuses(t *testing.T) {
+	d := newTestPeer(t, 2, Drafter)
+	c := newTestPeer(t, 1)
+	c.h.Peerstore().AddAddrs(d.h.ID(), d.h.Addrs(), time.Hour)
+	tok := d.srv.roles[Drafter].Model.Tokenizer()
+	ai := d.h.Peerstore().PeerInfo(d.h.ID())
+	ai.Addrs = d.h.Addrs()
+	if _, err := DialDraft(t.Context(), c.h, ai, DraftOpen{Vocab: "00ff"}, tok.VocabSize(), 0); err == nil || !strings.Contains(err.Error(), "tokenizer") {
+		t.Fatalf("another tokenizer: %v", err)
+	}
+	for name, step := range map[string]DraftStep{
+		"keep past the end": {Keep: 5, Tokens: []int32{1}, N: 2},
+		"no proposals":      {Tokens: []int32{1}, N: 0},
+		"too many":          {Tokens: []int32{1}, N: engine.MaxSpecK + 1},
+		"outside vocab":     {Tokens: []int32{int32(tok.VocabSize())}, N: 2},
+		"no tokens":         {N: 2},
+	} {
+		rd, err := DialDraft(t.Context(), c.h, ai, DraftOpen{Vocab: tok.Fingerprint()}, tok.VocabSize(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rd.roundTrip(t.Context(), &step); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%s: %v", name, err)
+		}
+		rd.Close()
+	}
+	rd, err := DialDraft(t.Context(), c.h, ai, DraftOpen{Vocab: tok.Fingerprint()}, tok.VocabSize(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	props, _, err := rd.Propose(t.Context(), []int32{3, 4, 5}, 4)
+	if err != nil || len(props) != 4 || rd.Pos() != 6 {
+		t.Fatalf("proposals %v at %d: %v", props, rd.Pos(), err)
+	}
+	bad := &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "x"}}, Draft: &DraftPeer{Peer: "not-a-peer"}}
+	if err := bad.Validate(); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("draft peer %q: %v", bad.Draft.Peer, err)
+	}
+}
