@@ -13,7 +13,7 @@ import (
 func TestBenchSpeculate(t *testing.T) {
 	model := tinyModel(t)
 	cfg := filepath.Join(t.TempDir(), "swarmd.json")
-	if err := os.WriteFile(cfg, []byte(`{"pipeline": {"draft": "`+model+`"}}`), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(`{"pipeline": {"draft": "`+model+`", "draft_min": 2}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d := startDaemon(t, "", "--no-mdns", "--threads", "1", "--config", cfg, "--shard", model+":0-4")

@@ -321,6 +321,7 @@ func TestOverCapacityQueues(t *testing.T) {
 func TestSpeedMode(t *testing.T) {
 	origin := newTestPeer(t, 4)
 	b := newTestPeer(t, 4, Drafter, Reasoner)
+	b.srv.DraftMin = 2 // on loopback, drafting by cost would soon stop
 	o := &Originator{Host: origin.h, View: viewOf(origin, b)}
 	var streamed strings.Builder
 	q := Query{Prompt: "What is 2+2?", Mode: ModeSpeed, MaxTokens: 12, OnToken: func(s string) { streamed.WriteString(s) }}

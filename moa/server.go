@@ -32,6 +32,10 @@ type Server struct {
 	// DraftTimeout bounds each round trip to a remote drafter (0:
 	// DefaultDraftTimeout).
 	DraftTimeout time.Duration
+	// DraftMin and DraftMax bound the draft length of a drafted answer,
+	// chosen each round by measured cost (engine.NewSpecCost; 0 and 8 by
+	// default).
+	DraftMin, DraftMax int
 
 	mu       sync.RWMutex
 	roles    map[string]*RoleModel
@@ -204,7 +208,7 @@ func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) e
 			draftErr = err.Error()
 		} else {
 			defer closeDraft()
-			ereq.Draft = d
+			ereq.Draft, ereq.DraftMin, ereq.DraftMax = d, s.DraftMin, s.DraftMax
 		}
 	}
 	res, err := rm.Model.Generate(ctx, ereq, func(t engine.Token) error {

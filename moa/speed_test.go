@@ -30,8 +30,11 @@ func plainReasoner(t *testing.T, o *Originator, r *testPeer, q Query) string {
 // tokenizer: the reasoner answers, drafted over the network by the
 // drafter, and the answer is the reasoner's own undrafted answer (greedy,
 // f32), in fewer steps than tokens. A drafter with other weights (same
-// tokenizer) is mostly refused and changes nothing; one with another
-// tokenizer is never paired, and speed mode verifies its text instead.
+// tokenizer) is mostly refused and changes nothing. The draft length is
+// fixed at 4 for that; chosen by cost (the default), a drafter that
+// costs as much as the reasoner on loopback soon stops drafting, the
+// answer still the same. A drafter with another tokenizer is never
+// paired, and speed mode verifies its text instead.
 func TestSpeculativeSpeedMode(t *testing.T) {
 	origin := newTestPeer(t, 1)
 	reasoner := newTestPeer(t, 2, Reasoner)
@@ -39,11 +42,13 @@ func TestSpeculativeSpeedMode(t *testing.T) {
 	other := newTestPeerWith(t, func(t *testing.T) string { return synthOther(t, "qwen3", 11) }, 2, Drafter)
 	q := Query{Prompt: "Why do swarms draft?", Mode: ModeSpeed, MaxTokens: 32}
 	for _, c := range []struct {
-		name   string
-		d      *testPeer
-		agrees bool
-	}{{"same model", same, true}, {"other weights", other, false}} {
+		name     string
+		d        *testPeer
+		agrees   bool
+		min, max int
+	}{{"same model", same, true, 4, 4}, {"other weights", other, false, 4, 4}, {"by cost", same, true, 0, 0}} {
 		t.Run(c.name, func(t *testing.T) {
+			reasoner.srv.DraftMin, reasoner.srv.DraftMax = c.min, c.max
 			o := &Originator{Host: origin.h, View: viewOf(origin, reasoner, c.d)}
 			want := plainReasoner(t, o, reasoner, q)
 			var streamed strings.Builder
@@ -64,7 +69,14 @@ func TestSpeculativeSpeedMode(t *testing.T) {
 			if d == nil || d.Peer != c.d.h.ID().String() || d.Rounds == 0 || d.Error != "" {
 				t.Fatalf("draft %+v", d)
 			}
-			if c.agrees && (d.Accepted*10 < d.Drafted*9 || d.Rounds*2 > a.Tokens) {
+			if c.min == 0 {
+				// Drafting costs as much as answering here: the cost
+				// model stops it after the first rounds, probing now and
+				// then.
+				if d.Drafted*2 > a.Tokens {
+					t.Fatalf("by cost: %d proposals for %d tokens", d.Drafted, a.Tokens)
+				}
+			} else if c.agrees && (d.Accepted*10 < d.Drafted*9 || d.Rounds*2 > a.Tokens) {
 				t.Fatalf("the same model drafting: %d of %d accepted in %d rounds for %d tokens", d.Accepted, d.Drafted, d.Rounds, a.Tokens)
 			}
 			if !c.agrees && d.Accepted*2 > d.Drafted {
@@ -146,6 +158,7 @@ func TestSpeculativeSpeedModeLiars(t *testing.T) {
 	origin := newTestPeer(t, 1)
 	reasoner := newTestPeer(t, 2, Reasoner)
 	reasoner.srv.DraftTimeout = 300 * time.Millisecond
+	reasoner.srv.DraftMin = 1
 	rm := reasoner.srv.roles[Reasoner]
 	fp, vocab := rm.Model.Tokenizer().Fingerprint(), rm.Model.Tokenizer().VocabSize()
 	n := int32(0)

@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
 )
 
@@ -137,6 +138,12 @@ type PipelineConfig struct {
 	// decoding: the route verifies several tokens per round trip).
 	// Greedy answers use it unless a query says otherwise. Default: none.
 	Draft string `json:"draft,omitempty"`
+	// DraftMin and DraftMax bound how many tokens the draft proposes a
+	// round; in between, each round's length is chosen by measured cost
+	// (acceptance, draft time, verify time), 0 being plain decoding where
+	// drafting does not pay. Defaults 0 and 8; at most 32.
+	DraftMin int `json:"draft_min,omitempty"`
+	DraftMax int `json:"draft_max,omitempty"`
 	// SpotCheck is the share of generations checked on a second route
 	// over other peers (0: 0.1; -1: only those through a peer this one has
 	// not proven yet); SpotTolerance is how far the two routes' logits may
@@ -171,6 +178,9 @@ func (p PipelineConfig) validate() error {
 	case p.PeerQueue < -1 || p.PeerQueue > 1024:
 		return fmt.Errorf("config: pipeline.peer_queue %d: want -1 (none) .. 1024", p.PeerQueue)
 	}
+	if err := checkDraftK("pipeline", p.DraftMin, p.DraftMax); err != nil {
+		return err
+	}
 	if p.Draft != "" {
 		fi, err := os.Stat(p.Draft)
 		switch {
@@ -190,6 +200,24 @@ type MoAConfig struct {
 	SimpleTimeout  Duration `json:"simple_timeout,omitempty"`  // SIMPLE_FACT queries
 	ComplexTimeout Duration `json:"complex_timeout,omitempty"` // every other type
 	SpeedTimeout   Duration `json:"speed_timeout,omitempty"`   // speed mode
+	// DraftMin and DraftMax bound the draft length when this peer's
+	// reasoner answers drafted by a drafter (speed mode), as
+	// pipeline.draft_min and draft_max do for pipelines.
+	DraftMin int `json:"draft_min,omitempty"`
+	DraftMax int `json:"draft_max,omitempty"`
+}
+
+// checkDraftK checks a section's draft_min and draft_max.
+func checkDraftK(section string, lo, hi int) error {
+	switch {
+	case lo < 0 || lo > engine.MaxSpecK:
+		return fmt.Errorf("config: %s.draft_min %d: want 0..%d", section, lo, engine.MaxSpecK)
+	case hi < 0 || hi > engine.MaxSpecK:
+		return fmt.Errorf("config: %s.draft_max %d: want 0 (8) .. %d", section, hi, engine.MaxSpecK)
+	case hi > 0 && lo > hi:
+		return fmt.Errorf("config: %s.draft_min %d is above draft_max %d", section, lo, hi)
+	}
+	return nil
 }
 
 // Duration is a time.Duration that reads and writes JSON as "2s".
@@ -351,6 +379,9 @@ func (c Config) validate() error {
 		if d < 0 || d > Duration(10*time.Minute) {
 			return fmt.Errorf("config: moa.%s %s: want 0..10m", name, time.Duration(d))
 		}
+	}
+	if err := checkDraftK("moa", c.MoA.DraftMin, c.MoA.DraftMax); err != nil {
+		return err
 	}
 	if err := c.Progress.validate(); err != nil {
 		return err

@@ -80,6 +80,9 @@ func TestConfigErrors(t *testing.T) {
 		{"negative spot-check tolerance", Config{DataDir: dir, Pipeline: PipelineConfig{SpotTolerance: -1}}, "spot_tolerance"},
 		{"missing draft model", Config{DataDir: dir, Pipeline: PipelineConfig{Draft: dir + "/none.gguf"}}, "pipeline.draft"},
 		{"draft model a directory", Config{DataDir: dir, Pipeline: PipelineConfig{Draft: dir}}, "pipeline.draft"},
+		{"draft_min above draft_max", Config{DataDir: dir, Pipeline: PipelineConfig{DraftMin: 5, DraftMax: 3}}, "pipeline.draft_min"},
+		{"draft_max too long", Config{DataDir: dir, Pipeline: PipelineConfig{DraftMax: 33}}, "pipeline.draft_max"},
+		{"moa draft_min negative", Config{DataDir: dir, MoA: MoAConfig{DraftMin: -1}}, "moa.draft_min"},
 		{"negative peer sessions", Config{DataDir: dir, Pipeline: PipelineConfig{PeerSessions: -1}}, "peer_sessions"},
 		{"peer queue", Config{DataDir: dir, Pipeline: PipelineConfig{PeerQueue: -2}}, "peer_queue"},
 	}

@@ -37,6 +37,7 @@ func TestSpeculativeQuery(t *testing.T) {
 	cfg.Bootstrap = []string{boot}
 	cfg.Engine = node.EngineConfig{Threads: 1}
 	cfg.Pipeline.Draft = model
+	cfg.Pipeline.DraftMin = 2 // on loopback, drafting by cost would soon stop
 	origin := nodetest.Start(t, cfg)
 	nodetest.Eventually(t, 10*time.Second, "origin sees both stages", func() bool {
 		return nodetest.SeesShards(origin, []peer.ID{a.ID(), b.ID()}...)

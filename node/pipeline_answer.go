@@ -40,6 +40,7 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 		req.Standby = *q.standby
 	}
 	req.Speculate = n.cfg.Pipeline.Draft != ""
+	req.DraftMin, req.DraftMax = n.cfg.Pipeline.DraftMin, n.cfg.Pipeline.DraftMax
 	if q.speculate != nil {
 		req.Speculate = *q.speculate
 	}

@@ -23,6 +23,7 @@ func (n *Node) engineOptions() engine.Options {
 // builds this peer's originator.
 func (n *Node) startMoA(ctx context.Context) error {
 	n.moaServer = moa.NewServer(n.host, n.log)
+	n.moaServer.DraftMin, n.moaServer.DraftMax = n.cfg.MoA.DraftMin, n.cfg.MoA.DraftMax
 	n.moaServer.Status = func() (string, int) {
 		thermal, bat := n.readPower()
 		if bat == nil {

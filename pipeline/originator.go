@@ -119,10 +119,15 @@ type Request struct {
 	// compute. Used when such a route exists.
 	Standby bool
 	// Speculate drafts tokens with the originator's Drafter and has the
-	// route verify them, several per round trip (see spec.go): greedy
-	// sampling only, and not while a second route (standby, spot check)
-	// runs beside the route, nor on a route that cannot verify.
+	// route verify them, several per round trip (see spec.go): greedy or
+	// sampled (by the speculative sampling rule), but not while a second
+	// route (standby, spot check) runs beside the route, nor on a route
+	// that cannot verify.
 	Speculate bool
+	// DraftMin and DraftMax bound the draft length, chosen each round by
+	// measured cost (engine.NewSpecCost): 0 and 8 by default. A DraftMin
+	// above 0 drafts even where plain decoding is measured faster.
+	DraftMin, DraftMax int
 }
 
 // TraceEvent is progress worth showing: "route", "standby" (a warm standby

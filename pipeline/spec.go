@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -71,7 +72,27 @@ func (g *generation) startDraft(ctx context.Context) {
 		g.o.log().Info("pipeline: no draft; decoding plainly", "err", err)
 		return
 	}
-	g.draft, g.closeDraft, g.specK = d, closeDraft, engine.NewSpecK(0, 0)
+	g.draft, g.closeDraft, g.specK = d, closeDraft, engine.NewSpecCost(g.req.DraftMin, g.req.DraftMax)
+	// The draft runs the prompt while the route does: its first round then
+	// costs its proposals only.
+	g.draftReady = make(chan error, 1)
+	go func() {
+		_, _, err := d.Prefill(ctx, g.prompt)
+		g.draftReady <- err
+	}()
+}
+
+// draftPrompt waits for the draft's run of the prompt.
+func (g *generation) draftPrompt() error {
+	if g.draftReady == nil {
+		return nil
+	}
+	err := <-g.draftReady
+	g.draftReady = nil
+	if err != nil {
+		return fmt.Errorf("%w: the prompt: %w", engine.ErrDraft, err)
+	}
+	return nil
 }
 
 // dropDraft goes on without drafting.
@@ -82,6 +103,7 @@ func (g *generation) dropDraft(why error) {
 	if why != nil {
 		g.o.log().Info("pipeline: drafting stopped; decoding plainly", "err", why)
 	}
+	g.draftPrompt() // not closed under its own run
 	g.closeDraft()
 	g.draft, g.closeDraft = nil, nil
 }
@@ -109,8 +131,11 @@ func (g *generation) reopenPlain(ctx context.Context) (*Result, time.Duration, e
 // proposes, the route verifies in one step, and the tokens accepted and
 // the route's own next one come back.
 func (g *generation) specStep(ctx context.Context) ([]int32, time.Duration, error) {
+	if err := g.draftPrompt(); err != nil {
+		return nil, 0, err
+	}
 	hist := append(slices.Clone(g.prompt), g.res.Tokens...)
-	n := g.specK.K()
+	n := engine.MaxSpecK
 	if g.req.MaxTokens > 0 {
 		n = min(n, g.req.MaxTokens-len(g.res.Tokens))
 	}
@@ -132,13 +157,12 @@ func (g *generation) specStep(ctx context.Context) ([]int32, time.Duration, erro
 		return res, err
 	}}
 	t0 := time.Now()
-	add, drafts, err := engine.SpecRound(ctx, target, g.draft, hist, n)
+	add, drafts, err := g.specK.Round(ctx, target, g.draft, hist, n)
 	took := time.Since(t0)
 	if err != nil {
 		return nil, took, err
 	}
 	accepted := len(add) - 1
-	g.specK.Update(len(drafts), accepted)
 	g.res.Drafted += len(drafts)
 	g.res.DraftAccepted += accepted
 	g.res.DraftRounds++

@@ -58,7 +58,7 @@ func BenchmarkSpeculativeRTT(b *testing.B) {
 		return d, sess.Close, nil
 	}
 	think := false
-	const n = 48
+	const n = 96
 	for _, rtt := range []time.Duration{0, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond} {
 		p0.SetDelay(rtt / 2)
 		p1.SetDelay(rtt / 2)

@@ -201,7 +201,7 @@ func TestSpeculativeSampled(t *testing.T) {
 	think := false
 	var answers [][]int32
 	for range 2 {
-		res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: s, Speculate: true})
+		res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: s, Speculate: true, DraftMin: 4, DraftMax: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +238,7 @@ func TestSpeculativeGenerate(t *testing.T) {
 			think := false
 			for _, kill := range []bool{false, true} {
 				var events []TraceEvent
-				req := Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true,
+				req := Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true, DraftMin: 4, DraftMax: 4,
 					OnTrace: func(ev TraceEvent) { events = append(events, ev) }}
 				if kill {
 					_, onTrace, onToken := failHopAt(n/2, 1, fail)
@@ -290,7 +290,7 @@ func TestSpeculativeDraftFails(t *testing.T) {
 	o, _, _ := cutRoute(t, full, cid, []int{0, 2, 4})
 	o.Drafter = drafterOf(full, func(d engine.SpecModel) engine.SpecModel { return &failing{SpecModel: d, after: 6} })
 	think := false
-	res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true})
+	res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true, DraftMin: 4, DraftMax: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestSpeculativeContextEnd(t *testing.T) {
 	b.srv.Add(sh)
 	o = originatorForFile(t, full, origin, a, b)
 	o.Drafter = drafterOf(full, nil)
-	res, err = o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true})
+	res, err = o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true, DraftMin: 4, DraftMax: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func TestSpeculativeInTheField(t *testing.T) {
 		o.Drafter = drafterOf(full, nil)
 		_, onTrace, onToken := failHopAt(n/2, 1, fail)
 		res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
-			Speculate: true, OnTrace: onTrace, OnToken: onToken})
+			Speculate: true, DraftMin: 4, DraftMax: 4, OnTrace: onTrace, OnToken: onToken})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -422,7 +422,7 @@ func TestSpeculativeInTheField(t *testing.T) {
 		o.Trust = swarm.NewTrust()
 		o.Drafter = drafterOf(full, nil)
 		slowDown(o, cid, [2]int{2, 6}, honest...)
-		res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true})
+		res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true, DraftMin: 4, DraftMax: 4})
 		if err != nil {
 			t.Fatal(err)
 		}

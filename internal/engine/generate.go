@@ -29,6 +29,9 @@ type Request struct {
 	// draft that fails is dropped (Result.DraftError) and the answer goes
 	// on plainly: it is the same answer either way (see spec.go).
 	Draft SpecModel `json:"-"`
+	// DraftMin and DraftMax bound the draft length chosen by cost
+	// (NewSpecCost): 0 and 8 by default.
+	DraftMin, DraftMax int `json:"-"`
 }
 
 // Token is one generated token as streamed. Text is the new visible text (it
@@ -168,7 +171,7 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 		if draft != nil && target != nil {
 			// A speculative round: the step holds the last token and the
 			// proposals, which must fit the context.
-			n := min(k.K(), m.opts.Context-len(history))
+			n := m.opts.Context - len(history)
 			if req.MaxTokens > 0 {
 				n = min(n, req.MaxTokens-len(res.Tokens))
 			}
@@ -176,7 +179,7 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 				res.Done = DoneLength
 				break
 			}
-			add, drafts, err := SpecRound(ctx, target, draft, history, n)
+			add, drafts, err := k.Round(ctx, target, draft, history, n)
 			if errors.Is(err, ErrDraft) || errors.Is(err, ErrSpec) {
 				res.DraftError = err.Error()
 				draft = nil
@@ -192,7 +195,6 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 				}
 				return res, err
 			}
-			k.Update(len(drafts), len(add)-1)
 			res.Drafted += len(drafts)
 			res.DraftAccepted += len(add) - 1
 			res.DraftRounds++
@@ -236,7 +238,7 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 			// The session holds the prompt: from the next token on, it is
 			// the target of speculative rounds, with this sampler.
 			target = &sessionSpec{s: s, sampler: sampler, hist: slices.Clone(history)}
-			k = NewSpecK(0, 0)
+			k = NewSpecCost(req.DraftMin, req.DraftMax)
 		}
 		end, err := take(id)
 		if err != nil {

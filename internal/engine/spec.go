@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Speculative decoding. A draft model (small, fast, with the target's
@@ -59,9 +60,8 @@ const MaxSpecK = 32
 
 // SpecOptions tune Speculate. The zero value is usable.
 type SpecOptions struct {
-	// K is the first round's draft length (default 4); it grows by one
-	// after a round that accepts every proposal and shrinks by one after a
-	// round that accepts fewer than half, within [1, MaxK].
+	// K is the first round's draft length (default 4); it adapts by
+	// acceptance (NewSpecK) within [1, MaxK].
 	K int
 	// MaxK bounds the draft length (default 8, at most MaxSpecK).
 	MaxK int
@@ -96,38 +96,6 @@ var ErrSpec = errors.New("engine: speculative decoding")
 // untouched, and its caller may go on without drafting.
 var ErrDraft = errors.New("engine: draft model")
 
-// SpecK is the adaptive draft length: it grows by one after a round that
-// accepts every proposal and shrinks by one after a round that accepts
-// fewer than half, within [1, max].
-type SpecK struct{ k, max int }
-
-// NewSpecK starts at k (default 4), bounded by max (default 8, at most
-// MaxSpecK).
-func NewSpecK(k, max int) *SpecK {
-	if max <= 0 {
-		max = 8
-	}
-	max = min(max, MaxSpecK)
-	if k <= 0 {
-		k = 4
-	}
-	return &SpecK{k: min(k, max), max: max}
-}
-
-// K is the next round's draft length.
-func (s *SpecK) K() int { return s.k }
-
-// Update learns from a round that proposed and accepted so many tokens.
-func (s *SpecK) Update(proposed, accepted int) {
-	switch {
-	case proposed == 0: // nothing drafted: no news
-	case accepted == proposed:
-		s.k = min(s.k+1, s.max)
-	case 2*accepted < proposed:
-		s.k = max(s.k-1, 1)
-	}
-}
-
 // SpecRound is one round after hist (the prompt and the answer so far):
 // the target holds hist but its last token and the draft a prefix of hist.
 // The draft proposes up to n tokens (fewer where it runs out of room), the
@@ -137,16 +105,27 @@ func (s *SpecK) Update(proposed, accepted int) {
 // the drafts proposed; the target then holds hist and all of add but its
 // last. A draft failure is ErrDraft, with the target consistent.
 func SpecRound(ctx context.Context, target, draft SpecModel, hist []int32, n int) (add, drafts []int32, err error) {
+	add, drafts, _, err = specRound(ctx, target, draft, hist, n)
+	return add, drafts, err
+}
+
+// roundTimes is what a round's draft took: in all, and a proposal.
+type roundTimes struct{ draft, per time.Duration }
+
+// specRound is SpecRound, also returning what the draft took.
+func specRound(ctx context.Context, target, draft SpecModel, hist []int32, n int) (add, drafts []int32, took roundTimes, err error) {
 	if draft.Pos() > len(hist)-1 {
-		return nil, nil, fmt.Errorf("%w: %w: the draft holds %d positions, the answer so far %d", ErrDraft, ErrSpec, draft.Pos(), len(hist)-1)
+		return nil, nil, took, fmt.Errorf("%w: %w: the draft holds %d positions, the answer so far %d", ErrDraft, ErrSpec, draft.Pos(), len(hist)-1)
 	}
 	if len(hist) == 0 || target.Pos() != len(hist)-1 || n < 0 || n > MaxSpecK {
-		return nil, nil, fmt.Errorf("%w: a round after %d tokens with the target at %d, the draft at %d, %d drafts",
+		return nil, nil, took, fmt.Errorf("%w: a round after %d tokens with the target at %d, the draft at %d, %d drafts",
 			ErrSpec, len(hist), target.Pos(), draft.Pos(), n)
 	}
-	drafts, qs, err := propose(ctx, draft, hist[draft.Pos():], n)
+	t0 := time.Now()
+	drafts, qs, per, err := propose(ctx, draft, hist[draft.Pos():], n)
+	took = roundTimes{draft: time.Since(t0), per: per}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, took, err
 	}
 	base := len(hist) - 1
 	toks := append([]int32{hist[base]}, drafts...)
@@ -160,7 +139,7 @@ func SpecRound(ctx context.Context, target, draft SpecModel, hist []int32, n int
 		// Should that fail too, the next round finds the draft ahead of
 		// hist and reports it then; the error now is the target's.
 		_ = draft.Truncate(min(draft.Pos(), base))
-		return nil, drafts, err
+		return nil, drafts, took, err
 	}
 	j := 0
 	for j < len(drafts) && drafts[j] == got[j] {
@@ -169,39 +148,48 @@ func SpecRound(ctx context.Context, target, draft SpecModel, hist []int32, n int
 	// Keep the target's positions of hist's last token and the accepted
 	// drafts; the draft keeps what it ran of those.
 	if err := target.Truncate(base + 1 + j); err != nil {
-		return nil, drafts, err
+		return nil, drafts, took, err
 	}
 	if err := draft.Truncate(min(draft.Pos(), base+1+j)); err != nil {
-		return nil, drafts, fmt.Errorf("%w: %w", ErrDraft, err)
+		return nil, drafts, took, fmt.Errorf("%w: %w", ErrDraft, err)
 	}
-	return append(drafts[:j:j], got[j]), drafts, nil
+	return append(drafts[:j:j], got[j]), drafts, took, nil
 }
 
 // propose has draft propose up to n tokens after in.
-func propose(ctx context.Context, draft SpecModel, in []int32, n int) (drafts []int32, qs []Dist, err error) {
+// It also returns the time one proposal takes (0: not measured): a round
+// trip's share for a Proposer, else the mean of the proposals made after
+// one token (the first also runs what the draft has not seen yet).
+func propose(ctx context.Context, draft SpecModel, in []int32, n int) (drafts []int32, qs []Dist, per time.Duration, err error) {
 	if p, ok := draft.(Proposer); ok {
 		if n == 0 {
-			return nil, nil, nil
+			return nil, nil, 0, nil
 		}
+		t0 := time.Now()
 		drafts, qs, err = p.Propose(ctx, in, n)
 		switch {
 		case errors.Is(err, ErrContextFull):
-			return nil, nil, nil // the draft is full: the target goes on with what it has
+			return nil, nil, 0, nil // the draft is full: the target goes on with what it has
 		case err != nil:
-			return nil, nil, fmt.Errorf("%w: %w", ErrDraft, err)
-		case len(drafts) > n || (qs != nil && len(qs) != len(drafts)):
-			return nil, nil, fmt.Errorf("%w: %w: %d proposals with %d distributions for %d asked", ErrDraft, ErrSpec, len(drafts), len(qs), n)
+			return nil, nil, 0, fmt.Errorf("%w: %w", ErrDraft, err)
+		case len(drafts) == 0 || len(drafts) > n || (qs != nil && len(qs) != len(drafts)):
+			return nil, nil, 0, fmt.Errorf("%w: %w: %d proposals with %d distributions for %d asked", ErrDraft, ErrSpec, len(drafts), len(qs), n)
 		}
-		return drafts, qs, nil
+		return drafts, qs, time.Since(t0) / time.Duration(len(drafts)), nil
 	}
 	drafts = make([]int32, 0, n)
+	var single time.Duration
 	for len(drafts) < n {
+		t0 := time.Now()
 		d, q, err := draft.Prefill(ctx, in)
+		if len(in) == 1 {
+			single += time.Since(t0)
+		}
 		if errors.Is(err, ErrContextFull) {
 			break // the draft is full: the target goes on with what it has
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrDraft, err)
+			return nil, nil, 0, fmt.Errorf("%w: %w", ErrDraft, err)
 		}
 		if len(q.IDs) > 0 && qs == nil {
 			qs = make([]Dist, len(drafts), n)
@@ -212,7 +200,10 @@ func propose(ctx context.Context, draft SpecModel, in []int32, n int) (drafts []
 		drafts = append(drafts, d)
 		in = []int32{d}
 	}
-	return drafts, qs, nil
+	if len(drafts) > 1 {
+		per = single / time.Duration(len(drafts)-1)
+	}
+	return drafts, qs, per, nil
 }
 
 // Speculate answers prompt with target's greedy tokens, drafted by draft.
@@ -246,7 +237,7 @@ func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o S
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
-		n := min(k.K(), o.MaxTokens-st.Tokens)
+		n := o.MaxTokens - st.Tokens
 		if o.Context > 0 {
 			// The step adds the last token and the drafts.
 			room := o.Context - len(hist)
@@ -255,7 +246,7 @@ func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o S
 			}
 			n = min(n, room)
 		}
-		add, drafts, err := SpecRound(ctx, target, draft, hist, n)
+		add, drafts, err := k.Round(ctx, target, draft, hist, n)
 		proposed := len(drafts)
 		if err != nil {
 			if errors.Is(err, ErrDraft) {
@@ -266,7 +257,6 @@ func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o S
 		st.Rounds++
 		st.Proposed += proposed
 		st.Accepted += len(add) - 1
-		k.Update(proposed, len(add)-1)
 		if o.OnRound != nil {
 			o.OnRound(proposed, len(add)-1)
 		}
