@@ -109,11 +109,8 @@ func SpecRound(ctx context.Context, target, draft SpecModel, hist []int32, n int
 	return add, drafts, err
 }
 
-// roundTimes is what a round's draft took: in all, and a proposal.
-type roundTimes struct{ draft, per time.Duration }
-
-// specRound is SpecRound, also returning what the draft took.
-func specRound(ctx context.Context, target, draft SpecModel, hist []int32, n int) (add, drafts []int32, took roundTimes, err error) {
+// specRound is SpecRound, also returning how long the draft took.
+func specRound(ctx context.Context, target, draft SpecModel, hist []int32, n int) (add, drafts []int32, took time.Duration, err error) {
 	if draft.Pos() > len(hist)-1 {
 		return nil, nil, took, fmt.Errorf("%w: %w: the draft holds %d positions, the answer so far %d", ErrDraft, ErrSpec, draft.Pos(), len(hist)-1)
 	}
@@ -122,8 +119,8 @@ func specRound(ctx context.Context, target, draft SpecModel, hist []int32, n int
 			ErrSpec, len(hist), target.Pos(), draft.Pos(), n)
 	}
 	t0 := time.Now()
-	drafts, qs, per, err := propose(ctx, draft, hist[draft.Pos():], n)
-	took = roundTimes{draft: time.Since(t0), per: per}
+	drafts, qs, err := propose(ctx, draft, hist[draft.Pos():], n)
+	took = time.Since(t0)
 	if err != nil {
 		return nil, nil, took, err
 	}
@@ -157,39 +154,30 @@ func specRound(ctx context.Context, target, draft SpecModel, hist []int32, n int
 }
 
 // propose has draft propose up to n tokens after in.
-// It also returns the time one proposal takes (0: not measured): a round
-// trip's share for a Proposer, else the mean of the proposals made after
-// one token (the first also runs what the draft has not seen yet).
-func propose(ctx context.Context, draft SpecModel, in []int32, n int) (drafts []int32, qs []Dist, per time.Duration, err error) {
+func propose(ctx context.Context, draft SpecModel, in []int32, n int) (drafts []int32, qs []Dist, err error) {
 	if p, ok := draft.(Proposer); ok {
 		if n == 0 {
-			return nil, nil, 0, nil
+			return nil, nil, nil
 		}
-		t0 := time.Now()
 		drafts, qs, err = p.Propose(ctx, in, n)
 		switch {
 		case errors.Is(err, ErrContextFull):
-			return nil, nil, 0, nil // the draft is full: the target goes on with what it has
+			return nil, nil, nil // the draft is full: the target goes on with what it has
 		case err != nil:
-			return nil, nil, 0, fmt.Errorf("%w: %w", ErrDraft, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrDraft, err)
 		case len(drafts) == 0 || len(drafts) > n || (qs != nil && len(qs) != len(drafts)):
-			return nil, nil, 0, fmt.Errorf("%w: %w: %d proposals with %d distributions for %d asked", ErrDraft, ErrSpec, len(drafts), len(qs), n)
+			return nil, nil, fmt.Errorf("%w: %w: %d proposals with %d distributions for %d asked", ErrDraft, ErrSpec, len(drafts), len(qs), n)
 		}
-		return drafts, qs, time.Since(t0) / time.Duration(len(drafts)), nil
+		return drafts, qs, nil
 	}
 	drafts = make([]int32, 0, n)
-	var single time.Duration
 	for len(drafts) < n {
-		t0 := time.Now()
 		d, q, err := draft.Prefill(ctx, in)
-		if len(in) == 1 {
-			single += time.Since(t0)
-		}
 		if errors.Is(err, ErrContextFull) {
 			break // the draft is full: the target goes on with what it has
 		}
 		if err != nil {
-			return nil, nil, 0, fmt.Errorf("%w: %w", ErrDraft, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrDraft, err)
 		}
 		if len(q.IDs) > 0 && qs == nil {
 			qs = make([]Dist, len(drafts), n)
@@ -200,10 +188,7 @@ func propose(ctx context.Context, draft SpecModel, in []int32, n int) (drafts []
 		drafts = append(drafts, d)
 		in = []int32{d}
 	}
-	if len(drafts) > 1 {
-		per = single / time.Duration(len(drafts)-1)
-	}
-	return drafts, qs, per, nil
+	return drafts, qs, nil
 }
 
 // Speculate answers prompt with target's greedy tokens, drafted by draft.

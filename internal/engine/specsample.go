@@ -88,14 +88,24 @@ func (s *Sampler) Propose(logits []float32, history []int32) (int32, Dist, error
 	for _, x := range c {
 		sum += x.p
 	}
-	d := Dist{IDs: make([]int32, len(c)), P: make([]float32, len(c))}
+	// Draw from exactly what is reported: the float32 probabilities, less
+	// those that round to 0 (a token it could never propose).
+	d := Dist{IDs: make([]int32, 0, len(c)), P: make([]float32, 0, len(c))}
+	kept := c[:0]
 	var sumf float64
-	for i := range c {
-		d.IDs[i], d.P[i] = c[i].id, float32(c[i].p/sum)
-		c[i].p = float64(d.P[i]) // draw from exactly what is reported
-		sumf += c[i].p
+	for _, x := range c {
+		if p := float32(x.p / sum); p > 0 {
+			d.IDs, d.P = append(d.IDs, x.id), append(d.P, p)
+			x.p = float64(p)
+			kept = append(kept, x)
+			sumf += x.p
+		}
 	}
-	return s.draw(c, sumf), d, nil
+	tok := s.draw(kept, sumf)
+	for i := range d.P { // the reported distribution sums to 1
+		d.P[i] = float32(float64(d.P[i]) / sumf)
+	}
+	return tok, d, nil
 }
 
 // Accept decides one draft position by the speculative sampling rule:
@@ -126,11 +136,15 @@ func (s *Sampler) Accept(logits []float32, history []int32, tok int32, q Dist) (
 	if qx := q.prob(tok); qx > 0 && s.rng.Float64()*qx < px {
 		return tok, true, nil
 	}
+	qp := make(map[int32]float64, len(q.IDs))
+	for i, id := range q.IDs {
+		qp[id] = float64(q.P[i])
+	}
 	var rs float64
 	for i := range c {
 		r := 0.0
 		if c[i].id != tok {
-			r = max(0, c[i].p/sum-q.prob(c[i].id))
+			r = max(0, c[i].p/sum-qp[c[i].id])
 		}
 		c[i].p = r
 		rs += r
