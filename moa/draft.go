@@ -152,6 +152,12 @@ func (s *Server) handleDraft(st network.Stream) {
 		return
 	}
 	d := engine.SessionDraft(sess, engine.SamplerOptions{RepeatPenalty: open.RepeatPenalty})
+	// A session lives as long as the longest answer may: a peer cannot
+	// keep the slot past that, however it paces its steps.
+	ctx, cancel := context.WithTimeout(context.Background(), maxDeadline)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { st.Reset() })
+	defer stop()
 	for {
 		st.SetReadDeadline(time.Now().Add(draftIdle))
 		var step DraftStep
@@ -161,7 +167,7 @@ func (s *Server) handleDraft(st network.Stream) {
 			}
 			return
 		}
-		props, err := draftStep(d, &step, tok.VocabSize(), ctxLen)
+		props, err := draftStep(ctx, d, &step, tok.VocabSize(), ctxLen)
 		if err != nil {
 			fail(CodeBadRequest, err.Error())
 			return
@@ -173,7 +179,7 @@ func (s *Server) handleDraft(st network.Stream) {
 }
 
 // draftStep runs one step of a draft session.
-func draftStep(d engine.SpecModel, step *DraftStep, vocab, ctxLen int) ([]int32, error) {
+func draftStep(ctx context.Context, d engine.SpecModel, step *DraftStep, vocab, ctxLen int) ([]int32, error) {
 	if step.N < 1 || step.N > engine.MaxSpecK {
 		return nil, fmt.Errorf("%w: n %d (1..%d)", ErrBadRequest, step.N, engine.MaxSpecK)
 	}
@@ -194,7 +200,7 @@ func draftStep(d engine.SpecModel, step *DraftStep, vocab, ctxLen int) ([]int32,
 	var props []int32
 	in := step.Tokens
 	for len(props) < step.N {
-		t, _, err := d.Prefill(context.Background(), in)
+		t, _, err := d.Prefill(ctx, in)
 		if errors.Is(err, engine.ErrContextFull) {
 			break
 		}

@@ -39,17 +39,21 @@ func DialDraft(ctx context.Context, h host.Host, p peer.AddrInfo, open DraftOpen
 	if timeout <= 0 {
 		timeout = DefaultDraftTimeout
 	}
-	if len(p.Addrs) > 0 {
+	if len(p.Addrs) > 0 && len(h.Peerstore().Addrs(p.ID)) == 0 {
+		// Addresses a requester gave are tried only for a peer this one
+		// knows no address of.
 		h.Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.TempAddrTTL)
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	st, err := h.NewStream(network.WithAllowLimitedConn(dctx, DraftProtocolID), p.ID, DraftProtocolID)
 	if err != nil {
-		return nil, fmt.Errorf("moa: draft session: %w", err)
+		// What the dial met stays here: the answer's requester learns only
+		// that the drafter was not reached.
+		return nil, &unreachableError{err}
 	}
 	d := &RemoteDraft{st: st, r: bufio.NewReader(st), vocab: vocabSize, timeout: timeout}
-	rep, err := d.roundTrip(dctx, &open)
+	rep, err := d.roundTrip(dctx, &open, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -69,14 +73,26 @@ func DialDraft(ctx context.Context, h host.Host, p peer.AddrInfo, open DraftOpen
 	return d, nil
 }
 
-// roundTrip sends v and reads the reply, within the timeout and ctx.
-func (d *RemoteDraft) roundTrip(ctx context.Context, v any) (*DraftReply, error) {
+// unreachableError is a drafter the dial did not reach; its message does
+// not say what the dial met.
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string { return "moa: the drafter could not be reached" }
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// tokenTime is how much longer a round trip may take for each token the
+// drafter runs (the prompt, or what it has not seen yet).
+const tokenTime = 20 * time.Millisecond
+
+// roundTrip sends v and reads the reply, within the timeout (longer by
+// tokenTime for each of ntok tokens to run) and ctx.
+func (d *RemoteDraft) roundTrip(ctx context.Context, v any, ntok int) (*DraftReply, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
 	stop := context.AfterFunc(ctx, func() { d.st.Reset() })
 	defer stop()
-	d.st.SetDeadline(time.Now().Add(d.timeout))
+	d.st.SetDeadline(time.Now().Add(d.timeout + time.Duration(ntok)*tokenTime))
 	var rep DraftReply
 	err := writeFrame(d.st, v)
 	if err == nil {
@@ -101,7 +117,7 @@ func (d *RemoteDraft) Propose(ctx context.Context, tokens []int32, n int) ([]int
 	if d.pos+len(tokens) > d.ctxLen-1 {
 		return nil, nil, engine.ErrContextFull // no room to propose: the verifier goes on alone
 	}
-	rep, err := d.roundTrip(ctx, &DraftStep{Keep: d.pos, Tokens: tokens, N: n})
+	rep, err := d.roundTrip(ctx, &DraftStep{Keep: d.pos, Tokens: tokens, N: n}, len(tokens))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -180,10 +196,18 @@ func (s *Server) draft(ctx context.Context, dp *DraftPeer, rm *RoleModel, penalt
 		if err != nil {
 			return nil, nil, err
 		}
-		return engine.SessionDraft(sess, engine.SamplerOptions{RepeatPenalty: penalty}), func() { sess.Close() }, nil
+		dr.active.Add(1) // Remove waits for it
+		return engine.SessionDraft(sess, engine.SamplerOptions{RepeatPenalty: penalty}), func() {
+			sess.Close()
+			dr.active.Add(-1)
+		}, nil
 	}
 	d, err := DialDraft(ctx, s.host, ai, DraftOpen{Vocab: tok.Fingerprint(), RepeatPenalty: penalty}, tok.VocabSize(), s.DraftTimeout)
 	if err != nil {
+		var ue *unreachableError
+		if errors.As(err, &ue) {
+			s.log.Info("moa: drafter not reached", "drafter", ai.ID, "err", ue.err)
+		}
 		return nil, nil, err
 	}
 	return d, func() { d.Close() }, nil

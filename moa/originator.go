@@ -40,7 +40,8 @@ type Originator struct {
 	// "punched" or "relayed"); traces show it per agent.
 	ConnKind func(peer.ID) string
 
-	stats peerStats // what this originator measured of each peer
+	stats       peerStats       // what this originator measured of each peer
+	badDrafters droppedDrafters // drafters reasoners gave up on (speed.go)
 }
 
 // Query is one question.

@@ -199,17 +199,13 @@ func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) e
 			RepeatPenalty: sm.RepeatPenalty, Seed: sm.Seed},
 	}
 	start := time.Now()
-	var draftErr string
 	if req.Draft != nil {
-		d, closeDraft, err := s.draft(ctx, req.Draft, rm, sm.RepeatPenalty)
-		if err != nil {
-			// The answer is the same without a draft, only slower.
-			s.log.Info("moa: answering without the draft", "drafter", req.Draft.Peer, "err", err)
-			draftErr = err.Error()
-		} else {
-			defer closeDraft()
-			ereq.Draft, ereq.DraftMin, ereq.DraftMax = d, s.DraftMin, s.DraftMax
+		// Opened once the answer has its slot, beside its prompt; without
+		// it the answer is the same, only slower.
+		ereq.OpenDraft = func(ctx context.Context) (engine.SpecModel, func(), error) {
+			return s.draft(ctx, req.Draft, rm, sm.RepeatPenalty)
 		}
+		ereq.DraftMin, ereq.DraftMax = s.DraftMin, s.DraftMax
 	}
 	res, err := rm.Model.Generate(ctx, ereq, func(t engine.Token) error {
 		if t.Text == "" || onToken == nil {
@@ -237,10 +233,10 @@ func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) e
 		Role: req.Role, Model: rm.Name, ModelCID: rm.CID, PromptTokens: res.Metrics.PromptTokens,
 		Tokens: res.Metrics.GeneratedTokens, TokPerSec: res.Metrics.DecodeTPS,
 		TTFTMS: ms(res.Metrics.TTFT), TotalMS: ms(time.Since(start)), Reason: reason,
-		Drafted: res.Drafted, DraftAccepted: res.DraftAccepted, DraftRounds: res.DraftRounds, DraftError: draftErr,
+		Drafted: res.Drafted, DraftAccepted: res.DraftAccepted, DraftRounds: res.DraftRounds, DraftError: res.DraftError,
 	}
 	if res.DraftError != "" {
-		d.DraftError = res.DraftError
+		s.log.Info("moa: drafting stopped", "drafter", req.Draft.Peer, "err", res.DraftError)
 	}
 	if s.Status != nil {
 		d.Thermal, d.Battery = s.Status()

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // speed answers fast. Where a drafter and a reasoner share a tokenizer,
@@ -71,7 +75,7 @@ func (o *Originator) speed(ctx context.Context, q Query, res *Result) error {
 func (o *Originator) draftPair() (candidate, []candidate) {
 	reasoners := o.candidates(Reasoner)
 	for _, d := range o.candidates(Drafter) {
-		if d.role.Vocab == "" {
+		if d.role.Vocab == "" || o.badDrafters.recent(d.peer.ID) {
 			continue
 		}
 		var same []candidate
@@ -106,6 +110,11 @@ func (o *Originator) speculativeSpeed(ctx context.Context, q Query, res *Result,
 		emit(q.OnToken, t)
 	}, true)
 	q.OnAgent(a)
+	if a.Draft != nil && a.Draft.Error != "" {
+		// The reasoner gave up on this drafter: the next speed questions
+		// are asked without it for a while.
+		o.badDrafters.add(dc.peer.ID)
+	}
 	if a.Error == "" {
 		res.AgentResponses = append(res.AgentResponses, a)
 		res.FinalAnswer = a.Content
@@ -118,4 +127,36 @@ func (o *Originator) speculativeSpeed(ctx context.Context, q Query, res *Result,
 	d := o.askRole(ctx, Drafter, o.request(Drafter, q, q.Prompt), func(_, t string) { emit(q.OnToken, t) }, true)
 	q.OnAgent(d)
 	return o.finishSingle(res, d)
+}
+
+// draftSkip is how long a drafter a reasoner gave up on is left out of
+// speculative speed mode.
+const draftSkip = 10 * time.Minute
+
+// droppedDrafters are the drafters reasoners gave up on, and when.
+type droppedDrafters struct {
+	mu sync.Mutex
+	at map[peer.ID]time.Time
+}
+
+func (d *droppedDrafters) add(id peer.ID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.at == nil {
+		d.at = map[peer.ID]time.Time{}
+	}
+	now := time.Now()
+	for p, t := range d.at {
+		if now.Sub(t) > draftSkip {
+			delete(d.at, p)
+		}
+	}
+	d.at[id] = now
+}
+
+func (d *droppedDrafters) recent(id peer.ID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.at[id]
+	return ok && time.Since(t) < draftSkip
 }

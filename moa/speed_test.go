@@ -152,8 +152,9 @@ func liar(t *testing.T, fp string, vocab int, lie func(step DraftStep) DraftRepl
 
 // A drafter that lies (proposals outside the vocabulary, more than asked,
 // random tokens) or hangs costs the answer nothing: the reasoner checks
-// each reply, drops a draft that breaks the protocol or stays silent past
-// its timeout, and answers on its own, the same text.
+// each reply, drops a draft that breaks the protocol (and the originator
+// leaves that drafter out of the next speed questions), never waits for
+// one that hangs, and answers on its own, the same text.
 func TestSpeculativeSpeedModeLiars(t *testing.T) {
 	origin := newTestPeer(t, 1)
 	reasoner := newTestPeer(t, 2, Reasoner)
@@ -197,12 +198,21 @@ func TestSpeculativeSpeedModeLiars(t *testing.T) {
 			if len(res.AgentResponses) != 1 || a.Content != want || a.Draft == nil || a.Draft.Peer != l.h.ID().String() {
 				t.Fatalf("answer %q (want %q), draft %+v", a.Content, want, a.Draft)
 			}
-			if name == "random" {
+			switch name {
+			case "random":
 				if a.Draft.Rounds == 0 || a.Draft.Error != "" {
 					t.Fatalf("random proposals: %+v", a.Draft)
 				}
-			} else if a.Draft.Error == "" {
-				t.Fatalf("%s: the draft was not dropped: %+v", name, a.Draft)
+			case "hangs":
+				// Opened beside the answer, the draft never got to run the
+				// prompt: the answer never waited for it.
+				if a.Draft.Rounds != 0 {
+					t.Fatalf("a hung drafter drafted: %+v", a.Draft)
+				}
+			default:
+				if a.Draft.Error == "" || !o.badDrafters.recent(l.h.ID()) {
+					t.Fatalf("%s: the draft was not dropped, or the drafter is still paired: %+v", name, a.Draft)
+				}
 			}
 			if took := time.Since(start); took > 4*time.Second {
 				t.Fatalf("%s: the answer took %s", name, took)
@@ -237,7 +247,7 @@ func TestDraftProtocolRefuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := rd.roundTrip(t.Context(), &step); !errors.Is(err, ErrBadRequest) {
+		if _, err := rd.roundTrip(t.Context(), &step, 0); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("%s: %v", name, err)
 		}
 		rd.Close()

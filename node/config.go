@@ -214,8 +214,8 @@ func checkDraftK(section string, lo, hi int) error {
 		return fmt.Errorf("config: %s.draft_min %d: want 0..%d", section, lo, engine.MaxSpecK)
 	case hi < 0 || hi > engine.MaxSpecK:
 		return fmt.Errorf("config: %s.draft_max %d: want 0 (8) .. %d", section, hi, engine.MaxSpecK)
-	case hi > 0 && lo > hi:
-		return fmt.Errorf("config: %s.draft_min %d is above draft_max %d", section, lo, hi)
+	case lo > max(hi, 8) || (hi > 0 && lo > hi):
+		return fmt.Errorf("config: %s.draft_min %d is above draft_max (%d; 0 is 8)", section, lo, hi)
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ type drafter struct {
 }
 
 // draft is pipeline.Originator.Drafter.
-func (d *drafter) draft(_ context.Context, _ pipeline.ModelRef, vocab int, s pipeline.Sampling) (engine.SpecModel, func(), error) {
+func (d *drafter) draft(_ context.Context, _ pipeline.ModelRef, tok *engine.Tokenizer, s pipeline.Sampling) (engine.SpecModel, func(), error) {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -43,8 +43,9 @@ func (d *drafter) draft(_ context.Context, _ pipeline.ModelRef, vocab int, s pip
 	if err != nil {
 		return nil, nil, err
 	}
-	if v := m.Info().VocabSize; v != vocab {
-		return nil, nil, fmt.Errorf("pipeline.draft %s has %d tokens, the model asked for %d", d.path, v, vocab)
+	if fp := m.Tokenizer().Fingerprint(); fp != tok.Fingerprint() {
+		return nil, nil, fmt.Errorf("pipeline.draft %s has another tokenizer (%d tokens, fingerprint %s) than the model asked for (%d, %s)",
+			d.path, m.Tokenizer().VocabSize(), fp, tok.VocabSize(), tok.Fingerprint())
 	}
 	sess, err := m.NewSession()
 	if err != nil {

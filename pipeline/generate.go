@@ -36,7 +36,8 @@ type generation struct {
 
 	draft      engine.SpecModel // the draft of a speculating generation, or nil (spec.go)
 	closeDraft func()
-	draftReady chan error // the draft's prompt, run beside the route's (spec.go)
+	draftReady  chan error // the draft's prompt, run beside the route's (spec.go)
+	cancelDraft func()     // ends that run
 	specK      *engine.SpecK
 
 	avoid  map[string]int // suspects, with how often they were: avoided where others cover their layers

@@ -76,11 +76,11 @@ type Originator struct {
 	// vetted at once. nil: no vetting.
 	Vet func(ctx context.Context, id peer.ID, c swarm.Claim) error
 	// Drafter, when set, gives a speculating generation (Request.Speculate)
-	// its draft: an empty session of a model with ref's vocabulary (vocab
-	// tokens), choosing tokens as sampling s does at temperature 0, and a
-	// function that closes it. An error makes the generation go on without
-	// drafting.
-	Drafter func(ctx context.Context, ref ModelRef, vocab int, s Sampling) (engine.SpecModel, func(), error)
+	// its draft: an empty session of a model with ref's tokenizer (tok),
+	// choosing tokens as sampling s does (engine.SessionDraft), and a
+	// function that closes it. An error makes the generation go on
+	// without drafting.
+	Drafter func(ctx context.Context, ref ModelRef, tok *engine.Tokenizer, s Sampling) (engine.SpecModel, func(), error)
 	// VetTimeout bounds the vetting of one plan's peers (default 30 s).
 	VetTimeout time.Duration
 	// Referee settles a spot-check between two disagreeing hops whose

@@ -42,6 +42,14 @@ func (s *chainSpec) Prefill(ctx context.Context, tokens []int32) (int32, engine.
 }
 
 func (s *chainSpec) Next(ctx context.Context, tokens []int32, q []engine.Dist) ([]int32, error) {
+	for i, d := range q {
+		if d.Check(s.c.vocab, tokens[i+1]) != nil || len(q) != len(tokens)-1 || s.c.open.Sampling.Temperature <= 0 {
+			// Not a distribution the first hop would take (and blame
+			// itself for): the proposals go as certain to the draft.
+			q = nil
+			break
+		}
+	}
 	var res *Result
 	var err error
 	if s.run != nil {
@@ -64,21 +72,23 @@ func (g *generation) speculating() bool {
 
 // startDraft gives the generation its draft, where it may speculate.
 func (g *generation) startDraft(ctx context.Context) {
-	if !g.req.Speculate || g.o.Drafter == nil || g.req.Logits {
-		return
+	if !g.req.Speculate || g.o.Drafter == nil || g.req.Logits || g.wantShadow() {
+		return // a second route beside this one is fed plain steps
 	}
-	d, closeDraft, err := g.o.Drafter(ctx, g.ref, g.tok.VocabSize(), g.req.Sampling)
+	d, closeDraft, err := g.o.Drafter(ctx, g.ref, g.tok, g.req.Sampling)
 	if err != nil {
 		g.o.log().Info("pipeline: no draft; decoding plainly", "err", err)
 		return
 	}
 	g.draft, g.closeDraft, g.specK = d, closeDraft, engine.NewSpecCost(g.req.DraftMin, g.req.DraftMax)
 	// The draft runs the prompt while the route does: its first round then
-	// costs its proposals only.
-	g.draftReady = make(chan error, 1)
+	// costs its proposals only. Dropping the draft cancels the run.
+	pctx, cancel := context.WithCancel(ctx)
+	ready := make(chan error, 1)
+	g.draftReady, g.cancelDraft = ready, cancel
 	go func() {
-		_, _, err := d.Prefill(ctx, g.prompt)
-		g.draftReady <- err
+		_, _, err := d.Prefill(pctx, g.prompt)
+		ready <- err
 	}()
 }
 
@@ -88,7 +98,8 @@ func (g *generation) draftPrompt() error {
 		return nil
 	}
 	err := <-g.draftReady
-	g.draftReady = nil
+	g.cancelDraft()
+	g.draftReady, g.cancelDraft = nil, nil
 	if err != nil {
 		return fmt.Errorf("%w: the prompt: %w", engine.ErrDraft, err)
 	}
@@ -102,6 +113,9 @@ func (g *generation) dropDraft(why error) {
 	}
 	if why != nil {
 		g.o.log().Info("pipeline: drafting stopped; decoding plainly", "err", why)
+	}
+	if g.cancelDraft != nil {
+		g.cancelDraft() // the prompt's run, if it still goes on
 	}
 	g.draftPrompt() // not closed under its own run
 	g.closeDraft()

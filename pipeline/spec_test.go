@@ -354,8 +354,8 @@ func TestSpeculativeContextEnd(t *testing.T) {
 
 // drafterOf drafts with the model file full, loaded for each generation,
 // through wrap when set.
-func drafterOf(full string, wrap func(engine.SpecModel) engine.SpecModel) func(context.Context, ModelRef, int, Sampling) (engine.SpecModel, func(), error) {
-	return func(ctx context.Context, _ ModelRef, _ int, s Sampling) (engine.SpecModel, func(), error) {
+func drafterOf(full string, wrap func(engine.SpecModel) engine.SpecModel) func(context.Context, ModelRef, *engine.Tokenizer, Sampling) (engine.SpecModel, func(), error) {
+	return func(ctx context.Context, _ ModelRef, _ *engine.Tokenizer, s Sampling) (engine.SpecModel, func(), error) {
 		m, err := engine.Load(ctx, full, engine.Options{Threads: 1, Slots: 1, Context: 512, Isolated: true})
 		if err != nil {
 			return nil, nil, err

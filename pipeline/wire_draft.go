@@ -41,7 +41,7 @@ func decodeDrafts(b []byte, n int) ([]engine.Dist, error) {
 		return nil, fmt.Errorf("%w: %d bytes after a verify step", ErrBadFrame, len(b))
 	}
 	m := int(binary.LittleEndian.Uint32(b))
-	if m != 0 && m != n-1 {
+	if m > engine.MaxSpecK || (m != 0 && m != n-1) {
 		return nil, fmt.Errorf("%w: %d draft distributions for a verify step of %d positions", ErrBadFrame, m, n)
 	}
 	b = b[4:]

@@ -24,11 +24,18 @@ type Request struct {
 	// Stop strings end generation; the text returned stops before them.
 	Stop []string `json:"stop,omitempty"`
 	// Draft, when set, drafts the answer: each step after the first is a
-	// speculative round (SpecRound) verifying its proposals, k adapting
-	// (SpecK). The draft must be empty (Pos 0); it is not closed here. A
-	// draft that fails is dropped (Result.DraftError) and the answer goes
-	// on plainly: it is the same answer either way (see spec.go).
+	// speculative round (SpecRound) verifying its proposals, k chosen by
+	// cost (NewSpecCost). The draft must be empty (Pos 0); it is not
+	// closed here. A draft that fails is dropped (Result.DraftError) and
+	// the answer goes on plainly: greedy, the same answer either way;
+	// sampling, one of the same distribution (see spec.go).
 	Draft SpecModel `json:"-"`
+	// OpenDraft, when set (and Draft is not), opens the draft once the
+	// generation has its session, beside the prompt's run: the draft then
+	// runs the prompt too, and drafting starts at the first round after
+	// that, without the answer ever waiting for it. The function it
+	// returns closes the draft.
+	OpenDraft func(ctx context.Context) (SpecModel, func(), error) `json:"-"`
 	// DraftMin and DraftMax bound the draft length chosen by cost
 	// (NewSpecCost): 0 and 8 by default.
 	DraftMin, DraftMax int `json:"-"`
@@ -163,10 +170,23 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 		return false, nil
 	}
 	draft := req.Draft
+	opening := openDraft(ctx, req.OpenDraft, prompt)
+	defer opening.close()
 	for {
 		if err := ctx.Err(); err != nil {
 			res.Done = DoneCancel
 			break
+		}
+		if d, err := opening.ready(); err != nil {
+			res.DraftError = err.Error()
+		} else if d != nil && draft == nil {
+			draft = d
+		}
+		if draft != nil && target == nil && len(res.Tokens) > 0 {
+			// The session holds the answer but its last token: from here
+			// on it is the target of speculative rounds, with this sampler.
+			target = &sessionSpec{s: s, sampler: sampler, hist: slices.Clone(history[:s.Pos()])}
+			k = NewSpecCost(req.DraftMin, req.DraftMax)
 		}
 		if draft != nil && target != nil {
 			// A speculative round: the step holds the last token and the
@@ -233,12 +253,6 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 		id, err := sampler.Sample(logits, history)
 		if err != nil {
 			return res, err
-		}
-		if draft != nil && target == nil {
-			// The session holds the prompt: from the next token on, it is
-			// the target of speculative rounds, with this sampler.
-			target = &sessionSpec{s: s, sampler: sampler, hist: slices.Clone(history)}
-			k = NewSpecCost(req.DraftMin, req.DraftMax)
 		}
 		end, err := take(id)
 		if err != nil {
@@ -329,4 +343,74 @@ func (s *stopper) flush(tail string) string {
 	out += s.pending
 	s.pending = ""
 	return out
+}
+
+// draftOpening is a draft being opened beside a generation.
+type draftOpening struct {
+	ch     chan openedDraft
+	cancel context.CancelFunc
+	closer func()
+}
+
+type openedDraft struct {
+	d     SpecModel
+	close func()
+	err   error
+}
+
+// openDraft opens a draft with open (nil: none) and has it run the prompt,
+// in the background.
+func openDraft(ctx context.Context, open func(context.Context) (SpecModel, func(), error), prompt []int32) *draftOpening {
+	o := &draftOpening{}
+	if open == nil {
+		return o
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	o.ch, o.cancel = make(chan openedDraft, 1), cancel
+	go func() {
+		d, closeDraft, err := open(dctx)
+		if err == nil {
+			if _, _, err = d.Prefill(dctx, prompt); err != nil {
+				closeDraft()
+				d = nil
+			}
+		}
+		o.ch <- openedDraft{d: d, close: closeDraft, err: err}
+	}()
+	return o
+}
+
+// ready returns the draft once it is open and has run the prompt, or why
+// it could not be; nil, nil before that, and after.
+func (o *draftOpening) ready() (SpecModel, error) {
+	if o.ch == nil {
+		return nil, nil
+	}
+	select {
+	case r := <-o.ch:
+		o.ch = nil
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrDraft, r.err)
+		}
+		o.closer = r.close
+		return r.d, nil
+	default:
+		return nil, nil
+	}
+}
+
+// close ends the opening (waiting for it) and closes the draft.
+func (o *draftOpening) close() {
+	if o.cancel != nil {
+		o.cancel()
+	}
+	if o.ch != nil {
+		if r := <-o.ch; r.err == nil && r.close != nil {
+			r.close()
+		}
+		o.ch = nil
+	}
+	if o.closer != nil {
+		o.closer()
+	}
 }
