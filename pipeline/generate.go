@@ -34,11 +34,11 @@ type generation struct {
 	stepEst time.Duration // a decode step's time on this route (moving average)
 	sb      *standby      // the warm standby or check route, or nil
 
-	draft      engine.SpecModel // the draft of a speculating generation, or nil (spec.go)
-	closeDraft func()
+	draft       engine.SpecModel // the draft of a speculating generation, or nil (spec.go)
+	closeDraft  func()
 	draftReady  chan error // the draft's prompt, run beside the route's (spec.go)
 	cancelDraft func()     // ends that run
-	specK      *engine.SpecK
+	specK       *engine.SpecK
 
 	avoid  map[string]int // suspects, with how often they were: avoided where others cover their layers
 	check  bool           // results are checked on a second route (see SpotCheck)

@@ -31,14 +31,14 @@ type SpecK struct {
 	k, min, max int
 	costs       bool
 
-	acc, rej float64       // decayed accepted proposals and rejections
-	obs      [16]roundObs  // the last rounds
+	acc, rej float64      // decayed accepted proposals and rejections
+	obs      [16]roundObs // the last rounds
 	nobs     int
 	// The per-token costs last measured, for a window of rounds that
 	// measures none (no drafting in it, or one length only).
 	vp, db, dp float64
-	plain    int // rounds since the last that drafted
-	probe    int // plain rounds before the next probe
+	plain      int // rounds since the last that drafted
+	probe      int // plain rounds before the next probe
 }
 
 type roundObs struct {
