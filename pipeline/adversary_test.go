@@ -31,7 +31,11 @@ type liar struct {
 	hidden func(h []float32)           // corrupts the hidden states it passes on (or returns to a probe)
 	result func(r *Result)             // corrupts the results it passes back
 	blame  func(open *Open) *WireError // an error frame to send back instead of a step's result
-	from   int64
+	// acceptAll, on the last hop, answers every verify step by accepting
+	// all its proposals (the token after the last is its honest one), and
+	// every other step honestly: a liar in verify sessions only.
+	acceptAll bool
+	from      int64
 	steps  atomic.Int64
 }
 
@@ -60,6 +64,7 @@ func (l *liar) handle(st network.Stream) {
 	// Its own layers, computed honestly by its own stage.
 	inner := open
 	inner.Route, inner.Index, inner.From, inner.Until = []RouteHop{hop}, 0, hop.Start, 0
+	inner.Verify = false // its own stage runs verify steps as plain ones
 	if hop.End < open.Layers {
 		inner.Until = hop.End
 	}
@@ -128,6 +133,11 @@ func (l *liar) handle(st network.Stream) {
 				return
 			}
 		}
+		if typ == frameVerify {
+			// Its stage runs it as a plain step; the tokens after each
+			// position are made up below (last hop) or come from the next.
+			typ, body = encodeStepFrame(&Step{Session: stp.Session, Pos: stp.Pos, Tokens: stp.Tokens, DType: stp.DType, Hidden: stp.Hidden})
+		}
 		if writeFrame(a, typ, body) != nil {
 			return
 		}
@@ -144,6 +154,12 @@ func (l *liar) handle(st network.Stream) {
 			return
 		}
 		if last {
+			if stp.Verify {
+				if !l.acceptAll {
+					return // an honest verify needs every position's logits, which a probe does not give
+				}
+				res.Tokens = append(append([]int32(nil), stp.Tokens[1:]...), res.Token)
+			}
 			if lie && l.hidden != nil && open.probe() {
 				l.hidden(res.Logits)
 			}
@@ -159,7 +175,8 @@ func (l *liar) handle(st network.Stream) {
 		if lie && l.hidden != nil {
 			l.hidden(out)
 		}
-		next := &Step{Session: open.Session, Pos: stp.Pos, Tokens: stp.Tokens, DType: dtypeCode(open.DType), Batches: stp.Batches}
+		next := &Step{Session: open.Session, Pos: stp.Pos, Tokens: stp.Tokens, DType: dtypeCode(open.DType), Batches: stp.Batches,
+			Verify: stp.Verify, Drafts: stp.Drafts}
 		if next.DType == dtF32 {
 			next.Hidden = f32Bytes(out)
 		} else {

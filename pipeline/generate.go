@@ -38,6 +38,8 @@ type generation struct {
 	closeDraft  func()
 	draftReady  chan error // the draft's prompt, run beside the route's (spec.go)
 	cancelDraft func()     // ends that run
+	settling    *disagreement // a speculative spot check's, to settle by logits next (speccheck.go)
+	disagreed   *disagreement // the last settled, for judgeVerify
 	specK       *engine.SpecK
 
 	avoid  map[string]int // suspects, with how often they were: avoided where others cover their layers
@@ -96,6 +98,9 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		switch bad := g.deadHop(); {
 		case pending != nil:
 			res, pending = pending, nil
+		case g.settling != nil:
+			res, took, err = g.settle(ctx, g.settling)
+			g.settling = nil
 		case bad != nil:
 			err = &StageError{Peer: bad.Peer, Layers: [2]int{bad.Start, bad.End}, Code: CodeDownstream,
 				Err: errors.New("declared dead while the session ran"), Evidence: EvidenceDead}
@@ -110,6 +115,10 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 				g.chain.rewind(len(g.prompt) + len(g.res.Tokens) - 1) // where input goes
 				res, took, err = g.step(ctx, g.chain, g.hops, input, nil)
 				stepped = err == nil
+			case errors.As(err, &g.settling):
+				// The spot check's route chose otherwise: the tokens both
+				// chose stand, and the next step is compared by logits.
+				spec, err = g.settling.agreed, nil
 			case errors.As(err, &se) && se.Code == CodeContextFull:
 				// A hop had no room for the round's positions, and the
 				// hops before it may have closed their sessions on it:
@@ -118,7 +127,10 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 				res, took, err = g.reopenPlain(ctx)
 			}
 		default:
-			if g.sb != nil && g.sb.check {
+			switch {
+			case g.checking():
+				g.sb.feedAt(input, k, len(g.prompt)+len(g.res.Tokens)-len(input), false)
+			case g.sb != nil && g.sb.check:
 				g.sb.feed(input, nil, k) // both routes run the step at once
 			}
 			res, took, err = g.step(ctx, g.chain, g.hops, input, nil)
@@ -152,7 +164,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 				g.stepEst = (3*g.stepEst + took) / 4
 			}
 		}
-		if g.sb != nil && g.sb.check {
+		if g.sb != nil && g.sb.check && spec == nil { // a speculative round was checked as it ran
 			if res, err = g.confirm(ctx, k, res, input); err != nil {
 				return g.failGen(ctx, err)
 			}
@@ -421,7 +433,7 @@ func (g *generation) replan(ctx context.Context) ([]Hop, error) {
 // generation asks for logits and samples them here.
 func (g *generation) open(ctx context.Context, hops []Hop) (*chain, error) {
 	open := g.o.newOpen(g.ref, hops, g.req)
-	open.Logits = open.Logits || g.check
+	open.Logits = open.Logits || (g.check && g.draft == nil) // a speculating check compares tokens
 	open.Verify = g.draft != nil && !open.Logits
 	var c *chain
 	err := g.watched(ctx, hops, 0, func(ctx context.Context) (err error) {

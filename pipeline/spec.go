@@ -67,13 +67,13 @@ func (s *chainSpec) Next(ctx context.Context, tokens []int32, q []engine.Dist) (
 // draft, a route opened for verify steps, and no second route beside it
 // (a standby or check route is fed plain steps).
 func (g *generation) speculating() bool {
-	return g.draft != nil && g.chain != nil && g.chain.open.Verify && g.sb == nil
+	return g.draft != nil && g.chain != nil && g.chain.open.Verify && (g.sb == nil || g.sb.check)
 }
 
 // startDraft gives the generation its draft, where it may speculate.
 func (g *generation) startDraft(ctx context.Context) {
-	if !g.req.Speculate || g.o.Drafter == nil || g.req.Logits || g.wantShadow() {
-		return // a second route beside this one is fed plain steps
+	if !g.req.Speculate || g.o.Drafter == nil || g.req.Logits || g.req.Standby || (g.check && g.req.Sampling.Temperature > 0) {
+		return // a standby is fed plain steps; a sampled answer is checked by logits
 	}
 	d, closeDraft, err := g.o.Drafter(ctx, g.ref, g.tok, g.req.Sampling)
 	if err != nil {
@@ -153,12 +153,22 @@ func (g *generation) specStep(ctx context.Context) ([]int32, time.Duration, erro
 	if g.req.MaxTokens > 0 {
 		n = min(n, g.req.MaxTokens-len(g.res.Tokens))
 	}
+	k := len(g.res.Tokens)
 	target := &chainSpec{c: g.chain, run: func(ctx context.Context, tokens []int32, q []engine.Dist) (res *Result, err error) {
 		t0 := time.Now()
+		checked := g.checking()
+		if checked { // both routes run the round at once
+			g.sb.feedAt(tokens, k, len(hist)-1, true)
+		}
 		err = g.watched(ctx, g.hops, g.expect(tokens, nil), func(ctx context.Context) (err error) {
 			res, _, err = g.chain.verify(ctx, tokens, q)
 			return err
 		})
+		if err == nil && checked {
+			if err = g.checkRound(ctx, k, tokens, res); err != nil {
+				return nil, err
+			}
+		}
 		if err == nil {
 			// A verify step costs about a decode step where round trips
 			// dominate: the hang watch's estimate goes on from it.

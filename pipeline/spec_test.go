@@ -375,10 +375,11 @@ func drafterOf(full string, wrap func(engine.SpecModel) engine.SpecModel) func(c
 
 // In the field: q8_0 weights, a middle stage that hangs mid-answer (its
 // link freezes, as under SIGSTOP), and a liar that sends NaN hidden states
-// on. The hung stage is found and routed around and drafting goes on;
-// the liar, whose stage refuses verify sessions (it predates them, as an
-// unknown peer may), gets a plain route, is proven and left out. Tokens are
-// one machine's greedy ones either way.
+// on, in verify steps as in any. The hung stage is found and routed around
+// and drafting goes on; the liar is proven by the next hop's checks and
+// left out. Tokens are one machine's greedy ones either way. (A stage that
+// predates verify steps refuses the open; the route is then opened plain:
+// TestSpeculativeRoute's refusals.)
 func TestSpeculativeInTheField(t *testing.T) {
 	const n = 24
 	full, cid := modelOf(t, "qwen3", "small", "q8_0")
@@ -432,4 +433,90 @@ func TestSpeculativeInTheField(t *testing.T) {
 		assertBans(t, o.Trust, []peer.ID{l.h.ID()}, honest...)
 		t.Logf("liar proven: %s; %d draft rounds", res.Reroutes[0].Reason, res.DraftRounds)
 	})
+}
+
+// A spot-checked speculating generation speculates on both routes and
+// compares their tokens round by round: honest routes agree (f32: token
+// for token) and the answer is one machine's. A last hop that lies in
+// verify steps only (it accepts every proposal), honest in plain ones, is
+// caught at the first round the routes disagree: drafting stops, both
+// routes are opened again with logits, which agree, and contradict the
+// liar's verify tokens: its route's peers are suspects from then on, and
+// the answer is still one machine's.
+func TestSpeculativeSpotCheck(t *testing.T) {
+	const n = 24
+	full, cid := model(t, "qwen3")
+	want := reference(t, "qwen3", question, n)
+	other := filepath.Join(t.TempDir(), "other.gguf")
+	if err := engine.Synth(context.Background(), other, engine.SynthSpec{Arch: "qwen3", Size: "tiny", Type: "f32", Seed: 11}); err != nil {
+		t.Fatal(err)
+	}
+	think := false
+	for _, lying := range []bool{false, true} {
+		t.Run(map[bool]string{false: "honest", true: "liar in verify steps"}[lying], func(t *testing.T) {
+			origin := newStagePeer(t)
+			var peers []*stagePeer
+			cuts := [][2]int{{0, 2}, {2, 4}, {0, 1}, {1, 4}} // two routes, cut at other layers
+			var l *liar
+			for i, r := range cuts {
+				if lying && i == 1 {
+					l = newLiar(t, full, cid, r[0], r[1])
+					l.acceptAll = true
+					peers = append(peers, l.stagePeer)
+					continue
+				}
+				p := newStagePeer(t)
+				p.serveFile(t, full, cid, r[0], r[1])
+				peers = append(peers, p)
+			}
+			o := originatorForFile(t, full, origin, peers...)
+			o.Trust = swarm.NewTrust()
+			for i, p := range peers { // the first route is the cheapest, the other is all that is left
+				p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
+				o.Trust.Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
+			}
+			draft := full
+			if lying {
+				draft = other // it rarely agrees: the liar's "all accepted" shows at once
+			}
+			o.Drafter = drafterOf(draft, nil)
+			var events []TraceEvent
+			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
+				Speculate: true, DraftMin: 4, DraftMax: 4, OnTrace: func(ev TraceEvent) { events = append(events, ev) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameTokens(res.Tokens, want) {
+				t.Fatalf("tokens differ from one machine:\n got %v\nwant %v", res.Tokens, want)
+			}
+			var mismatches []TraceEvent
+			checked := false
+			for _, ev := range events {
+				switch ev.Kind {
+				case "mismatch":
+					mismatches = append(mismatches, ev)
+				case "spot_check":
+					checked = checked || ev.Reason == ""
+				}
+			}
+			if !checked || res.SpotChecked <= res.DraftRounds {
+				t.Fatalf("checked %v: %d checks", checked, res.SpotChecked)
+			}
+			if !lying {
+				if len(mismatches) != 0 || res.DraftRounds == 0 || res.DraftAccepted*10 < res.Drafted*9 {
+					t.Fatalf("honest routes: mismatches %+v, %d of %d accepted", mismatches, res.DraftAccepted, res.Drafted)
+				}
+				t.Logf("honest: %d checks over %d draft rounds, %d of %d accepted", res.SpotChecked, res.DraftRounds,
+					res.DraftAccepted, res.Drafted)
+				return
+			}
+			// The first round disagrees (the liar accepts every proposal):
+			// it counts for nothing, and the answer goes on plainly.
+			if len(mismatches) != 1 || !contains(mismatches[0].Suspects, l.h.ID().String()) || res.DraftRounds != 0 {
+				t.Fatalf("the liar in verify steps: mismatches %+v", mismatches)
+			}
+			t.Logf("liar: %s; suspects %v; %d draft rounds, then %d checks", mismatches[0].Reason, mismatches[0].Suspects,
+				res.DraftRounds, res.SpotChecked)
+		})
+	}
 }

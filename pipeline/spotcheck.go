@@ -188,11 +188,24 @@ func agree(a, b []float32, n int, tol float64) (bool, float64) {
 // from a route without the liar. When the check route itself fails, the
 // check goes on on a new one, if there is one.
 func (g *generation) confirm(ctx context.Context, k int, res *Result, input []int32) (*Result, error) {
-	if len(res.Logits) == 0 { // not a checked route's result: nothing to compare (not reached)
-		g.closeShadow()
-		return res, nil
-	}
 	for g.sb != nil && g.sb.check {
+		if len(res.Logits) == 0 {
+			if !g.checking() { // not a checked route's result: nothing to compare (not reached)
+				g.closeShadow()
+				return res, nil
+			}
+			// A speculating check: the routes' tokens are compared; where
+			// they differ, both are opened again to compare logits.
+			err := g.checkToken(ctx, k, input, res)
+			var d *disagreement
+			if !errors.As(err, &d) {
+				return res, err
+			}
+			if res, _, err = g.settle(ctx, d); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		s := g.sb
 		var sres *Result
 		err := g.watched(ctx, s.hops, g.expect(input, nil), func(ctx context.Context) (err error) {
@@ -219,11 +232,9 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 		}
 		ok, diff := agree(res.Logits, sres.Logits, len(res.Logits), tol)
 		if ok {
-			g.res.SpotChecked++
+			g.passCheck(s)
 			g.res.SpotMaxDiff = max(g.res.SpotMaxDiff, diff)
-			for _, h := range append(slices.Clone(g.hops), s.hops...) {
-				g.passed[h] = true
-			}
+			g.judgeVerify(k, res)
 			return res, nil
 		}
 		g.res.Mismatches++

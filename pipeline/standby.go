@@ -29,6 +29,10 @@ type standbyItem struct {
 	tokens  []int32
 	batches []int
 	step    int
+	// at, when 0 or more, is the position the step runs at: the route
+	// first drops what it holds from there (after a speculative round).
+	at     int
+	verify bool // a verify step (speccheck.go)
 }
 
 // standby is the route kept warm.
@@ -130,9 +134,14 @@ func (s *standby) feed(tokens []int32, batches []int, step int) {
 	if s.closed || s.err != nil {
 		return
 	}
-	s.queue = append(s.queue, standbyItem{tokens: slices.Clone(tokens), batches: batches, step: step})
+	s.push(standbyItem{tokens: slices.Clone(tokens), batches: batches, step: step, at: -1})
+}
+
+// push queues it; s.mu is held.
+func (s *standby) push(it standbyItem) {
+	s.queue = append(s.queue, it)
 	s.pending++
-	s.last = step
+	s.last = it.step
 	s.cond.Broadcast()
 }
 
@@ -193,7 +202,16 @@ func (s *standby) run(ctx context.Context) {
 		it := s.queue[0]
 		s.queue = s.queue[1:]
 		s.mu.Unlock()
-		res, _, err := s.c.step(ctx, it.tokens, it.batches)
+		if it.at >= 0 && it.at <= s.c.pos {
+			s.c.rewind(it.at)
+		}
+		var res *Result
+		var err error
+		if it.verify {
+			res, _, err = s.c.verify(ctx, it.tokens, nil)
+		} else {
+			res, _, err = s.c.step(ctx, it.tokens, it.batches)
+		}
 		s.mu.Lock()
 		s.pending--
 		s.fed++

@@ -1,0 +1,179 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
+)
+
+// Spot checks of speculative answers. A checked generation with a draft
+// speculates on both routes: the check route is fed the same verify steps
+// (and the same plain ones) as the primary, both opened for verify steps
+// without logits, so a hop cannot tell a checked session from another,
+// and a hop that lies only in verify sessions is checked as well as one
+// that lies in any. The routes' tokens are compared up to the first
+// proposal the primary refused. Where they differ (a liar, or a near tie
+// that rounds apart), drafting stops, the tokens both agree on are kept,
+// both routes are opened again with logits and replay the answer, and the
+// next step is compared by logits as in any checked generation: a liar
+// that goes on lying is found there (spotcheck.go); a route whose verify
+// token those agreed logits contradict beyond the tolerance lied in its
+// verify step, and its peers are avoided from then on.
+
+// feedAt queues a step of a speculating check route: tokens at position
+// at, a verify step or not.
+func (s *standby) feedAt(tokens []int32, step, at int, verify bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.err != nil {
+		return
+	}
+	s.push(standbyItem{tokens: slices.Clone(tokens), step: step, at: at, verify: verify})
+}
+
+// checking reports whether a check route runs beside a speculating
+// primary (fed verify and plain steps at their positions).
+func (g *generation) checking() bool {
+	return g.sb != nil && g.sb.check && g.chain != nil && g.chain.open.Verify
+}
+
+// disagreement is where the two routes of a speculative spot check chose
+// different tokens: the tokens both agreed on before it, and each route's
+// choice there.
+type disagreement struct {
+	k            int     // the answer's length at the disagreement
+	agreed       []int32 // the round's tokens both routes chose first
+	main, second int32
+	hops, other  []Hop
+}
+
+func (d *disagreement) Error() string {
+	return fmt.Sprintf("the spot check's route chose token %d where this route chose %d, %d tokens into the round",
+		d.second, d.main, len(d.agreed))
+}
+
+// checkRound compares a round's verify result with the check route's
+// (fed the same step before it): nil when they agree on every token up to
+// the first proposal the primary refused (tokens[1:] are the proposals);
+// a *disagreement otherwise. A check route that fails is replaced, the
+// round going unchecked.
+func (g *generation) checkRound(ctx context.Context, k int, tokens []int32, res *Result) error {
+	s := g.sb
+	var sres *Result
+	err := g.watched(ctx, s.hops, g.expect(tokens, nil), func(ctx context.Context) (err error) {
+		sres, err = s.result(ctx, k)
+		return err
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err == nil && len(sres.Tokens) != len(res.Tokens) {
+		err = fmt.Errorf("%d tokens from the check route, %d from this one", len(sres.Tokens), len(res.Tokens))
+	}
+	if err != nil {
+		g.o.log().Info("pipeline: the spot-check route failed; checking on another", "err", err)
+		g.closeShadow()
+		g.sb = g.startStandby(ctx, true)
+		return nil
+	}
+	for i, t := range res.Tokens {
+		if sres.Tokens[i] != t {
+			return &disagreement{k: k, agreed: slices.Clone(tokens[1 : i+1]), main: t, second: sres.Tokens[i],
+				hops: slices.Clone(g.hops), other: slices.Clone(s.hops)}
+		}
+		if i+1 >= len(tokens) || tokens[i+1] != t {
+			break // the primary refused the next proposal: nothing after counts
+		}
+	}
+	g.passCheck(s)
+	return nil
+}
+
+// passCheck counts a step both routes agreed on.
+func (g *generation) passCheck(s *standby) {
+	g.res.SpotChecked++
+	for _, h := range append(slices.Clone(g.hops), s.hops...) {
+		g.passed[h] = true
+	}
+}
+
+// checkToken compares a plain step's token (a speculating checked route
+// returns no logits) with the check route's; a *disagreement when they
+// differ.
+func (g *generation) checkToken(ctx context.Context, k int, input []int32, res *Result) error {
+	s := g.sb
+	var sres *Result
+	err := g.watched(ctx, s.hops, g.expect(input, nil), func(ctx context.Context) (err error) {
+		sres, err = s.result(ctx, k)
+		return err
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil {
+		g.o.log().Info("pipeline: the spot-check route failed; checking on another", "err", err)
+		g.closeShadow()
+		g.sb = g.startStandby(ctx, true)
+		return nil
+	}
+	if sres.Token != res.Token {
+		return &disagreement{k: k, main: res.Token, second: sres.Token, hops: slices.Clone(g.hops), other: slices.Clone(s.hops)}
+	}
+	g.passCheck(s)
+	return nil
+}
+
+// settle goes on after a disagreement: drafting stops, and both routes are
+// opened again with logits, replaying the answer so far (the caller has
+// added the agreed tokens); the step's result comes back, to be compared
+// by logits (confirm), after which judge weighs the verify tokens.
+func (g *generation) settle(ctx context.Context, d *disagreement) (*Result, time.Duration, error) {
+	g.o.log().Warn("pipeline: spot check of a speculative answer disagrees; checking by logits", "at_token", d.k+len(d.agreed), "err", d)
+	g.dropDraft(d)
+	g.closeShadow()
+	d.k += len(d.agreed)
+	g.disagreed = d
+	res, took, err := g.reopenPlain(ctx)
+	if err != nil {
+		return nil, took, err
+	}
+	g.sb = g.startStandby(ctx, true)
+	return res, took, nil
+}
+
+// judgeVerify, once the step after a disagreement has been confirmed by logits
+// (res, agreed by both routes), finds which route's verify token those
+// logits contradict beyond the tolerance: that route lied in its verify
+// step (a near tie rounds within it), and its peers are avoided.
+func (g *generation) judgeVerify(k int, res *Result) {
+	d := g.disagreed
+	if d == nil || d.k != k || len(res.Logits) == 0 {
+		return
+	}
+	g.disagreed = nil
+	l := res.Logits
+	best := engine.Greedy(l)
+	scale := 1.0
+	for _, v := range l {
+		scale = max(scale, float64(v), -float64(v))
+	}
+	tol := g.tolerance(hopPeers(d.hops, d.other)...)
+	for _, side := range []struct {
+		tok  int32
+		hops []Hop
+	}{{d.main, d.hops}, {d.second, d.other}} {
+		if side.tok < 0 || int(side.tok) >= len(l) {
+			continue
+		}
+		if gap := float64(l[best]-l[side.tok]) / scale; gap > tol {
+			f := &fault{code: "mismatch", evidence: EvidenceUndecided, suspects: remotePeers(side.hops, g.o.Host.ID().String()),
+				reason: fmt.Sprintf("a verify step chose token %d at token %d where the checked logits prefer %d by %.3g (tolerance %g)",
+					side.tok, k, best, gap, tol)}
+			g.apply(f)
+			g.trace(TraceEvent{Kind: "mismatch", AtToken: k, Reason: f.reason, Evidence: f.evidence, Suspects: f.suspects})
+		}
+	}
+}
