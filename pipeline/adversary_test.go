@@ -35,7 +35,10 @@ type liar struct {
 	// all its proposals (the token after the last is its honest one), and
 	// every other step honestly: a liar in verify sessions only.
 	acceptAll bool
-	from      int64
+	// old refuses opens with verify, as a stage that predates verify
+	// steps does (its strict JSON knows no such field).
+	old  bool
+	from int64
 	steps  atomic.Int64
 }
 
@@ -57,6 +60,10 @@ func (l *liar) handle(st network.Stream) {
 	var open Open
 	if err != nil || typ != frameOpen || decodeJSON(body, &open) != nil || open.validate() != nil {
 		st.Reset()
+		return
+	}
+	if l.old && open.Verify {
+		writeJSON(st, frameError, &WireError{Code: CodeBadFrame, Message: `json: unknown field "verify"`})
 		return
 	}
 	hop := open.Route[open.Index]

@@ -378,8 +378,8 @@ func drafterOf(full string, wrap func(engine.SpecModel) engine.SpecModel) func(c
 // on, in verify steps as in any. The hung stage is found and routed around
 // and drafting goes on; the liar is proven by the next hop's checks and
 // left out. Tokens are one machine's greedy ones either way. (A stage that
-// predates verify steps refuses the open; the route is then opened plain:
-// TestSpeculativeRoute's refusals.)
+// predates verify steps refuses the open: the route is opened again plain,
+// no hop blamed, no drafting, the same tokens.)
 func TestSpeculativeInTheField(t *testing.T) {
 	const n = 24
 	full, cid := modelOf(t, "qwen3", "small", "q8_0")
@@ -432,6 +432,21 @@ func TestSpeculativeInTheField(t *testing.T) {
 		}
 		assertBans(t, o.Trust, []peer.ID{l.h.ID()}, honest...)
 		t.Logf("liar proven: %s; %d draft rounds", res.Reroutes[0].Reason, res.DraftRounds)
+	})
+	t.Run("old stage", func(t *testing.T) {
+		origin, a := newStagePeer(t), newStagePeer(t)
+		a.serveFile(t, full, cid, 0, 4)
+		l := newLiar(t, full, cid, 4, 8)
+		l.old, l.from = true, 1<<40 // honest, but knows no verify steps
+		o := originatorForFile(t, full, origin, a, l.stagePeer)
+		o.Drafter = drafterOf(full, nil)
+		res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true, DraftMin: 4, DraftMax: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameTokens(res.Tokens, want) || len(res.Reroutes) != 0 || res.DraftRounds != 0 {
+			t.Fatalf("tokens %v (want %v), re-routes %+v, %d draft rounds", res.Tokens, want, res.Reroutes, res.DraftRounds)
+		}
 	})
 }
 
