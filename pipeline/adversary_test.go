@@ -37,9 +37,9 @@ type liar struct {
 	acceptAll bool
 	// old refuses opens with verify, as a stage that predates verify
 	// steps does (its strict JSON knows no such field).
-	old  bool
-	from int64
-	steps  atomic.Int64
+	old   bool
+	from  int64
+	steps atomic.Int64
 }
 
 // newLiar serves [a,b) of the model at full and lies; it claims to be

@@ -36,8 +36,8 @@ type generation struct {
 
 	draft       engine.SpecModel // the draft of a speculating generation, or nil (spec.go)
 	closeDraft  func()
-	draftReady  chan error // the draft's prompt, run beside the route's (spec.go)
-	cancelDraft func()     // ends that run
+	draftReady  chan error    // the draft's prompt, run beside the route's (spec.go)
+	cancelDraft func()        // ends that run
 	settling    *disagreement // a speculative spot check's, to settle by logits next (speccheck.go)
 	disagreed   *disagreement // the last settled, for judgeVerify
 	specK       *engine.SpecK

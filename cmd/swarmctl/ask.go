@@ -28,7 +28,7 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 	trace := fs.Bool("trace", false, "show each agent's (or pipeline hop's) peer and timings on stderr")
 	dtype := fs.String("dtype", "", "pipeline hidden states on the wire: f32 (default, identical to one machine) or f16 (half the bytes)")
 	standby := fs.Bool("standby", false, "pipeline: keep a warm standby route for instant failover (twice the compute; default: the daemon's pipeline.standby)")
-	speculate := fs.Bool("speculate", false, "pipeline: draft with the daemon's pipeline.draft, several tokens per round trip (greedy only; default: on when it has one)")
+	speculate := fs.Bool("speculate", false, "pipeline: draft with the daemon's pipeline.draft, several tokens per round trip (default: on when it has one)")
 	pos, err := e.parse(fs, commands["ask"].args, args)
 	if err != nil {
 		return err
