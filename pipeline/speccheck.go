@@ -55,11 +55,11 @@ func (d *disagreement) Error() string {
 		d.second, d.main, len(d.agreed))
 }
 
-// checkRound compares a round's verify result with the check route's
-// (fed the same step before it): nil when they agree on every token up to
-// the first proposal the primary refused (tokens[1:] are the proposals);
-// a *disagreement otherwise. A check route that fails is replaced, the
-// round going unchecked.
+// checkRound compares a step's result with the check route's (fed the
+// same step before it): nil when they agree on every token up to the
+// first proposal the primary refused (a verify step: tokens[1:] are the
+// proposals; a plain one: its token); a *disagreement otherwise. A check
+// route that fails is replaced, the step going unchecked.
 func (g *generation) checkRound(ctx context.Context, k int, tokens []int32, res *Result) error {
 	s := g.sb
 	var sres *Result
@@ -70,8 +70,11 @@ func (g *generation) checkRound(ctx context.Context, k int, tokens []int32, res 
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if err == nil && len(sres.Tokens) != len(res.Tokens) {
-		err = fmt.Errorf("%d tokens from the check route, %d from this one", len(sres.Tokens), len(res.Tokens))
+	mine, theirs := chosen(res), []int32(nil)
+	if err == nil {
+		if theirs = chosen(sres); len(theirs) != len(mine) {
+			err = fmt.Errorf("%d tokens from the check route, %d from this one", len(theirs), len(mine))
+		}
 	}
 	if err != nil {
 		g.o.log().Info("pipeline: the spot-check route failed; checking on another", "err", err)
@@ -79,9 +82,9 @@ func (g *generation) checkRound(ctx context.Context, k int, tokens []int32, res 
 		g.sb = g.startStandby(ctx, true)
 		return nil
 	}
-	for i, t := range res.Tokens {
-		if sres.Tokens[i] != t {
-			return &disagreement{k: k, agreed: slices.Clone(tokens[1 : i+1]), main: t, second: sres.Tokens[i],
+	for i, t := range mine {
+		if theirs[i] != t {
+			return &disagreement{k: k, agreed: slices.Clone(tokens[1 : i+1]), main: t, second: theirs[i],
 				hops: slices.Clone(g.hops), other: slices.Clone(s.hops)}
 		}
 		if i+1 >= len(tokens) || tokens[i+1] != t {
@@ -92,38 +95,20 @@ func (g *generation) checkRound(ctx context.Context, k int, tokens []int32, res 
 	return nil
 }
 
+// chosen is the tokens a result chose: a verify step's, or a step's one.
+func chosen(r *Result) []int32 {
+	if len(r.Tokens) > 0 {
+		return r.Tokens
+	}
+	return []int32{r.Token}
+}
+
 // passCheck counts a step both routes agreed on.
 func (g *generation) passCheck(s *standby) {
 	g.res.SpotChecked++
 	for _, h := range append(slices.Clone(g.hops), s.hops...) {
 		g.passed[h] = true
 	}
-}
-
-// checkToken compares a plain step's token (a speculating checked route
-// returns no logits) with the check route's; a *disagreement when they
-// differ.
-func (g *generation) checkToken(ctx context.Context, k int, input []int32, res *Result) error {
-	s := g.sb
-	var sres *Result
-	err := g.watched(ctx, s.hops, g.expect(input, nil), func(ctx context.Context) (err error) {
-		sres, err = s.result(ctx, k)
-		return err
-	})
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if err != nil {
-		g.o.log().Info("pipeline: the spot-check route failed; checking on another", "err", err)
-		g.closeShadow()
-		g.sb = g.startStandby(ctx, true)
-		return nil
-	}
-	if sres.Token != res.Token {
-		return &disagreement{k: k, main: res.Token, second: sres.Token, hops: slices.Clone(g.hops), other: slices.Clone(s.hops)}
-	}
-	g.passCheck(s)
-	return nil
 }
 
 // settle goes on after a disagreement: drafting stops, and both routes are

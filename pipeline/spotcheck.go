@@ -196,7 +196,7 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 			}
 			// A speculating check: the routes' tokens are compared; where
 			// they differ, both are opened again to compare logits.
-			err := g.checkToken(ctx, k, input, res)
+			err := g.checkRound(ctx, k, input, res) // one token chosen: the input is no draft
 			var d *disagreement
 			if !errors.As(err, &d) {
 				return res, err

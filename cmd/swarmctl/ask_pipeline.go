@@ -135,6 +135,10 @@ func pipelineFooter(e *env, res *client.QueryResult, trace bool) error {
 	}
 	if p.DraftRounds > 0 {
 		s += fmt.Sprintf("; speculative: %d of %d drafted tokens accepted, %d verify steps", p.DraftAccepted, p.Drafted, p.DraftRounds)
+		if n := len(p.Tokens); n > p.DraftAccepted {
+			// Each accepted draft token saved the route a step.
+			s += fmt.Sprintf(", %.2f tokens per route step", float64(n)/float64(n-p.DraftAccepted))
+		}
 	}
 	if p.SpotChecked > 0 || p.Mismatches > 0 {
 		s += fmt.Sprintf("; %d steps spot-checked on a second route, %d mismatches", p.SpotChecked, p.Mismatches)
