@@ -36,10 +36,13 @@ type generation struct {
 
 	draft       engine.SpecModel // the draft of a speculating generation, or nil (spec.go)
 	closeDraft  func()
-	draftReady  chan error    // the draft's prompt, run beside the route's (spec.go)
-	cancelDraft func()        // ends that run
-	settling    *disagreement // a speculative spot check's, to settle by logits next (speccheck.go)
-	disagreed   *disagreement // the last settled, for judgeVerify
+	draftReady  chan error      // the draft's prompt, run beside the route's (spec.go)
+	cancelDraft func()          // ends that run
+	settling    *disagreement   // a speculative spot check's, to settle by logits next (speccheck.go)
+	disagreed   *disagreement   // the last settled, for judgeVerify
+	resync      bool            // both routes to be opened again alike (speccheck.go)
+	recheck     bool            // a check route to start before the next step
+	distrust    map[string]bool // peers a check found lying: never credited
 	specK       *engine.SpecK
 
 	avoid  map[string]int // suspects, with how often they were: avoided where others cover their layers
@@ -95,26 +98,24 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		var spec []int32 // the tokens a speculative round added
 		stepped := false // res came from a step on the current route
 		k := len(g.res.Tokens)
+		g.restartCheck(ctx)
 		switch bad := g.deadHop(); {
 		case pending != nil:
 			res, pending = pending, nil
-		case g.settling != nil:
+		case g.settling != nil || g.resync || g.modesDiffer():
 			res, took, err = g.settle(ctx, g.settling)
-			g.settling = nil
+			g.settling, g.resync = nil, false
 		case bad != nil:
 			err = &StageError{Peer: bad.Peer, Layers: [2]int{bad.Start, bad.End}, Code: CodeDownstream,
 				Err: errors.New("declared dead while the session ran"), Evidence: EvidenceDead}
-		case len(input) == 1 && g.speculating():
+		case len(input) == 1 && k > 0 && g.speculating():
 			spec, took, err = g.specStep(ctx)
 			var se *StageError
 			switch {
 			case errors.Is(err, engine.ErrDraft) || errors.Is(err, engine.ErrSpec):
 				// The draft failed, or the round's own bookkeeping did:
 				// no hop's fault. A plain step where the round began.
-				g.dropDraft(err)
-				g.chain.rewind(len(g.prompt) + len(g.res.Tokens) - 1) // where input goes
-				res, took, err = g.step(ctx, g.chain, g.hops, input, nil)
-				stepped = err == nil
+				res, took, stepped, err = g.plainAgain(ctx, input, err, false)
 			case errors.As(err, &g.settling):
 				// The spot check's route chose otherwise: the tokens both
 				// chose stand, and the next step is compared by logits.
@@ -123,8 +124,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 				// A hop had no room for the round's positions, and the
 				// hops before it may have closed their sessions on it:
 				// the route again, plain, replaying the answer so far.
-				g.dropDraft(err)
-				res, took, err = g.reopenPlain(ctx)
+				res, took, stepped, err = g.plainAgain(ctx, input, err, true)
 			}
 		default:
 			switch {
@@ -210,7 +210,9 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 			g.res.Done = done
 			break
 		}
-		input = g.res.Tokens[len(g.res.Tokens)-1:]
+		if len(g.res.Tokens) > 0 {
+			input = g.res.Tokens[len(g.res.Tokens)-1:]
+		}
 	}
 	g.emit(dec.Flush(), &text)
 	g.res.Text = string(text)
@@ -433,7 +435,8 @@ func (g *generation) replan(ctx context.Context) ([]Hop, error) {
 // generation asks for logits and samples them here.
 func (g *generation) open(ctx context.Context, hops []Hop) (*chain, error) {
 	open := g.o.newOpen(g.ref, hops, g.req)
-	open.Logits = open.Logits || (g.check && g.draft == nil) // a speculating check compares tokens
+	// A checked greedy answer with a draft compares tokens; any other by logits.
+	open.Logits = open.Logits || (g.check && (g.draft == nil || g.req.Sampling.Temperature > 0))
 	open.Verify = g.draft != nil && !open.Logits
 	var c *chain
 	err := g.watched(ctx, hops, 0, func(ctx context.Context) (err error) {
@@ -445,7 +448,7 @@ func (g *generation) open(ctx context.Context, hops []Hop) (*chain, error) {
 		// A hop that predates verify steps refuses the open: this
 		// route decodes plainly.
 		g.dropDraft(err)
-		open.Verify = false
+		open.Verify, open.Logits = false, open.Logits || g.check
 		err = g.watched(ctx, hops, 0, func(ctx context.Context) (err error) {
 			c, err = g.o.openChain(ctx, open)
 			return err

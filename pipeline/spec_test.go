@@ -457,7 +457,11 @@ func TestSpeculativeInTheField(t *testing.T) {
 // caught at the first round the routes disagree: drafting stops, both
 // routes are opened again with logits, which agree, and contradict the
 // liar's verify tokens: its route's peers are suspects from then on, and
-// the answer is still one machine's.
+// the answer is still one machine's. A primary hop killed mid-answer hands
+// the answer to the check route, which ran the failed round as a verify
+// step: it runs the step again plainly, and the answer is still one
+// machine's. A primary stage that refuses verify steps (an older version)
+// makes both routes run plainly with logits, every step checked.
 func TestSpeculativeSpotCheck(t *testing.T) {
 	const n = 24
 	full, cid := model(t, "qwen3")
@@ -467,16 +471,20 @@ func TestSpeculativeSpotCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	think := false
-	for _, lying := range []bool{false, true} {
-		t.Run(map[bool]string{false: "honest", true: "liar in verify steps"}[lying], func(t *testing.T) {
+	for _, c := range []string{"honest", "liar in verify steps", "failover", "old stage"} {
+		lying := c == "liar in verify steps"
+		t.Run(c, func(t *testing.T) {
 			origin := newStagePeer(t)
 			var peers []*stagePeer
 			cuts := [][2]int{{0, 2}, {2, 4}, {0, 1}, {1, 4}} // two routes, cut at other layers
 			var l *liar
 			for i, r := range cuts {
-				if lying && i == 1 {
+				if (lying || c == "old stage") && i == 1 {
 					l = newLiar(t, full, cid, r[0], r[1])
-					l.acceptAll = true
+					l.acceptAll, l.old = lying, !lying
+					if !lying {
+						l.from = 1 << 40 // honest, but knows no verify steps
+					}
 					peers = append(peers, l.stagePeer)
 					continue
 				}
@@ -496,8 +504,14 @@ func TestSpeculativeSpotCheck(t *testing.T) {
 			}
 			o.Drafter = drafterOf(draft, nil)
 			var events []TraceEvent
-			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
-				Speculate: true, DraftMin: 4, DraftMax: 4, OnTrace: func(ev TraceEvent) { events = append(events, ev) }})
+			req := Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
+				Speculate: true, DraftMin: 4, DraftMax: 4, OnTrace: func(ev TraceEvent) { events = append(events, ev) }}
+			if c == "failover" {
+				_, onTrace, onToken := failHopAt(n/2, 1, failable(t, "kill", peers[1]))
+				req.OnTrace = func(ev TraceEvent) { onTrace(ev); events = append(events, ev) }
+				req.OnToken = onToken
+			}
+			res, err := o.Generate(t.Context(), req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -514,8 +528,21 @@ func TestSpeculativeSpotCheck(t *testing.T) {
 					checked = checked || ev.Reason == ""
 				}
 			}
-			if !checked || res.SpotChecked <= res.DraftRounds {
-				t.Fatalf("checked %v: %d checks", checked, res.SpotChecked)
+			if !checked || res.SpotChecked == 0 || (c != "failover" && res.SpotChecked <= res.DraftRounds) {
+				t.Fatalf("checked %v: %d checks over %d draft rounds", checked, res.SpotChecked, res.DraftRounds)
+			}
+			if c == "old stage" {
+				if res.SpotChecked != n || res.DraftRounds != 0 || len(mismatches) != 0 {
+					t.Fatalf("%d of %d steps checked, %d draft rounds, mismatches %+v", res.SpotChecked, n, res.DraftRounds, mismatches)
+				}
+				return
+			}
+			if c == "failover" {
+				if len(res.Reroutes) != 1 || !res.Reroutes[0].Standby || len(mismatches) != 0 {
+					t.Fatalf("re-routes %+v, mismatches %+v", res.Reroutes, mismatches)
+				}
+				t.Logf("failover: the check route took over at token %d; %d draft rounds", res.Reroutes[0].AtToken, res.DraftRounds)
+				return
 			}
 			if !lying {
 				if len(mismatches) != 0 || res.DraftRounds == 0 || res.DraftAccepted*10 < res.Drafted*9 {

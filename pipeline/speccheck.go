@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -71,15 +72,17 @@ func (g *generation) checkRound(ctx context.Context, k int, tokens []int32, res 
 		return ctx.Err()
 	}
 	mine, theirs := chosen(res), []int32(nil)
-	if err == nil {
-		if theirs = chosen(sres); len(theirs) != len(mine) {
-			err = fmt.Errorf("%d tokens from the check route, %d from this one", len(theirs), len(mine))
-		}
-	}
 	if err != nil {
-		g.o.log().Info("pipeline: the spot-check route failed; checking on another", "err", err)
-		g.closeShadow()
-		g.sb = g.startStandby(ctx, true)
+		// Mid-round, a new check route could not replay what this round
+		// adds: it starts before the next step.
+		g.checkFailed(err)
+		g.recheck = true
+		return nil
+	}
+	if theirs = chosen(sres); len(theirs) != len(mine) || len(sres.Logits) != len(res.Logits) {
+		// The routes do not run alike (one was opened again without
+		// verify steps): both are opened again before the next step.
+		g.resync = true
 		return nil
 	}
 	for i, t := range mine {
@@ -103,24 +106,80 @@ func chosen(r *Result) []int32 {
 	return []int32{r.Token}
 }
 
-// passCheck counts a step both routes agreed on.
+// passCheck counts a step both routes agreed on, crediting their hops
+// but those a check found lying.
 func (g *generation) passCheck(s *standby) {
 	g.res.SpotChecked++
 	for _, h := range append(slices.Clone(g.hops), s.hops...) {
-		g.passed[h] = true
+		if !g.distrust[h.Peer] {
+			g.passed[h] = true
+		}
 	}
 }
 
-// settle goes on after a disagreement: drafting stops, and both routes are
+// checkFailed leaves out a check route that failed, blaming a hop its
+// error proves.
+func (g *generation) checkFailed(err error) {
+	g.o.log().Info("pipeline: the spot-check route failed; checking on another", "err", err)
+	g.closeShadow()
+	var se *StageError
+	if errors.As(err, &se) && se.Evidence != "" && se.Evidence != EvidenceStall {
+		g.apply(&fault{peer: se.Peer, layers: se.Layers, reason: se.Err.Error(), evidence: se.Evidence, proven: true,
+			output: se.Evidence == EvidenceCheck})
+	}
+}
+
+// restartCheck starts the check route a round left out, now that the
+// answer so far can be replayed on it.
+func (g *generation) restartCheck(ctx context.Context) {
+	if g.recheck {
+		g.recheck = false
+		if g.sb == nil && g.check {
+			g.sb = g.startStandby(ctx, true)
+		}
+	}
+}
+
+// modesDiffer reports whether the check route runs otherwise than the
+// primary (logits against verify steps): they must be opened again alike.
+func (g *generation) modesDiffer() bool {
+	return g.sb != nil && g.sb.check && g.chain != nil &&
+		(g.sb.c.open.Logits != g.chain.open.Logits || g.sb.c.open.Verify != g.chain.open.Verify)
+}
+
+// plainAgain goes on without the draft after a round failed (why): a
+// checked generation opens both routes again by logits (settle); another
+// takes a plain step where the round began on this route, or, when a hop
+// had no room for the round (full), opens the route again plain.
+func (g *generation) plainAgain(ctx context.Context, input []int32, why error, full bool) (*Result, time.Duration, bool, error) {
+	g.dropDraft(why)
+	switch {
+	case g.check:
+		res, took, err := g.settle(ctx, nil)
+		return res, took, false, err
+	case full:
+		res, took, err := g.reopenPlain(ctx)
+		return res, took, false, err
+	}
+	g.chain.rewind(len(g.prompt) + len(g.res.Tokens) - 1) // where input goes
+	res, took, err := g.step(ctx, g.chain, g.hops, input, nil)
+	return res, took, err == nil, err
+}
+
+// settle goes on after a disagreement (d; nil: after drafting stopped,
+// or when the routes run otherwise): drafting stops, and both routes are
 // opened again with logits, replaying the answer so far (the caller has
 // added the agreed tokens); the step's result comes back, to be compared
-// by logits (confirm), after which judge weighs the verify tokens.
+// by logits (confirm), after which judgeVerify weighs the verify tokens.
 func (g *generation) settle(ctx context.Context, d *disagreement) (*Result, time.Duration, error) {
-	g.o.log().Warn("pipeline: spot check of a speculative answer disagrees; checking by logits", "at_token", d.k+len(d.agreed), "err", d)
-	g.dropDraft(d)
+	var why error = errors.New("the spot check goes on by logits")
+	if d != nil {
+		g.o.log().Warn("pipeline: spot check of a speculative answer disagrees; checking by logits", "at_token", d.k+len(d.agreed), "err", d)
+		d.k += len(d.agreed)
+		g.disagreed, why = d, d
+	}
+	g.dropDraft(why)
 	g.closeShadow()
-	d.k += len(d.agreed)
-	g.disagreed = d
 	res, took, err := g.reopenPlain(ctx)
 	if err != nil {
 		return nil, took, err
@@ -145,7 +204,7 @@ func (g *generation) judgeVerify(k int, res *Result) {
 	for _, v := range l {
 		scale = max(scale, float64(v), -float64(v))
 	}
-	tol := g.tolerance(hopPeers(d.hops, d.other)...)
+	tol := g.routesTolerance(d.hops, d.other)
 	for _, side := range []struct {
 		tok  int32
 		hops []Hop
@@ -158,6 +217,18 @@ func (g *generation) judgeVerify(k int, res *Result) {
 				reason: fmt.Sprintf("a verify step chose token %d at token %d where the checked logits prefer %d by %.3g (tolerance %g)",
 					side.tok, k, best, gap, tol)}
 			g.apply(f)
+			if g.distrust == nil {
+				g.distrust = map[string]bool{}
+			}
+			for _, p := range f.suspects { // no credit for this generation's checks
+				g.distrust[p] = true
+				for h := range g.passed {
+					if h.Peer == p {
+						delete(g.passed, h)
+					}
+				}
+			}
+			g.res.Mismatches++
 			g.trace(TraceEvent{Kind: "mismatch", AtToken: k, Reason: f.reason, Evidence: f.evidence, Suspects: f.suspects})
 		}
 	}

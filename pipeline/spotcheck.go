@@ -183,6 +183,15 @@ func agree(a, b []float32, n int, tol float64) (bool, float64) {
 	return worst <= tol, worst
 }
 
+// routesTolerance is how far two routes' logits may differ.
+func (g *generation) routesTolerance(a, b []Hop) float64 {
+	tol := g.tolerance(hopPeers(a, b)...)
+	if g.req.DType == DTypeF16 && !sameCuts(a, b) {
+		tol = max(tol, f16Tolerance)
+	}
+	return tol
+}
+
 // confirm compares the result of step k with the check route's, waiting
 // for it. On a mismatch it settles who lied and returns the step's result
 // from a route without the liar. When the check route itself fails, the
@@ -202,7 +211,13 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 				return res, err
 			}
 			if res, _, err = g.settle(ctx, d); err != nil {
-				return nil, err
+				// The routes opened again failed: recovered as any
+				// failure, on a route without the failed hop.
+				var c *chain
+				if c, res, err = g.recover(ctx, err, 0, input, g.hops); err != nil {
+					return nil, err
+				}
+				g.chain = c
 			}
 			continue
 		}
@@ -216,20 +231,15 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 			return nil, err
 		}
 		if err != nil {
-			g.o.log().Info("pipeline: the spot-check route failed; checking on another", "err", err)
-			g.closeShadow()
-			var se *StageError
-			if errors.As(err, &se) && se.Evidence != "" && se.Evidence != EvidenceStall {
-				g.apply(&fault{peer: se.Peer, layers: se.Layers, reason: se.Err.Error(), evidence: se.Evidence, proven: true,
-					output: se.Evidence == EvidenceCheck})
-			}
+			g.checkFailed(err)
 			g.sb = g.startStandby(ctx, true)
 			continue
 		}
-		tol := g.tolerance(hopPeers(g.hops, s.hops)...)
-		if g.req.DType == DTypeF16 && !sameCuts(g.hops, s.hops) {
-			tol = max(tol, f16Tolerance)
+		if len(sres.Logits) == 0 { // the check route runs verify steps: both again alike
+			g.resync = true
+			return res, nil
 		}
+		tol := g.routesTolerance(g.hops, s.hops)
 		ok, diff := agree(res.Logits, sres.Logits, len(res.Logits), tol)
 		if ok {
 			g.passCheck(s)

@@ -62,6 +62,8 @@ type standby struct {
 func (g *generation) startStandby(ctx context.Context, history bool) *standby {
 	if g.check {
 		if g.checks >= maxChecks {
+			g.trace(TraceEvent{Kind: "spot_check", AtToken: len(g.res.Tokens),
+				Reason: fmt.Sprintf("the generation's %d check routes are used: not checked from here", maxChecks)})
 			return nil
 		}
 		g.checks++
@@ -202,16 +204,7 @@ func (s *standby) run(ctx context.Context) {
 		it := s.queue[0]
 		s.queue = s.queue[1:]
 		s.mu.Unlock()
-		if it.at >= 0 && it.at <= s.c.pos {
-			s.c.rewind(it.at)
-		}
-		var res *Result
-		var err error
-		if it.verify {
-			res, _, err = s.c.verify(ctx, it.tokens, nil)
-		} else {
-			res, _, err = s.c.step(ctx, it.tokens, it.batches)
-		}
+		res, err := s.runItem(ctx, it)
 		s.mu.Lock()
 		s.pending--
 		s.fed++
@@ -228,6 +221,25 @@ func (s *standby) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// runItem runs one queued step on the chain: at its position, where it
+// has one (a route cannot skip positions it never ran).
+func (s *standby) runItem(ctx context.Context, it standbyItem) (*Result, error) {
+	if it.at > s.c.pos {
+		return nil, fmt.Errorf("a step at position %d of a route holding %d", it.at, s.c.pos)
+	}
+	if it.at >= 0 {
+		s.c.rewind(it.at)
+	}
+	var res *Result
+	var err error
+	if it.verify {
+		res, _, err = s.c.verify(ctx, it.tokens, nil)
+	} else {
+		res, _, err = s.c.step(ctx, it.tokens, it.batches)
+	}
+	return res, err
 }
 
 // caughtUp waits until every queued step has run; it fails when the
@@ -326,11 +338,12 @@ func (g *generation) promote(ctx context.Context, s *standby, f *fault, tokens [
 	c := s.stopFeeding()
 	s.mu.Lock()
 	res, ran := s.results[k]
-	ran = ran && s.last == k
+	ran = ran && s.last == k && len(res.Tokens) == 0 // a verify step's result is no step's
 	s.mu.Unlock()
 	if ran {
 		return c, res, nil
 	}
+	c.rewind(min(c.pos, len(g.prompt)+k-len(tokens))) // past a speculative round's positions
 	err := g.watched(ctx, s.hops, g.stepEst, func(ctx context.Context) (err error) {
 		res, _, err = c.step(ctx, tokens, nil) // the failed step, in its own shape
 		return err
