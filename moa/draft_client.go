@@ -174,6 +174,31 @@ var (
 	_ engine.Proposer  = (*RemoteDraft)(nil)
 )
 
+// LocalDraft opens a draft session on this peer's own drafter for a
+// verifier whose tokenizer has the fingerprint vocab: greedy proposals,
+// with the verifier's repetition penalty.
+func (s *Server) LocalDraft(vocab string, penalty float32) (engine.SpecModel, func(), error) {
+	s.mu.RLock()
+	dr := s.roles[Drafter]
+	closed := s.closed
+	s.mu.RUnlock()
+	if dr == nil || closed {
+		return nil, nil, fmt.Errorf("%w: no drafter here", ErrNoRole)
+	}
+	if fp := dr.Model.Tokenizer().Fingerprint(); fp != vocab {
+		return nil, nil, fmt.Errorf("moa: the drafter's tokenizer is %s, not %s", fp, vocab)
+	}
+	sess, err := dr.Model.NewSession()
+	if err != nil {
+		return nil, nil, err
+	}
+	dr.active.Add(1) // Remove waits for it
+	return engine.SessionDraft(sess, engine.SamplerOptions{RepeatPenalty: penalty}), func() {
+		sess.Close()
+		dr.active.Add(-1)
+	}, nil
+}
+
 // draft opens the draft of a request answered by rm: a session on the
 // named peer's drafter, or on this peer's own.
 func (s *Server) draft(ctx context.Context, dp *DraftPeer, rm *RoleModel, penalty float32) (engine.SpecModel, func(), error) {
@@ -183,24 +208,7 @@ func (s *Server) draft(ctx context.Context, dp *DraftPeer, rm *RoleModel, penalt
 	}
 	tok := rm.Model.Tokenizer()
 	if s.host == nil || ai.ID == s.host.ID() {
-		s.mu.RLock()
-		dr := s.roles[Drafter]
-		s.mu.RUnlock()
-		if dr == nil {
-			return nil, nil, fmt.Errorf("%w: no drafter here", ErrNoRole)
-		}
-		if fp := dr.Model.Tokenizer().Fingerprint(); fp != tok.Fingerprint() {
-			return nil, nil, fmt.Errorf("moa: the drafter's tokenizer is %s, not %s", fp, tok.Fingerprint())
-		}
-		sess, err := dr.Model.NewSession()
-		if err != nil {
-			return nil, nil, err
-		}
-		dr.active.Add(1) // Remove waits for it
-		return engine.SessionDraft(sess, engine.SamplerOptions{RepeatPenalty: penalty}), func() {
-			sess.Close()
-			dr.active.Add(-1)
-		}, nil
+		return s.LocalDraft(tok.Fingerprint(), penalty)
 	}
 	d, err := DialDraft(ctx, s.host, ai, DraftOpen{Vocab: tok.Fingerprint(), RepeatPenalty: penalty}, tok.VocabSize(), s.DraftTimeout)
 	if err != nil {

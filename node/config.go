@@ -138,6 +138,10 @@ type PipelineConfig struct {
 	// decoding: the route verifies several tokens per round trip).
 	// Greedy answers use it unless a query says otherwise. Default: none.
 	Draft string `json:"draft,omitempty"`
+	// DraftSwarm, without Draft, drafts with a drafter role of the swarm
+	// (this peer's own, or the nearest live peer's) whose tokenizer is the
+	// model's, over /swarm/draft/1.0.0. Default false.
+	DraftSwarm bool `json:"draft_swarm,omitempty"`
 	// DraftMin and DraftMax bound how many tokens the draft proposes a
 	// round; in between, each round's length is chosen by measured cost
 	// (acceptance, draft time, verify time), 0 being plain decoding where

@@ -1,13 +1,20 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/pipeline"
+	"github.com/llmswarm/llmswarm/swarm"
 )
 
 // drafter is the local draft model of pipeline.draft, loaded at its first
@@ -62,4 +69,51 @@ func (d *drafter) close() {
 		d.m.Close()
 		d.m = nil
 	}
+}
+
+// swarmDraft is pipeline.Originator.Drafter with pipeline.draft_swarm: a
+// draft session on a drafter role of the swarm whose tokenizer is the
+// model's, over /swarm/draft/1.0.0 (this peer's own drafter without the
+// network), the nearest first. Its proposals are greedy and taken as
+// certain (a peer's distribution is never trusted); the pipeline's cost
+// model weighs its round trip.
+func (n *Node) swarmDraft(ctx context.Context, _ pipeline.ModelRef, tok *engine.Tokenizer, s pipeline.Sampling) (engine.SpecModel, func(), error) {
+	fp := tok.Fingerprint()
+	var holders []swarm.RoleHolder
+	for _, h := range n.swarm.View().ByRole(moa.Drafter) {
+		if h.Role.Vocab == fp && (h.Peer.Self || h.Peer.Cap.TakesWork()) {
+			holders = append(holders, h)
+		}
+	}
+	rtt := func(h swarm.RoleHolder) time.Duration {
+		if h.Peer.Self {
+			return 0
+		}
+		if d := n.host.Peerstore().LatencyEWMA(h.Peer.ID); d > 0 {
+			return d
+		}
+		return time.Hour // not measured: after those that are
+	}
+	slices.SortStableFunc(holders, func(a, b swarm.RoleHolder) int { return cmp.Compare(rtt(a), rtt(b)) })
+	var errs []error
+	for _, h := range holders {
+		if h.Peer.Self {
+			d, closeDraft, err := n.moaServer.LocalDraft(fp, s.RepeatPenalty)
+			if err == nil {
+				return d, closeDraft, nil
+			}
+			errs = append(errs, err)
+			continue
+		}
+		d, err := moa.DialDraft(ctx, n.host, peer.AddrInfo{ID: h.Peer.ID}, moa.DraftOpen{Vocab: fp, RepeatPenalty: s.RepeatPenalty},
+			tok.VocabSize(), 0)
+		if err == nil {
+			return d, func() { d.Close() }, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", h.Peer.ID, err))
+	}
+	if len(errs) == 0 {
+		return nil, nil, errors.New("pipeline.draft_swarm: no live drafter with this model's tokenizer")
+	}
+	return nil, nil, fmt.Errorf("pipeline.draft_swarm: %w", errors.Join(errs...))
 }

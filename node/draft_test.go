@@ -74,3 +74,63 @@ func TestSpeculativeQuery(t *testing.T) {
 	}
 	t.Logf("%d tokens: %d of %d drafts accepted, %d verify steps", len(spec.Tokens), spec.DraftAccepted, spec.Drafted, spec.DraftRounds)
 }
+
+// A peer with pipeline.draft_swarm and no draft model of its own drafts
+// pipeline answers with another peer's drafter role of the same tokenizer,
+// over the network: the same tokens as without drafting.
+func TestSpeculativeQueryFromSwarm(t *testing.T) {
+	model := tinyModel(t)
+	boot := ""
+	start := func(edit func(*node.Config)) *nodetest.Peer {
+		cfg := nodetest.Config(t.TempDir())
+		if boot != "" {
+			cfg.Bootstrap = []string{boot}
+		}
+		cfg.Engine = node.EngineConfig{Threads: 1}
+		edit(&cfg)
+		p := nodetest.Start(t, cfg)
+		if boot == "" {
+			boot = p.Addr(t)
+		}
+		return p
+	}
+	a := start(func(c *node.Config) { c.Shards = []string{model + ":0-2"} })
+	b := start(func(c *node.Config) { c.Shards = []string{model + ":2-4"} })
+	d := start(func(c *node.Config) { c.Roles = map[string]string{"drafter": model} })
+	origin := start(func(c *node.Config) {
+		c.Pipeline.DraftSwarm = true
+		c.Pipeline.DraftMin = 2 // on loopback, drafting by cost would soon stop
+	})
+	nodetest.Eventually(t, 20*time.Second, "origin sees both stages and the drafter", func() bool {
+		if !nodetest.SeesShards(origin, a.ID(), b.ID()) {
+			return false
+		}
+		q, ok := origin.Swarm().View().Get(d.ID())
+		return ok && q.Alive && len(q.Cap.Roles) == 1 && q.Cap.Roles[0].Vocab != ""
+	})
+	c := client.New(origin.APIAddr(), "")
+	zero := float32(0)
+	ask := func(speculate bool) (tokens []int32, drafted, rounds int) {
+		t.Helper()
+		res, err := c.Query(t.Context(), client.QueryRequest{Query: "Tell me about the swarm.", Mode: "pipeline",
+			MaxTokens: 24, Temperature: &zero, Speculate: &speculate}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			Tokens      []int32 `json:"tokens"`
+			Drafted     int     `json:"drafted"`
+			DraftRounds int     `json:"draft_rounds"`
+		}
+		if err := json.Unmarshal(res.Pipeline, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Tokens, r.Drafted, r.DraftRounds
+	}
+	plain, _, _ := ask(false)
+	spec, drafted, rounds := ask(true)
+	if len(plain) == 0 || !slices.Equal(plain, spec) || rounds == 0 || drafted == 0 {
+		t.Fatalf("drafted by the swarm: %v (%d proposals, %d rounds)\nplain %v", spec, drafted, rounds, plain)
+	}
+	t.Logf("%d tokens, %d proposals in %d rounds from %s's drafter", len(spec), drafted, rounds, d.ID())
+}

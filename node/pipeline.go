@@ -370,8 +370,11 @@ func (n *Node) newPipelineOriginator() *pipeline.Originator {
 		SpotCheck: pipeline.SpotCheck{Probability: n.cfg.Pipeline.SpotCheck, Tolerance: n.cfg.Pipeline.SpotTolerance},
 		Arch:      n.computeArch(),
 	}
-	if d := n.pipe.drafter; d != nil {
-		o.Drafter = d.draft
+	switch {
+	case n.pipe.drafter != nil:
+		o.Drafter = n.pipe.drafter.draft
+	case n.cfg.Pipeline.DraftSwarm:
+		o.Drafter = n.swarmDraft
 	}
 	return o
 }

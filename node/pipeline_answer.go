@@ -39,7 +39,7 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 	if q.standby != nil {
 		req.Standby = *q.standby
 	}
-	req.Speculate = n.cfg.Pipeline.Draft != ""
+	req.Speculate = n.cfg.Pipeline.Draft != "" || n.cfg.Pipeline.DraftSwarm
 	req.DraftMin, req.DraftMax = n.cfg.Pipeline.DraftMin, n.cfg.Pipeline.DraftMax
 	if q.speculate != nil {
 		req.Speculate = *q.speculate
