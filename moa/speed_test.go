@@ -31,9 +31,8 @@ func plainReasoner(t *testing.T, o *Originator, r *testPeer, q Query) string {
 // drafter, and the answer is the reasoner's own undrafted answer (greedy,
 // f32), in fewer steps than tokens. A drafter with other weights (same
 // tokenizer) is mostly refused and changes nothing. The draft length is
-// fixed at 4 for that; chosen by cost (the default), a drafter that
-// costs as much as the reasoner on loopback soon stops drafting, the
-// answer still the same. A drafter with another tokenizer is never
+// fixed at 4 for that; chosen by cost (the default), the answer is still
+// the same. A drafter with another tokenizer is never
 // paired, and speed mode verifies its text instead.
 func TestSpeculativeSpeedMode(t *testing.T) {
 	origin := newTestPeer(t, 1)
@@ -70,12 +69,9 @@ func TestSpeculativeSpeedMode(t *testing.T) {
 				t.Fatalf("draft %+v", d)
 			}
 			if c.min == 0 {
-				// Drafting costs as much as answering here: the cost
-				// model stops it after the first rounds, probing now and
-				// then.
-				if d.Drafted*2 > a.Tokens {
-					t.Fatalf("by cost: %d proposals for %d tokens", d.Drafted, a.Tokens)
-				}
+				// How much the cost model drafts here depends on measured
+				// times (TestSpecCost checks its choices); the answer may
+				// not.
 			} else if c.agrees && (d.Accepted*10 < d.Drafted*9 || d.Rounds*2 > a.Tokens) {
 				t.Fatalf("the same model drafting: %d of %d accepted in %d rounds for %d tokens", d.Accepted, d.Drafted, d.Rounds, a.Tokens)
 			}
