@@ -96,6 +96,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		var res *Result
 		var took time.Duration
 		var spec []int32 // the tokens a speculative round added
+		drafted := false // spec came from a round: its last token the route's own
 		stepped := false // res came from a step on the current route
 		k := len(g.res.Tokens)
 		g.restartCheck(ctx)
@@ -110,6 +111,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 				Err: errors.New("declared dead while the session ran"), Evidence: EvidenceDead}
 		case len(input) == 1 && k > 0 && g.speculating():
 			spec, took, err = g.specStep(ctx)
+			drafted = err == nil
 			var se *StageError
 			switch {
 			case errors.Is(err, engine.ErrDraft) || errors.Is(err, engine.ErrSpec):
@@ -187,22 +189,26 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 			spec = []int32{token}
 		}
 		done := ""
-		for _, token := range spec {
+		for i, token := range spec {
 			g.res.Tokens = append(g.res.Tokens, token)
 			history = append(history, token)
-			if g.tok.IsEOG(token) {
+			switch {
+			case g.tok.IsEOG(token):
 				done = "stop"
-				break
-			}
-			if !g.tok.IsControl(token) {
+			case !g.tok.IsControl(token):
 				piece, err := dec.Add(token)
 				if err != nil {
 					return err
 				}
 				g.emit(piece, &text)
 			}
-			if g.req.MaxTokens > 0 && len(g.res.Tokens) >= g.req.MaxTokens {
+			if g.req.MaxTokens > 0 && len(g.res.Tokens) >= g.req.MaxTokens && done == "" {
 				done = "length"
+			}
+			if done != "" {
+				if drafted { // accepted drafts past the end were of no use
+					g.res.DraftAccepted -= max(0, len(spec)-2-i)
+				}
 				break
 			}
 		}
@@ -549,45 +555,4 @@ func (g *generation) connKinds(hops []Hop) []string {
 		}
 	}
 	return out
-}
-
-// account adds one decode step's per-hop times. Result hops come last hop
-// first; hop i's transfer is what its upstream waited beyond hop i's own
-// compute and downstream wait.
-func (g *generation) account(res *Result, took time.Duration) {
-	n := len(g.hops)
-	if len(res.Hops) != n {
-		return
-	}
-	ht := make([]HopTiming, n)
-	for i, h := range res.Hops {
-		ht[n-1-i] = h
-	}
-	upstream := float64(took.Microseconds()) / 1000
-	for i := 0; i < n; i++ {
-		c, d := float64(ht[i].ComputeMS), float64(ht[i].DownstreamMS)
-		g.compute[i] += c
-		g.xfer[i] += max(upstream-c-d, 0)
-		upstream = d
-	}
-	if g.conns == nil {
-		g.conns = g.connKinds(g.hops)
-	}
-	g.decodes++
-}
-
-// stats folds the current route's accounting into the result.
-func (g *generation) stats() {
-	for i, h := range g.hops {
-		hs := HopStat{Peer: h.Peer, Start: h.Start, End: h.End}
-		if i < len(g.conns) {
-			hs.Conn = g.conns[i]
-		}
-		if g.decodes > 0 {
-			hs.ComputeMS = g.compute[i] / float64(g.decodes)
-			hs.TransferMS = g.xfer[i] / float64(g.decodes)
-		}
-		g.res.Hops = append(g.res.Hops, hs)
-	}
-	g.decodes = 0
 }

@@ -151,9 +151,11 @@ func (g *generation) specStep(ctx context.Context) ([]int32, time.Duration, erro
 	hist := append(slices.Clone(g.prompt), g.res.Tokens...)
 	n := engine.MaxSpecK
 	if g.req.MaxTokens > 0 {
-		n = min(n, g.req.MaxTokens-len(g.res.Tokens))
+		n = min(n, g.req.MaxTokens-len(g.res.Tokens)-1) // with the route's own token, the answer's end
 	}
 	k := len(g.res.Tokens)
+	var verified *Result // the round's verify step, for the hops' timings
+	var verifyTook time.Duration
 	target := &chainSpec{c: g.chain, run: func(ctx context.Context, tokens []int32, q []engine.Dist) (res *Result, err error) {
 		t0 := time.Now()
 		checked := g.checking()
@@ -164,6 +166,7 @@ func (g *generation) specStep(ctx context.Context) ([]int32, time.Duration, erro
 			res, _, err = g.chain.verify(ctx, tokens, q)
 			return err
 		})
+		verified, verifyTook = res, time.Since(t0)
 		if err == nil && checked {
 			if err = g.checkRound(ctx, k, tokens, res); err != nil {
 				return nil, err
@@ -187,6 +190,12 @@ func (g *generation) specStep(ctx context.Context) ([]int32, time.Duration, erro
 		return nil, took, err
 	}
 	accepted := len(add) - 1
+	if verified != nil {
+		// The hops' compute and transfer per token count the round once,
+		// spread over the tokens it gave.
+		g.account(verified, verifyTook)
+		g.decodes += len(add) - 1
+	}
 	g.res.Drafted += len(drafts)
 	g.res.DraftAccepted += accepted
 	g.res.DraftRounds++

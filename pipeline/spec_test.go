@@ -268,6 +268,18 @@ func TestSpeculativeGenerate(t *testing.T) {
 				if res.DraftRounds*2 > n {
 					t.Fatalf("kill %v: %d verify steps for %d tokens", kill, res.DraftRounds, n)
 				}
+				// The first token, then each round's accepted drafts and the
+				// route's own: no token counted past the answer's end.
+				if !kill && 1+res.DraftAccepted+res.DraftRounds != len(res.Tokens) {
+					t.Fatalf("%d tokens from the prompt's step and %d rounds accepting %d drafts", len(res.Tokens),
+						res.DraftRounds, res.DraftAccepted)
+				}
+				// Verify rounds count in each hop's per-token times.
+				for _, h := range res.Hops {
+					if h.ComputeMS <= 0 {
+						t.Fatalf("kill %v: hop %+v has no compute time", kill, h)
+					}
+				}
 				if kill && (len(res.Reroutes) != 1 || after == 0) {
 					t.Fatalf("after a killed stage: %d re-routes, %d draft rounds after it", len(res.Reroutes), after)
 				}

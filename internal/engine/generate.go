@@ -193,7 +193,7 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 			// proposals, which must fit the context.
 			n := m.opts.Context - len(history)
 			if req.MaxTokens > 0 {
-				n = min(n, req.MaxTokens-len(res.Tokens))
+				n = min(n, req.MaxTokens-len(res.Tokens)-1) // with the target's own token, the end
 			}
 			if n < 0 {
 				res.Done = DoneLength

@@ -222,7 +222,7 @@ func Speculate(ctx context.Context, target, draft SpecModel, prompt []int32, o S
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
-		n := o.MaxTokens - st.Tokens
+		n := o.MaxTokens - st.Tokens - 1 // with the target's own token, the end
 		if o.Context > 0 {
 			// The step adds the last token and the drafts.
 			room := o.Context - len(hist)
