@@ -262,3 +262,36 @@ func TestDraftProtocolRefuses(t *testing.T) {
 		t.Fatalf("draft peer %q: %v", bad.Draft.Peer, err)
 	}
 }
+
+// One peer gets at most 8 draft streams at once, whatever the drafter's
+// own share of its slots: the protocol's resource-manager limits refuse
+// the others before the handler reads a byte.
+func TestDraftStreamsBoundedPerPeer(t *testing.T) {
+	srv := rcmgrHost(t, 256<<20)
+	NewServer(srv, nil) // no drafter: each session held opens, then is refused
+	cli, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	cli.Peerstore().AddAddrs(srv.ID(), srv.Addrs(), time.Hour)
+	var held []network.Stream
+	for range 12 {
+		st, err := cli.NewStream(t.Context(), srv.ID(), DraftProtocolID)
+		if err != nil {
+			continue
+		}
+		// The handler waits for the open frame: a stream it took stays
+		// open; one the limits refused is reset.
+		st.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		var b [1]byte
+		if _, err := st.Read(b[:]); errors.Is(err, network.ErrReset) {
+			continue
+		}
+		held = append(held, st)
+	}
+	if len(held) == 0 || len(held) > 8 {
+		t.Fatalf("%d of 12 draft streams from one peer held open (at most 8)", len(held))
+	}
+	t.Logf("%d of 12 draft streams from one peer held", len(held))
+}
