@@ -113,45 +113,37 @@ func (s *Server) handleDraft(st network.Stream) {
 			return
 		}
 	}
-	s.mu.RLock()
-	rm := s.roles[Drafter]
-	if rm != nil && !s.closed {
-		rm.active.Add(1)
-	} else {
-		rm = nil
-	}
-	s.mu.RUnlock()
-	if rm == nil {
-		fail(CodeNoRole, "no drafter here")
-		return
-	}
-	defer rm.active.Add(-1)
-	remote := st.Conn().RemotePeer()
-	if held, ok := s.inflight.acquire(remote, Drafter, s.peerLimit(Drafter)); !ok {
-		fail(CodeBusy, fmt.Sprintf("your peer already has %d drafter sessions here", held))
-		return
-	}
-	defer s.inflight.release(remote, Drafter)
-	tok := rm.Model.Tokenizer()
-	if open.Vocab != tok.Fingerprint() {
-		fail(CodeVocab, fmt.Sprintf("this drafter's tokenizer is %s, not %s", tok.Fingerprint(), trunc(open.Vocab)))
-		return
-	}
 	if p := open.RepeatPenalty; p < 0 || p > 10 {
 		fail(CodeBadRequest, fmt.Sprintf("repeat_penalty %g", p))
 		return
 	}
-	sess, err := rm.Model.NewSession()
-	if err != nil {
+	remote := st.Conn().RemotePeer()
+	if limit := s.peerLimit(Drafter); limit > 0 { // none: no drafter, said below
+		held, ok := s.inflight.acquire(remote, Drafter, limit)
+		if !ok {
+			fail(CodeBusy, fmt.Sprintf("your peer already has %d drafter sessions here", held))
+			return
+		}
+		defer s.inflight.release(remote, Drafter)
+	}
+	d, rm, closeDraft, err := s.draftSession(open.Vocab, open.RepeatPenalty)
+	switch {
+	case errors.Is(err, ErrNoRole):
+		fail(CodeNoRole, err.Error())
+		return
+	case errors.Is(err, errVocab):
+		fail(CodeVocab, err.Error())
+		return
+	case err != nil:
 		fail(CodeBusy, err.Error())
 		return
 	}
-	defer sess.Close()
+	defer closeDraft()
+	tok := rm.Model.Tokenizer()
 	ctxLen := rm.Model.Options().Context
 	if err := writeFrame(st, &DraftReply{Vocab: tok.Fingerprint(), VocabSize: tok.VocabSize(), Context: ctxLen}); err != nil {
 		return
 	}
-	d := engine.SessionDraft(sess, engine.SamplerOptions{RepeatPenalty: open.RepeatPenalty})
 	// A session lives as long as the longest answer may: a peer cannot
 	// keep the slot past that, however it paces its steps.
 	ctx, cancel := context.WithTimeout(context.Background(), maxDeadline)

@@ -178,22 +178,40 @@ var (
 // verifier whose tokenizer has the fingerprint vocab: greedy proposals,
 // with the verifier's repetition penalty.
 func (s *Server) LocalDraft(vocab string, penalty float32) (engine.SpecModel, func(), error) {
+	d, _, closeDraft, err := s.draftSession(vocab, penalty)
+	return d, closeDraft, err
+}
+
+// errVocab is a draft session refused between different tokenizers.
+var errVocab = errors.New("moa: another tokenizer")
+
+// draftSession opens a session on this peer's drafter for a verifier
+// whose tokenizer has the fingerprint vocab (a local answer's, or a
+// remote one's over DraftProtocolID), counted as a request of the role
+// until closed. ErrNoRole: no drafter; errVocab: another tokenizer;
+// ErrBusy: no free slot.
+func (s *Server) draftSession(vocab string, penalty float32) (engine.SpecModel, *RoleModel, func(), error) {
 	s.mu.RLock()
 	dr := s.roles[Drafter]
-	closed := s.closed
+	if dr != nil && !s.closed {
+		dr.active.Add(1) // under the lock, as Serve counts: Remove waits for it
+	} else {
+		dr = nil
+	}
 	s.mu.RUnlock()
-	if dr == nil || closed {
-		return nil, nil, fmt.Errorf("%w: no drafter here", ErrNoRole)
+	if dr == nil {
+		return nil, nil, nil, fmt.Errorf("%w: no drafter here", ErrNoRole)
 	}
 	if fp := dr.Model.Tokenizer().Fingerprint(); fp != vocab {
-		return nil, nil, fmt.Errorf("moa: the drafter's tokenizer is %s, not %s", fp, vocab)
+		dr.active.Add(-1)
+		return nil, nil, nil, fmt.Errorf("%w: this drafter's tokenizer is %s, not %s", errVocab, fp, trunc(vocab))
 	}
 	sess, err := dr.Model.NewSession()
 	if err != nil {
-		return nil, nil, err
+		dr.active.Add(-1)
+		return nil, nil, nil, fmt.Errorf("%w: %v", ErrBusy, err)
 	}
-	dr.active.Add(1) // Remove waits for it
-	return engine.SessionDraft(sess, engine.SamplerOptions{RepeatPenalty: penalty}), func() {
+	return engine.SessionDraft(sess, engine.SamplerOptions{RepeatPenalty: penalty}), dr, func() {
 		sess.Close()
 		dr.active.Add(-1)
 	}, nil

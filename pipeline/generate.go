@@ -34,16 +34,8 @@ type generation struct {
 	stepEst time.Duration // a decode step's time on this route (moving average)
 	sb      *standby      // the warm standby or check route, or nil
 
-	draft       engine.SpecModel // the draft of a speculating generation, or nil (spec.go)
-	closeDraft  func()
-	draftReady  chan error      // the draft's prompt, run beside the route's (spec.go)
-	cancelDraft func()          // ends that run
-	settling    *disagreement   // a speculative spot check's, to settle by logits next (speccheck.go)
-	disagreed   *disagreement   // the last settled, for judgeVerify
-	resync      bool            // both routes to be opened again alike (speccheck.go)
-	recheck     bool            // a check route to start before the next step
-	distrust    map[string]bool // peers a check found lying: never credited
-	specK       *engine.SpecK
+	dr drafting  // the draft of a speculating generation (spec.go)
+	sc specCheck // spot checks of speculative rounds (speccheck.go)
 
 	avoid  map[string]int // suspects, with how often they were: avoided where others cover their layers
 	check  bool           // results are checked on a second route (see SpotCheck)
@@ -103,9 +95,9 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		switch bad := g.deadHop(); {
 		case pending != nil:
 			res, pending = pending, nil
-		case g.settling != nil || g.resync || g.modesDiffer():
-			res, took, err = g.settle(ctx, g.settling)
-			g.settling, g.resync = nil, false
+		case g.sc.settling != nil || g.sc.resync || g.modesDiffer():
+			res, took, err = g.settle(ctx, g.sc.settling)
+			g.sc.settling, g.sc.resync = nil, false
 		case bad != nil:
 			err = &StageError{Peer: bad.Peer, Layers: [2]int{bad.Start, bad.End}, Code: CodeDownstream,
 				Err: errors.New("declared dead while the session ran"), Evidence: EvidenceDead}
@@ -118,10 +110,10 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 				// The draft failed, or the round's own bookkeeping did:
 				// no hop's fault. A plain step where the round began.
 				res, took, stepped, err = g.plainAgain(ctx, input, err, false)
-			case errors.As(err, &g.settling):
+			case errors.As(err, &g.sc.settling):
 				// The spot check's route chose otherwise: the tokens both
 				// chose stand, and the next step is compared by logits.
-				spec, err = g.settling.agreed, nil
+				spec, err = g.sc.settling.agreed, nil
 			case errors.As(err, &se) && se.Code == CodeContextFull:
 				// A hop had no room for the round's positions, and the
 				// hops before it may have closed their sessions on it:
@@ -442,8 +434,8 @@ func (g *generation) replan(ctx context.Context) ([]Hop, error) {
 func (g *generation) open(ctx context.Context, hops []Hop) (*chain, error) {
 	open := g.o.newOpen(g.ref, hops, g.req)
 	// A checked greedy answer with a draft compares tokens; any other by logits.
-	open.Logits = open.Logits || (g.check && (g.draft == nil || g.req.Sampling.Temperature > 0))
-	open.Verify = g.draft != nil && !open.Logits
+	open.Logits = open.Logits || (g.check && (g.dr.model == nil || g.req.Sampling.Temperature > 0))
+	open.Verify = g.dr.model != nil && !open.Logits
 	var c *chain
 	err := g.watched(ctx, hops, 0, func(ctx context.Context) (err error) {
 		c, err = g.o.openChain(ctx, open)

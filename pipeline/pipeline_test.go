@@ -141,6 +141,19 @@ func (p *stagePeer) serveFile(t testing.TB, full, cid string, a, b int) {
 }
 
 // originatorFor builds an originator whose view holds the stage peers.
+// servingPeers starts one stage peer per range, each serving that range
+// of the model at full.
+func servingPeers(t testing.TB, full, cid string, ranges ...[2]int) []*stagePeer {
+	t.Helper()
+	var out []*stagePeer
+	for _, r := range ranges {
+		p := newStagePeer(t)
+		p.serveFile(t, full, cid, r[0], r[1])
+		out = append(out, p)
+	}
+	return out
+}
+
 func originatorFor(t *testing.T, arch string, self *stagePeer, stages ...*stagePeer) *Originator {
 	t.Helper()
 	full, _ := model(t, arch)

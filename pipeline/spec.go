@@ -63,11 +63,21 @@ func (s *chainSpec) Next(ctx context.Context, tokens []int32, q []engine.Dist) (
 	return res.Tokens, nil
 }
 
+// drafting is a generation's draft: none while model is nil.
+type drafting struct {
+	model  engine.SpecModel
+	close  func()
+	ready  chan error // the draft's run of the prompt, beside the route's
+	cancel func()     // ends that run
+	k      *engine.SpecK
+}
+
 // speculating reports whether the next step is a speculative round: a
-// draft, a route opened for verify steps, and no second route beside it
-// (a standby or check route is fed plain steps).
+// draft, a route opened for verify steps, and no standby beside it (a
+// standby is fed plain steps; a check route verifies the same rounds,
+// speccheck.go).
 func (g *generation) speculating() bool {
-	return g.draft != nil && g.chain != nil && g.chain.open.Verify && (g.sb == nil || g.sb.check)
+	return g.dr.model != nil && g.chain != nil && g.chain.open.Verify && (g.sb == nil || g.sb.check)
 }
 
 // startDraft gives the generation its draft, where it may speculate.
@@ -80,12 +90,12 @@ func (g *generation) startDraft(ctx context.Context) {
 		g.o.log().Info("pipeline: no draft; decoding plainly", "err", err)
 		return
 	}
-	g.draft, g.closeDraft, g.specK = d, closeDraft, engine.NewSpecCost(g.req.DraftMin, g.req.DraftMax)
+	g.dr.model, g.dr.close, g.dr.k = d, closeDraft, engine.NewSpecCost(g.req.DraftMin, g.req.DraftMax)
 	// The draft runs the prompt while the route does: its first round then
 	// costs its proposals only. Dropping the draft cancels the run.
 	pctx, cancel := context.WithCancel(ctx)
 	ready := make(chan error, 1)
-	g.draftReady, g.cancelDraft = ready, cancel
+	g.dr.ready, g.dr.cancel = ready, cancel
 	go func() {
 		_, _, err := d.Prefill(pctx, g.prompt)
 		ready <- err
@@ -94,12 +104,12 @@ func (g *generation) startDraft(ctx context.Context) {
 
 // draftPrompt waits for the draft's run of the prompt.
 func (g *generation) draftPrompt() error {
-	if g.draftReady == nil {
+	if g.dr.ready == nil {
 		return nil
 	}
-	err := <-g.draftReady
-	g.cancelDraft()
-	g.draftReady, g.cancelDraft = nil, nil
+	err := <-g.dr.ready
+	g.dr.cancel()
+	g.dr.ready, g.dr.cancel = nil, nil
 	if err != nil {
 		return fmt.Errorf("%w: the prompt: %w", engine.ErrDraft, err)
 	}
@@ -108,18 +118,18 @@ func (g *generation) draftPrompt() error {
 
 // dropDraft goes on without drafting.
 func (g *generation) dropDraft(why error) {
-	if g.draft == nil {
+	if g.dr.model == nil {
 		return
 	}
 	if why != nil {
 		g.o.log().Info("pipeline: drafting stopped; decoding plainly", "err", why)
 	}
-	if g.cancelDraft != nil {
-		g.cancelDraft() // the prompt's run, if it still goes on
+	if g.dr.cancel != nil {
+		g.dr.cancel() // the prompt's run, if it still goes on
 	}
 	g.draftPrompt() // not closed under its own run
-	g.closeDraft()
-	g.draft, g.closeDraft = nil, nil
+	g.dr.close()
+	g.dr.model, g.dr.close = nil, nil
 }
 
 // reopenPlain opens the current route again without verify steps and
@@ -184,7 +194,7 @@ func (g *generation) specStep(ctx context.Context) ([]int32, time.Duration, erro
 		return res, err
 	}}
 	t0 := time.Now()
-	add, drafts, err := g.specK.Round(ctx, target, g.draft, hist, n)
+	add, drafts, err := g.dr.k.Round(ctx, target, g.dr.model, hist, n)
 	took := time.Since(t0)
 	if err != nil {
 		return nil, took, err

@@ -226,11 +226,8 @@ func TestSpeculativeGenerate(t *testing.T) {
 			full, cid := model(t, arch)
 			want := reference(t, arch, question, n)
 			origin := newStagePeer(t)
-			a, mid, b, spare := newStagePeer(t), newStagePeer(t), newStagePeer(t), newStagePeer(t)
-			a.serveFile(t, full, cid, 0, 1)
-			mid.serveFile(t, full, cid, 1, 3)
-			b.serveFile(t, full, cid, 3, 4)
-			spare.serveFile(t, full, cid, 1, 3)
+			ps := servingPeers(t, full, cid, [2]int{0, 1}, [2]int{1, 3}, [2]int{3, 4}, [2]int{1, 3})
+			a, mid, b, spare := ps[0], ps[1], ps[2], ps[3]
 			fail := failable(t, "kill", mid, spare)
 			o := originatorForFile(t, full, origin, a, mid, b, spare)
 			drafters := 0
@@ -399,11 +396,8 @@ func TestSpeculativeInTheField(t *testing.T) {
 	think := false
 	t.Run("hung", func(t *testing.T) {
 		origin := newStagePeer(t)
-		a, mid, b, spare := newStagePeer(t), newStagePeer(t), newStagePeer(t), newStagePeer(t)
-		a.serveFile(t, full, cid, 0, 2)
-		mid.serveFile(t, full, cid, 2, 6)
-		b.serveFile(t, full, cid, 6, 8)
-		spare.serveFile(t, full, cid, 2, 6)
+		ps := servingPeers(t, full, cid, [2]int{0, 2}, [2]int{2, 6}, [2]int{6, 8}, [2]int{2, 6})
+		a, mid, b, spare := ps[0], ps[1], ps[2], ps[3]
 		fail := failable(t, "hang", mid, spare)
 		o := originatorForFile(t, full, origin, a, mid, b, spare)
 		o.Progress = swarm.Progress{Floor: 500 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond}
@@ -423,12 +417,7 @@ func TestSpeculativeInTheField(t *testing.T) {
 	})
 	t.Run("liar", func(t *testing.T) {
 		origin := newStagePeer(t)
-		var honest []*stagePeer
-		for _, r := range [][2]int{{0, 2}, {2, 6}, {6, 8}, {2, 6}} {
-			p := newStagePeer(t)
-			p.serveFile(t, full, cid, r[0], r[1])
-			honest = append(honest, p)
-		}
+		honest := servingPeers(t, full, cid, [2]int{0, 2}, [2]int{2, 6}, [2]int{6, 8}, [2]int{2, 6})
 		l := newLiar(t, full, cid, 2, 6)
 		l.from, l.hidden = 3, nanHidden
 		o := originatorForFile(t, full, origin, append(honest, l.stagePeer)...)
@@ -500,9 +489,7 @@ func TestSpeculativeSpotCheck(t *testing.T) {
 					peers = append(peers, l.stagePeer)
 					continue
 				}
-				p := newStagePeer(t)
-				p.serveFile(t, full, cid, r[0], r[1])
-				peers = append(peers, p)
+				peers = append(peers, servingPeers(t, full, cid, r)...)
 			}
 			o := originatorForFile(t, full, origin, peers...)
 			o.Trust = swarm.NewTrust()

@@ -24,6 +24,15 @@ import (
 // token those agreed logits contradict beyond the tolerance lied in its
 // verify step, and its peers are avoided from then on.
 
+// specCheck is where a generation's speculative spot checks stand.
+type specCheck struct {
+	settling  *disagreement   // to settle by logits at the next step
+	disagreed *disagreement   // the last settled, for judgeVerify
+	resync    bool            // both routes to be opened again alike
+	recheck   bool            // a check route to start before the next step
+	distrust  map[string]bool // peers a check found lying: never credited
+}
+
 // feedAt queues a step of a speculating check route: tokens at position
 // at, a verify step or not.
 func (s *standby) feedAt(tokens []int32, step, at int, verify bool) {
@@ -76,13 +85,13 @@ func (g *generation) checkRound(ctx context.Context, k int, tokens []int32, res 
 		// Mid-round, a new check route could not replay what this round
 		// adds: it starts before the next step.
 		g.checkFailed(err)
-		g.recheck = true
+		g.sc.recheck = true
 		return nil
 	}
 	if theirs = chosen(sres); len(theirs) != len(mine) || len(sres.Logits) != len(res.Logits) {
 		// The routes do not run alike (one was opened again without
 		// verify steps): both are opened again before the next step.
-		g.resync = true
+		g.sc.resync = true
 		return nil
 	}
 	for i, t := range mine {
@@ -111,7 +120,7 @@ func chosen(r *Result) []int32 {
 func (g *generation) passCheck(s *standby) {
 	g.res.SpotChecked++
 	for _, h := range append(slices.Clone(g.hops), s.hops...) {
-		if !g.distrust[h.Peer] {
+		if !g.sc.distrust[h.Peer] {
 			g.passed[h] = true
 		}
 	}
@@ -132,8 +141,8 @@ func (g *generation) checkFailed(err error) {
 // restartCheck starts the check route a round left out, now that the
 // answer so far can be replayed on it.
 func (g *generation) restartCheck(ctx context.Context) {
-	if g.recheck {
-		g.recheck = false
+	if g.sc.recheck {
+		g.sc.recheck = false
 		if g.sb == nil && g.check {
 			g.sb = g.startStandby(ctx, true)
 		}
@@ -176,7 +185,7 @@ func (g *generation) settle(ctx context.Context, d *disagreement) (*Result, time
 	if d != nil {
 		g.o.log().Warn("pipeline: spot check of a speculative answer disagrees; checking by logits", "at_token", d.k+len(d.agreed), "err", d)
 		d.k += len(d.agreed)
-		g.disagreed, why = d, d
+		g.sc.disagreed, why = d, d
 	}
 	g.dropDraft(why)
 	g.closeShadow()
@@ -193,11 +202,11 @@ func (g *generation) settle(ctx context.Context, d *disagreement) (*Result, time
 // logits contradict beyond the tolerance: that route lied in its verify
 // step (a near tie rounds within it), and its peers are avoided.
 func (g *generation) judgeVerify(k int, res *Result) {
-	d := g.disagreed
+	d := g.sc.disagreed
 	if d == nil || d.k != k || len(res.Logits) == 0 {
 		return
 	}
-	g.disagreed = nil
+	g.sc.disagreed = nil
 	l := res.Logits
 	best := engine.Greedy(l)
 	scale := 1.0
@@ -217,11 +226,11 @@ func (g *generation) judgeVerify(k int, res *Result) {
 				reason: fmt.Sprintf("a verify step chose token %d at token %d where the checked logits prefer %d by %.3g (tolerance %g)",
 					side.tok, k, best, gap, tol)}
 			g.apply(f)
-			if g.distrust == nil {
-				g.distrust = map[string]bool{}
+			if g.sc.distrust == nil {
+				g.sc.distrust = map[string]bool{}
 			}
 			for _, p := range f.suspects { // no credit for this generation's checks
-				g.distrust[p] = true
+				g.sc.distrust[p] = true
 				for h := range g.passed {
 					if h.Peer == p {
 						delete(g.passed, h)

@@ -236,7 +236,7 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 			continue
 		}
 		if len(sres.Logits) == 0 { // the check route runs verify steps: both again alike
-			g.resync = true
+			g.sc.resync = true
 			return res, nil
 		}
 		tol := g.routesTolerance(g.hops, s.hops)
