@@ -295,3 +295,26 @@ func TestDraftStreamsBoundedPerPeer(t *testing.T) {
 	}
 	t.Logf("%d of 12 draft streams from one peer held", len(held))
 }
+
+// In the field, quantized: a q8_0 reasoner drafted by a q8_0 drafter on
+// another peer gives its own undrafted answer (q8_0 verify steps round as
+// single ones do here: TestSpeculateMatchesGreedy), most proposals accepted.
+func TestSpeculativeSpeedModeQ8(t *testing.T) {
+	file := func(t *testing.T) string { return synthModel(t, "small", "q8_0") }
+	origin := newTestPeer(t, 1)
+	reasoner := newRolePeer(t, file, engine.Options{Threads: 1, Slots: 2, Context: 2048}, Reasoner)
+	reasoner.srv.DraftMin, reasoner.srv.DraftMax = 4, 4
+	drafter := newRolePeer(t, file, engine.Options{Threads: 1, Slots: 2, Context: 2048}, Drafter)
+	o := &Originator{Host: origin.h, View: viewOf(origin, reasoner, drafter)}
+	q := Query{Prompt: "Why do swarms draft?", Mode: ModeSpeed, MaxTokens: 40}
+	want := plainReasoner(t, o, reasoner, q)
+	res, err := o.Ask(t.Context(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := res.AgentResponses[0]
+	if a.Content != want || a.Draft == nil || a.Draft.Rounds == 0 || a.Draft.Accepted*10 < a.Draft.Drafted*8 {
+		t.Fatalf("drafted %q (draft %+v)\nundrafted %q", a.Content, a.Draft, want)
+	}
+	t.Logf("%d of %d accepted in %d rounds", a.Draft.Accepted, a.Draft.Drafted, a.Draft.Rounds)
+}

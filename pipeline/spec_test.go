@@ -561,3 +561,48 @@ func TestSpeculativeSpotCheck(t *testing.T) {
 		})
 	}
 }
+
+// In the field, spot-checked speculation over quantized weights: two
+// honest q4_k (and q8_0) routes cut at other layers verify the same rounds.
+// Where a near tie rounds apart between them, the routes are compared again
+// by logits, which agree within the quantized tolerance: nobody is
+// suspected, and the answer runs to its end.
+func TestSpeculativeSpotCheckQuantized(t *testing.T) {
+	const n = 24
+	think := false
+	for _, typ := range []string{"q4_k", "q8_0"} {
+		t.Run(typ, func(t *testing.T) {
+			full, cid := modelOf(t, "qwen3", "small", typ)
+			origin := newStagePeer(t)
+			peers := servingPeers(t, full, cid, [2]int{0, 3}, [2]int{3, 8}, [2]int{0, 5}, [2]int{5, 8})
+			o := originatorForFile(t, full, origin, peers...)
+			o.Trust = swarm.NewTrust()
+			for i, p := range peers { // the first route is the cheapest, the other is all that is left
+				p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
+				o.Trust.Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
+			}
+			o.Drafter = drafterOf(full, nil)
+			var mismatches []TraceEvent
+			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
+				Speculate: true, DraftMin: 4, DraftMax: 4, OnTrace: func(ev TraceEvent) {
+					if ev.Kind == "mismatch" {
+						mismatches = append(mismatches, ev)
+					}
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Tokens) != n || len(mismatches) != 0 || res.SpotChecked == 0 || res.DraftRounds == 0 {
+				t.Fatalf("%d tokens, %d checks, %d draft rounds, mismatches %+v", len(res.Tokens), res.SpotChecked,
+					res.DraftRounds, mismatches)
+			}
+			for _, p := range peers {
+				if !o.Trust.Proven(p.h.ID()) {
+					t.Fatalf("%s is not proven after a checked speculative answer", short(p.h.ID().String()))
+				}
+			}
+			t.Logf("%s: %d checks, %d of %d drafts accepted in %d rounds", typ, res.SpotChecked, res.DraftAccepted,
+				res.Drafted, res.DraftRounds)
+		})
+	}
+}
