@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
@@ -48,6 +49,7 @@ func TestSpeculativeSpeedMode(t *testing.T) {
 	}{{"same model", same, true, 4, 4}, {"other weights", other, false, 4, 4}, {"by cost", same, true, 0, 0}} {
 		t.Run(c.name, func(t *testing.T) {
 			reasoner.srv.DraftMin, reasoner.srv.DraftMax = c.min, c.max
+			connect(t, reasoner, c.d)
 			o := &Originator{Host: origin.h, View: viewOf(origin, reasoner, c.d)}
 			want := plainReasoner(t, o, reasoner, q)
 			var streamed strings.Builder
@@ -115,6 +117,16 @@ func synthOther(t *testing.T, arch string, seed uint64) string {
 	}
 	models[key] = p
 	return p
+}
+
+// connect connects from to to beforehand, as peers of a swarm are: the
+// draft opens beside the answer, which never waits for it, and a dial on a
+// loaded machine could outlast a short answer.
+func connect(t *testing.T, from, to *testPeer) {
+	t.Helper()
+	if err := from.h.Connect(t.Context(), peer.AddrInfo{ID: to.h.ID(), Addrs: to.h.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // liar is a peer that announces a drafter with the reasoner's tokenizer and
@@ -185,14 +197,25 @@ func TestSpeculativeSpeedModeLiars(t *testing.T) {
 			if want == "" {
 				want = plainReasoner(t, o, reasoner, q)
 			}
-			start := time.Now()
-			res, err := o.Ask(t.Context(), q)
-			if err != nil {
-				t.Fatal(err)
+			connect(t, reasoner, l)
+			ask := func() (AgentResponse, time.Duration) {
+				start := time.Now()
+				res, err := o.Ask(t.Context(), q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := res.AgentResponses[0]
+				if len(res.AgentResponses) != 1 || a.Content != want || a.Draft == nil || a.Draft.Peer != l.h.ID().String() {
+					t.Fatalf("answer %q (want %q), draft %+v", a.Content, want, a.Draft)
+				}
+				return a, time.Since(start)
 			}
-			a := res.AgentResponses[0]
-			if len(res.AgentResponses) != 1 || a.Content != want || a.Draft == nil || a.Draft.Peer != l.h.ID().String() {
-				t.Fatalf("answer %q (want %q), draft %+v", a.Content, want, a.Draft)
+			a, took := ask()
+			// The draft opens beside the answer, which never waits for it:
+			// on a loaded machine a short answer may end before the draft
+			// has answered once, and then shows neither rounds nor error.
+			for i := 0; i < 4 && name != "hangs" && a.Draft.Rounds == 0 && a.Draft.Error == ""; i++ {
+				a, took = ask()
 			}
 			switch name {
 			case "random":
@@ -210,7 +233,7 @@ func TestSpeculativeSpeedModeLiars(t *testing.T) {
 					t.Fatalf("%s: the draft was not dropped, or the drafter is still paired: %+v", name, a.Draft)
 				}
 			}
-			if took := time.Since(start); took > 4*time.Second {
+			if took > 4*time.Second {
 				t.Fatalf("%s: the answer took %s", name, took)
 			}
 			t.Logf("%s: %+v", name, *a.Draft)
@@ -305,6 +328,7 @@ func TestSpeculativeSpeedModeQ8(t *testing.T) {
 	reasoner := newRolePeer(t, file, engine.Options{Threads: 1, Slots: 2, Context: 2048}, Reasoner)
 	reasoner.srv.DraftMin, reasoner.srv.DraftMax = 4, 4
 	drafter := newRolePeer(t, file, engine.Options{Threads: 1, Slots: 2, Context: 2048}, Drafter)
+	connect(t, reasoner, drafter)
 	o := &Originator{Host: origin.h, View: viewOf(origin, reasoner, drafter)}
 	q := Query{Prompt: "Why do swarms draft?", Mode: ModeSpeed, MaxTokens: 40}
 	want := plainReasoner(t, o, reasoner, q)
