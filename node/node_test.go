@@ -32,6 +32,11 @@ func ids(ps []*nodetest.Peer) []peer.ID {
 
 func TestBootstrapDiscovery(t *testing.T) {
 	peers := nodetest.Cluster(t, 3, nil)
+	// A peer is in its own table as soon as it has started, before its
+	// first heartbeat comes back through the mesh.
+	if ps, err := peers[2].Peers(); err != nil || len(ps.Peers) == 0 || !ps.Peers[0].Self || !ps.Peers[0].Alive {
+		t.Fatalf("a peer just started lists %+v (%v), not itself", ps.Peers, err)
+	}
 	took := nodetest.Eventually(t, 10*time.Second, "every peer sees every peer alive", func() bool {
 		for _, p := range peers {
 			if !nodetest.SeesAlive(p, ids(peers)...) {

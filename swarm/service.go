@@ -63,6 +63,10 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The peer is in its own table from the start, not from when its
+	// first heartbeat comes back through the mesh.
+	c := s.record()
+	s.view.Observe(&c, time.Now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.cancel != nil {
@@ -121,6 +125,15 @@ func (s *Service) Changed() {
 
 // Beat publishes one heartbeat now.
 func (s *Service) Beat(ctx context.Context) error {
+	c := s.record()
+	if err := s.router.PublishCapability(ctx, &c); err != nil {
+		return fmt.Errorf("swarm: publishing heartbeat: %w", err)
+	}
+	return nil
+}
+
+// record is this peer's capability record, with the next sequence number.
+func (s *Service) record() gossip.Capability {
 	c := s.self()
 	c.PeerID = s.host.ID().String()
 	c.Seq = s.nextSeq()
@@ -132,10 +145,7 @@ func (s *Service) Beat(ctx context.Context) error {
 		}
 		c.Addrs = append(c.Addrs, a.String())
 	}
-	if err := s.router.PublishCapability(ctx, &c); err != nil {
-		return fmt.Errorf("swarm: publishing heartbeat: %w", err)
-	}
-	return nil
+	return c
 }
 
 // nextSeq follows the wall clock so a restarted peer's records are newer
