@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmswarm/llmswarm/node/client"
 )
 
 type natStatus struct {
@@ -120,6 +122,14 @@ func startNATSwarm(t testing.TB, tp natTopo, o natSwarmOpts) *natSwarm {
 	eventually(t, 30*time.Second, "A sees B alive", func() bool { return ns.a.peers()[ns.bID] })
 	eventually(t, 30*time.Second, "B sees A alive", func() bool { return ns.b.peers()[ns.aID] })
 	ns.toAlive = time.Since(ns.started)
+	if o.model != "" {
+		// B may be alive to A before it announces what it loaded.
+		eventually(t, 30*time.Second, "A sees the model covered", func() bool {
+			var sh client.Shards
+			ns.a.ctlJSON(&sh, "shards")
+			return len(sh.Models) == 1 && sh.Models[0].Covered
+		})
+	}
 	return ns
 }
 
