@@ -124,10 +124,16 @@ func startNATSwarm(t testing.TB, tp natTopo, o natSwarmOpts) *natSwarm {
 	ns.toAlive = time.Since(ns.started)
 	if o.model != "" {
 		// B may be alive to A before it announces what it loaded.
-		eventually(t, 30*time.Second, "A sees the model covered", func() bool {
+		eventually(t, 30*time.Second, "A sees B's role and the model covered", func() bool {
 			var sh client.Shards
+			var ps client.Peers
 			ns.a.ctlJSON(&sh, "shards")
-			return len(sh.Models) == 1 && sh.Models[0].Covered
+			ns.a.ctlJSON(&ps, "peers")
+			role := false
+			for _, p := range ps.Peers {
+				role = role || p.PeerID == ns.bID && len(p.Roles) > 0
+			}
+			return role && len(sh.Models) == 1 && sh.Models[0].Covered
 		})
 	}
 	return ns
