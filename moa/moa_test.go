@@ -323,12 +323,8 @@ func TestSpeedMode(t *testing.T) {
 	b := newTestPeer(t, 4, Drafter, Reasoner)
 	b.srv.DraftMin = 2 // on loopback, drafting by cost would soon stop
 	o := &Originator{Host: origin.h, View: viewOf(origin, b)}
-	var streamed strings.Builder
-	q := Query{Prompt: "What is 2+2?", Mode: ModeSpeed, MaxTokens: 12, OnToken: func(s string) { streamed.WriteString(s) }}
-	res, err := o.Ask(t.Context(), q)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := Query{Prompt: "What is 2+2?", Mode: ModeSpeed, MaxTokens: 12}
+	res, streamed := askDrafted(t, o, q)
 	if res.AgentsResponded != 1 || res.AgentResponses[0].Role != Reasoner {
 		t.Fatalf("speed mode agents: %+v", res.AgentResponses)
 	}
@@ -336,8 +332,8 @@ func TestSpeedMode(t *testing.T) {
 	if d := a.Draft; d == nil || d.Peer != b.h.ID().String() || d.Rounds == 0 || d.Accepted == 0 || d.Error != "" {
 		t.Fatalf("draft %+v", d)
 	}
-	if want := plainReasoner(t, o, b, q); res.FinalAnswer != want || streamed.String() != want {
-		t.Fatalf("final %q, streamed %q, the reasoner alone %q", res.FinalAnswer, streamed.String(), want)
+	if want := plainReasoner(t, o, b, q); res.FinalAnswer != want || streamed != want {
+		t.Fatalf("final %q, streamed %q, the reasoner alone %q", res.FinalAnswer, streamed, want)
 	}
 }
 

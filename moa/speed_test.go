@@ -52,19 +52,13 @@ func TestSpeculativeSpeedMode(t *testing.T) {
 			connect(t, reasoner, c.d)
 			o := &Originator{Host: origin.h, View: viewOf(origin, reasoner, c.d)}
 			want := plainReasoner(t, o, reasoner, q)
-			var streamed strings.Builder
-			q := q
-			q.OnToken = func(s string) { streamed.WriteString(s) }
-			res, err := o.Ask(t.Context(), q)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, streamed := askDrafted(t, o, q)
 			if len(res.AgentResponses) != 1 || res.AgentResponses[0].Role != Reasoner {
 				t.Fatalf("agents: %+v", res.AgentResponses)
 			}
 			a := res.AgentResponses[0]
-			if a.Content != want || res.FinalAnswer != want || streamed.String() != want {
-				t.Fatalf("drafted answer %q (streamed %q)\nthe reasoner's own %q", a.Content, streamed.String(), want)
+			if a.Content != want || res.FinalAnswer != want || streamed != want {
+				t.Fatalf("drafted answer %q (streamed %q)\nthe reasoner's own %q", a.Content, streamed, want)
 			}
 			d := a.Draft
 			if d == nil || d.Peer != c.d.h.ID().String() || d.Rounds == 0 || d.Error != "" {
@@ -117,6 +111,31 @@ func synthOther(t *testing.T, arch string, seed uint64) string {
 	}
 	models[key] = p
 	return p
+}
+
+// askDrafted asks q and returns the result and the text streamed. It asks
+// again (at most 4 more times) while an answer ended before its draft
+// answered once: the draft opens beside the answer, which never waits for
+// it, and on a loaded machine a short answer may end first, showing
+// neither rounds nor an error.
+func askDrafted(t *testing.T, o *Originator, q Query) (*Result, string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		var streamed strings.Builder
+		q := q
+		q.OnToken = func(s string) { streamed.WriteString(s) }
+		res, err := o.Ask(t.Context(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		early := false
+		for _, a := range res.AgentResponses {
+			early = early || a.Draft != nil && a.Draft.Rounds == 0 && a.Draft.Error == ""
+		}
+		if !early || i == 4 {
+			return res, streamed.String()
+		}
+	}
 }
 
 // connect connects from to to beforehand, as peers of a swarm are: the
@@ -332,10 +351,7 @@ func TestSpeculativeSpeedModeQ8(t *testing.T) {
 	o := &Originator{Host: origin.h, View: viewOf(origin, reasoner, drafter)}
 	q := Query{Prompt: "Why do swarms draft?", Mode: ModeSpeed, MaxTokens: 40}
 	want := plainReasoner(t, o, reasoner, q)
-	res, err := o.Ask(t.Context(), q)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, _ := askDrafted(t, o, q)
 	a := res.AgentResponses[0]
 	if a.Content != want || a.Draft == nil || a.Draft.Rounds == 0 || a.Draft.Accepted*10 < a.Draft.Drafted*8 {
 		t.Fatalf("drafted %q (draft %+v)\nundrafted %q", a.Content, a.Draft, want)
