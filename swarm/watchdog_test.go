@@ -39,9 +39,20 @@ func proxied(t *testing.T, a, b host.Host) *nettest.Proxy {
 	return px
 }
 
+// connected connects a to b at the addresses a knows, before a watch: the
+// peers of a call are connected already, and a first dial under load could
+// outlast a short probe timeout.
+func connected(t *testing.T, a, b host.Host) {
+	t.Helper()
+	if err := a.Connect(t.Context(), peer.AddrInfo{ID: b.ID()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestWatchFindsFrozenPeer(t *testing.T) {
 	a, b := newHost(t), newHost(t)
 	px := proxied(t, a, b)
+	connected(t, a, b)
 	p := Progress{Floor: 100 * time.Millisecond, ProbeTimeout: 300 * time.Millisecond}
 	hungCh := make(chan peer.ID, 1)
 	w := p.Watch(a, 0, []peer.ID{a.ID(), b.ID()}, func(id peer.ID, err error) { hungCh <- id })
@@ -87,6 +98,7 @@ func TestWatchProgressDefersProbes(t *testing.T) {
 func TestWatchStalledLivePeer(t *testing.T) {
 	a, b := newHost(t), newHost(t)
 	a.Peerstore().AddAddrs(b.ID(), b.Addrs(), time.Hour)
+	connected(t, a, b)
 	p := Progress{Floor: 50 * time.Millisecond, ProbeTimeout: time.Second, MaxStall: 300 * time.Millisecond}
 	done := make(chan struct{})
 	w := p.Watch(a, 0, []peer.ID{b.ID()}, func(peer.ID, error) { close(done) })
