@@ -72,7 +72,7 @@ func TestDeadAndBackAlive(t *testing.T) {
 	dir, id := victim.Dir, victim.ID()
 	victim.Close()
 	killed := time.Now()
-	took := nodetest.Eventually(t, 8*time.Second, "killed peer marked dead", func() bool {
+	took := nodetest.Eventually(t, 15*time.Second, "killed peer marked dead", func() bool {
 		p, ok := peers[0].Swarm().View().Get(id)
 		return ok && !p.Alive
 	})

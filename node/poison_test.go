@@ -93,14 +93,11 @@ func TestPoisonedHeaderRefused(t *testing.T) {
 	cfg := nodetest.Config(t.TempDir())
 	cfg.Bootstrap = []string{boot}
 	origin := nodetest.Start(t, cfg)
-	nodetest.Eventually(t, 10*time.Second, "origin sees both holders", func() bool {
-		return nodetest.SeesAlive(origin, honest.ID(), liar.ID())
+	// Both announce the model's root once their shards have loaded.
+	nodetest.Eventually(t, 30*time.Second, "origin sees both holders announce the model", func() bool {
+		return nodetest.SeesShards(origin, honest.ID(), liar.ID()) &&
+			len(honest.Swarm().View().HoldersOf(root.String())) > 0 && len(liar.Swarm().View().HoldersOf(root.String())) > 0
 	})
-	for _, p := range []*nodetest.Peer{honest, liar} {
-		if got := p.Swarm().View().HoldersOf(root.String()); len(got) == 0 {
-			t.Fatalf("%s does not announce the model's root", p.ID())
-		}
-	}
 	tok, err := origin.TokenizerForTest(t.Context(), root.String(), liar.ID(), honest.ID())
 	if err != nil {
 		t.Fatal(err)

@@ -143,9 +143,21 @@ func TestDeadPeerStaysDead(t *testing.T) {
 	if !sawPending {
 		t.Fatal("the replayed records never reached the newcomer's table (the test proves nothing)")
 	}
-	if seenHub == 0 || seenRelayed == 0 {
-		t.Fatalf("live peers not seen alive while the replay ran: hub %s, relayed %s", seenHub, seenRelayed)
-	}
+	// The live peers come alive all the same (on a loaded machine, maybe
+	// only after the replay ended); the dead one never does.
+	nodetest.Eventually(t, 10*time.Second, "the newcomer sees the live peers alive", func() bool {
+		v := newcomer.Swarm().View()
+		if v.Alive(deadID) {
+			t.Fatal("the replayed records made the dead peer alive at the newcomer")
+		}
+		if seenHub == 0 && v.Alive(hub.ID()) {
+			seenHub = time.Since(joined)
+		}
+		if seenRelayed == 0 && v.Alive(relayed.ID()) {
+			seenRelayed = time.Since(joined)
+		}
+		return seenHub > 0 && seenRelayed > 0
+	})
 	t.Logf("newcomer saw the hub alive after %s and a peer heard through it after %s; the dead peer never", seenHub, seenRelayed)
 	if p, ok := newcomer.Swarm().View().Get(deadID); ok {
 		t.Fatalf("dead peer in the newcomer's table: %+v", p)
