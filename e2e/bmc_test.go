@@ -95,7 +95,7 @@ func TestBMCDeclaresKilledStageDead(t *testing.T) {
 	}
 
 	victim.kill()
-	took = eventually(t, 7*time.Second, "the BMC declares the killed daemon dead", func() bool {
+	took = eventually(t, 15*time.Second, "the BMC declares the killed daemon dead", func() bool {
 		alive, listed := view(observer).nodeAlive(victimID)
 		return listed && !alive
 	})

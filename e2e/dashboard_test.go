@@ -120,6 +120,8 @@ func TestDashboard(t *testing.T) {
 		}
 		return alive == 3
 	})
+	// Peers are alive before they have loaded and announced their roles.
+	eventually(t, 30*time.Second, "the page's peer sees all 5 roles", func() bool { return len(a.roles("--token", token)) == 5 })
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome),
 		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 1000))

@@ -69,7 +69,7 @@ func TestBootstrapDeadAndBack(t *testing.T) {
 
 	victim := ds[2]
 	victim.kill()
-	took = eventually(t, 8*time.Second, "killed daemon shown dead", func() bool {
+	took = eventually(t, 15*time.Second, "killed daemon shown dead", func() bool {
 		ps := first.peers()
 		alive, known := ps[ids[2]]
 		return known && !alive

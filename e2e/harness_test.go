@@ -285,6 +285,30 @@ func (d *daemon) peers() map[string]bool {
 	return out
 }
 
+// roles returns the roles d sees served by live peers, as role -> the
+// number of live peers serving it; flags go to swarmctl (--token).
+func (d *daemon) roles(flags ...string) map[string]int {
+	d.t.Helper()
+	var ps struct {
+		Peers []struct {
+			Alive bool `json:"alive"`
+			Roles []struct {
+				Role string `json:"role"`
+			} `json:"roles"`
+		} `json:"peers"`
+	}
+	d.ctlJSON(&ps, append([]string{"peers"}, flags...)...)
+	out := map[string]int{}
+	for _, p := range ps.Peers {
+		for _, r := range p.Roles {
+			if p.Alive {
+				out[r.Role]++
+			}
+		}
+	}
+	return out
+}
+
 // eventually polls cond until it holds or within passes; returns the time taken.
 func eventually(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()

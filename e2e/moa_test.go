@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"github.com/llmswarm/llmswarm/node/client"
-
 	"bytes"
 	"encoding/json"
 	"os"
@@ -12,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llmswarm/llmswarm/node/client"
 )
 
 var (
@@ -84,6 +84,10 @@ func moaSwarm(t *testing.T) (origin *daemon, roles map[string]*daemon) {
 			}
 		}
 		return alive == 6
+	})
+	// A peer is alive before it has loaded and announced its roles.
+	eventually(t, 30*time.Second, "origin sees all 7 roles", func() bool {
+		return len(origin.roles()) == 7
 	})
 	return origin, roles
 }
@@ -225,6 +229,9 @@ func TestOpenAIClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := roleDaemon(t, "", "reasoner", "concise", "aggregator")
+	// GET /v1/models lists what is served now: the client's first call
+	// waits for the roles to have loaded.
+	eventually(t, 30*time.Second, "the daemon serves its 3 roles", func() bool { return len(d.roles()) == 3 })
 	cmd := exec.Command("node", "check.mjs", "http://"+d.api)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()

@@ -43,6 +43,10 @@ func TestCLISliceServedByShard(t *testing.T) {
 		upper.ctlJSON(&sh, "shards")
 		return len(sh.Models) == 1 && sh.Models[0].Covered && sh.Models[0].ModelCID == full
 	})
+	eventually(t, 15*time.Second, "the asking peer sees the model covered", func() bool {
+		lower.ctlJSON(&sh, "shards")
+		return len(sh.Models) == 1 && sh.Models[0].Covered
+	})
 	var res pipeResult
 	lower.ctlJSON(&res, append(pipeAsk, pipePrompts[0])...)
 	if len(res.Pipeline.Tokens) == 0 {

@@ -232,6 +232,10 @@ func TestShardFetch(t *testing.T) {
 		return len(sh.Models) == 1 && sh.Models[0].Covered
 	})
 	t.Logf("slice fetched and served after %s", took)
+	eventually(t, 15*time.Second, "the fetcher sees the model covered", func() bool {
+		fetcher.ctlJSON(&sh, "shards")
+		return len(sh.Models) == 1 && sh.Models[0].Covered
+	})
 	var res pipeResult
 	fetcher.ctlJSON(&res, append(pipeAsk, pipePrompts[0])...)
 	if len(res.Pipeline.Tokens) == 0 || len(res.Pipeline.Hops) != 2 {
