@@ -232,16 +232,12 @@ func TestSpeculativeGenerate(t *testing.T) {
 			o := originatorForFile(t, full, origin, a, mid, b, spare)
 			drafters := 0
 			o.Drafter = drafterOf(full, func(d engine.SpecModel) engine.SpecModel { drafters++; return d })
-			think := false
 			for _, kill := range []bool{false, true} {
-				var events []TraceEvent
-				req := Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true, DraftMin: 4, DraftMax: 4,
-					OnTrace: func(ev TraceEvent) { events = append(events, ev) }}
+				var failing map[string]func()
 				if kill {
-					_, onTrace, onToken := failHopAt(n/2, 1, fail)
-					req.OnTrace = func(ev TraceEvent) { onTrace(ev); events = append(events, ev) }
-					req.OnToken = onToken
+					failing = fail
 				}
+				req, events := tracedSpec(n, failing)
 				res, err := o.Generate(t.Context(), req)
 				if err != nil {
 					t.Fatal(err)
@@ -250,7 +246,7 @@ func TestSpeculativeGenerate(t *testing.T) {
 					t.Fatalf("kill %v: speculative tokens differ from one machine:\n got %v\nwant %v", kill, res.Tokens, want)
 				}
 				rounds, after := 0, 0
-				for _, ev := range events {
+				for _, ev := range *events {
 					if ev.Kind == "draft" {
 						rounds++
 						if len(res.Reroutes) > 0 && ev.AtToken > res.Reroutes[0].AtToken {
@@ -471,7 +467,6 @@ func TestSpeculativeSpotCheck(t *testing.T) {
 	if err := engine.Synth(context.Background(), other, engine.SynthSpec{Arch: "qwen3", Size: "tiny", Type: "f32", Seed: 11}); err != nil {
 		t.Fatal(err)
 	}
-	think := false
 	for _, c := range []string{"honest", "liar in verify steps", "failover", "old stage"} {
 		lying := c == "liar in verify steps"
 		t.Run(c, func(t *testing.T) {
@@ -502,14 +497,11 @@ func TestSpeculativeSpotCheck(t *testing.T) {
 				draft = other // it rarely agrees: the liar's "all accepted" shows at once
 			}
 			o.Drafter = drafterOf(draft, nil)
-			var events []TraceEvent
-			req := Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
-				Speculate: true, DraftMin: 4, DraftMax: 4, OnTrace: func(ev TraceEvent) { events = append(events, ev) }}
+			var failing map[string]func()
 			if c == "failover" {
-				_, onTrace, onToken := failHopAt(n/2, 1, failable(t, "kill", peers[1]))
-				req.OnTrace = func(ev TraceEvent) { onTrace(ev); events = append(events, ev) }
-				req.OnToken = onToken
+				failing = failable(t, "kill", peers[1])
 			}
+			req, events := tracedSpec(n, failing)
 			res, err := o.Generate(t.Context(), req)
 			if err != nil {
 				t.Fatal(err)
@@ -519,7 +511,7 @@ func TestSpeculativeSpotCheck(t *testing.T) {
 			}
 			var mismatches []TraceEvent
 			checked := false
-			for _, ev := range events {
+			for _, ev := range *events {
 				switch ev.Kind {
 				case "mismatch":
 					mismatches = append(mismatches, ev)
@@ -605,4 +597,20 @@ func TestSpeculativeSpotCheckQuantized(t *testing.T) {
 				res.Drafted, res.DraftRounds)
 		})
 	}
+}
+
+// tracedSpec is a greedy speculative request for n tokens at draft length
+// 4 that records its trace events; with fail, the route's second hop fails
+// (fail's function for its peer) at token n/2.
+func tracedSpec(n int, fail map[string]func()) (Request, *[]TraceEvent) {
+	think := false
+	events := new([]TraceEvent)
+	req := Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true, DraftMin: 4, DraftMax: 4,
+		OnTrace: func(ev TraceEvent) { *events = append(*events, ev) }}
+	if fail != nil {
+		_, onTrace, onToken := failHopAt(n/2, 1, fail)
+		req.OnTrace = func(ev TraceEvent) { onTrace(ev); *events = append(*events, ev) }
+		req.OnToken = onToken
+	}
+	return req, events
 }
