@@ -224,7 +224,8 @@ func checkModel(cid, name, quant string) error {
 	return nil
 }
 
-// isName reports whether s is a short lowercase identifier (role names).
+// isHex reports whether s is lowercase hex digits only (fingerprints; ""
+// too: none announced).
 func isHex(s string) bool {
 	for _, c := range s {
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
@@ -234,6 +235,7 @@ func isHex(s string) bool {
 	return true
 }
 
+// isName reports whether s is a short lowercase identifier (role names).
 func isName(s string) bool {
 	if s == "" || len(s) > 32 {
 		return false
