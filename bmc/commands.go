@@ -94,11 +94,6 @@ func (b *Bridge) DeletePartition(ctx context.Context, node, model Handle) (seq u
 	return seq, b.checkedDo(ctx, req, err, acceptOK(&seq))
 }
 
-// ClearPartitions removes every partition entry.
-func (b *Bridge) ClearPartitions(ctx context.Context) (seq uint32, err error) {
-	return seq, b.do(ctx, []byte("PCLR\n"), b.opts.Timeout, acceptOK(&seq))
-}
-
 // Provision stores key in the board's EEPROM. It works once per board:
 // afterwards the board answers ErrProvisioned.
 func (b *Bridge) Provision(ctx context.Context, key []byte) error {
