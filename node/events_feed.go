@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/llmswarm/llmswarm/bmc/authority"
 	"github.com/llmswarm/llmswarm/node/client"
 	"github.com/llmswarm/llmswarm/swarm"
 )
@@ -55,9 +56,9 @@ func (n *Node) watchView(ctx context.Context, v *swarm.View) {
 }
 
 // publishBMC publishes the BMC state as a "bmc" event (a table arrived).
-func (n *Node) publishBMC(s *bmcService) {
+func (n *Node) publishBMC(s *authority.Service) {
 	now := time.Now()
-	n.events.publish("bmc", bmcOut(s.snapshot(now), now))
+	n.events.publish("bmc", bmcOut(s.Snapshot(now), now))
 }
 
 // EventsSnapshot is what a new reader of the event feed starts from: the
@@ -85,7 +86,7 @@ func (n *Node) EventsSnapshot() (client.EventsSnapshot, error) {
 	n.mu.Unlock()
 	if s != nil {
 		now := time.Now()
-		b := bmcOut(s.snapshot(now), now)
+		b := bmcOut(s.Snapshot(now), now)
 		out.BMC = &b
 	}
 	return out, nil

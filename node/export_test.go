@@ -2,10 +2,15 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/bmc"
+	"github.com/llmswarm/llmswarm/bmc/authority"
+	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/pipeline"
 	"github.com/llmswarm/llmswarm/swarm"
@@ -28,3 +33,23 @@ func (n *Node) TokenizerForTest(ctx context.Context, root string, holders ...pee
 // StartLoadsDoneForTest is closed when the roles and shards given at start
 // have loaded (or failed).
 func (n *Node) StartLoadsDoneForTest() <-chan struct{} { return n.loadsDone }
+
+// PublishBMCForTest publishes raw, a board dump MACed for nonce, as this
+// peer's BMC table, the way a bridge does, without a board.
+func (n *Node) PublishBMCForTest(ctx context.Context, raw []byte, nonce string) error {
+	n.mu.Lock()
+	r, h := n.router, n.host
+	n.mu.Unlock()
+	if r == nil || h == nil {
+		return errors.New("node: peer not running")
+	}
+	tab, err := bmc.ParseTable(raw)
+	if err != nil {
+		return err
+	}
+	tab.Nonce = nonce
+	return r.PublishBMCTable(ctx, gossip.NewBMCTable(h.ID(), authority.NextSeq(), time.Now(), tab, nil, nil))
+}
+
+// BMCDeadForTest reports whether routing excludes id because of the BMC.
+func (n *Node) BMCDeadForTest(id peer.ID) bool { return n.excluded(id) }

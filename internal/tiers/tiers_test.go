@@ -31,6 +31,7 @@ var tier = map[string]int{
 	"moa":              3,
 	"pipeline":         3,
 	"verify":           3,
+	"bmc/authority":    3, // the BMC plane on the swarm side: gossip and the swarm view
 	"node":             4,
 	"api":              5,
 	"cmd/swarmd":       6,
