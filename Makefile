@@ -23,8 +23,8 @@ build:
 deps:
 	scripts/install-deps.sh
 
-# Cross-build for linux/arm64 into bin/linux-arm64 (README "On a Raspberry
-# Pi"). ARM64_FLAGS is ggml's: the default needs ARMv8.2 with the dot
+# Cross-build for linux/arm64 into bin/linux-arm64 (docs/install.md, "On a
+# Raspberry Pi"). ARM64_FLAGS is ggml's: the default needs ARMv8.2 with the dot
 # product (Pi 5, phones); a Pi 4 or 3 needs ARM64_FLAGS='-O3 -mcpu=cortex-a72'.
 ARM64_FLAGS ?= -O3 -march=armv8.2-a+dotprod
 arm64:

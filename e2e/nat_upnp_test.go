@@ -225,8 +225,8 @@ func natPortMapping(t *testing.T, proto string) {
 	// probe's SYN waits at C's firewall, C's dial from port 4001 to the
 	// mapped port would be the same 4-tuple, taken by B's connection
 	// attempt (a TCP simultaneous open, which libp2p cannot finish). With
-	// reuseport, a field peer gets in by hole punching then (README, Behind
-	// NAT); this test is about the mapping.
+	// reuseport, a field peer gets in by hole punching then (docs/nat.md);
+	// this test is about the mapping.
 	c := natDaemonEnv(t, cNS, "/ip4/"+inetHostIP+"/tcp/4001", []string{"LIBP2P_TCP_REUSEPORT=false"}, map[string]any{"bootstrap": boot,
 		"nat": map[string]any{"reachability": "private", "public_cidrs": public, "port_mapping": "off",
 			"relay_service": "off"}})

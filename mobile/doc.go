@@ -1,6 +1,6 @@
 // Package mobile is the facade a phone app embeds the peer through, with
 // gomobile (gomobile bind makes an Android .aar and an iOS .xcframework of
-// it; README.md, "On a phone"). It is a thin layer over node.Node, the
+// it; docs/mobile.md). It is a thin layer over node.Node, the
 // same peer swarmd runs: Start reads the same JSON config, Status, Peers
 // and ID answer what GET /v1/swarm/{status,peers,id} answer, and Ask runs
 // what POST /v1/swarm/query runs. It holds no second implementation of

@@ -33,8 +33,8 @@ type Node struct {
 	reqs     sync.WaitGroup // queries running
 }
 
-// Start starts a peer. configJSON is swarmd's config file format (README.md,
-// "Configuration"; "" or "{}" for every default); unknown keys are errors.
+// Start starts a peer. configJSON is swarmd's config file format
+// (docs/config.md; "" or "{}" for every default); unknown keys are errors.
 // dataDir, when not "", replaces the config's data_dir: pass the app's
 // private files directory (Android Context.getFilesDir(), iOS Application
 // Support); one of the two is required, since a phone has no home

@@ -26,7 +26,7 @@ const (
 )
 
 // Config configures one peer. Its zero value is valid: every empty field
-// takes the default documented in README.md. It round-trips as JSON; the
+// takes the default documented in docs/config.md. It round-trips as JSON; the
 // swarmd config file and the mobile facade's JSON have this shape.
 type Config struct {
 	// DataDir holds the identity key, the optional swarm.key, models and
@@ -84,7 +84,7 @@ type Config struct {
 	// Trust sets how other peers' claims are checked.
 	Trust TrustConfig `json:"trust,omitempty"`
 	// BMCSerial makes this peer a BMC bridge: the serial device of the
-	// board (e.g. /dev/ttyACM0). See README.md, "BMC".
+	// board (e.g. /dev/ttyACM0). See docs/bmc.md.
 	BMCSerial string `json:"bmc_serial,omitempty"`
 	// BMCKey is the file holding the board's 32-byte HMAC key (64 hex
 	// characters or 32 raw bytes), provisioned into a board that has none.

@@ -9,7 +9,7 @@ import (
 )
 
 // HubConfig is where POST /v1/models/pull fetches models from: a model hub
-// that speaks Hugging Face's API (README.md, "Getting a model").
+// that speaks Hugging Face's API (docs/models.md).
 type HubConfig struct {
 	// Endpoint is the hub's base URL; default https://huggingface.co.
 	// swarmd takes HF_ENDPOINT from its environment when this is unset.

@@ -3,7 +3,7 @@ package node
 import "fmt"
 
 // PowerConfig sets when a peer on battery or running hot stops taking new
-// work (README.md, "Power"). Work already accepted finishes.
+// work (docs/power.md). Work already accepted finishes.
 type PowerConfig struct {
 	// MinBattery: at or below this battery percent, not charging, the
 	// peer takes no new work. Default 20; -1: never stop for the battery.

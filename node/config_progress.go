@@ -9,7 +9,7 @@ import (
 
 // ProgressConfig sets how this peer, as an originator, notices a hung peer
 // during a pipeline step or an MoA answer (see swarm.Progress and
-// README.md, "Hung stages").
+// docs/pipeline.md, "Hung stages").
 type ProgressConfig struct {
 	// Floor is the least time without progress before the peers are
 	// probed. Default 750ms.

@@ -9,7 +9,7 @@ import (
 )
 
 // TrustConfig sets how this peer checks other peers' claims before they
-// get real work (see README.md, "Trust"). The zero value is the default:
+// get real work (see docs/trust.md, "Challenges"). The zero value is the default:
 // challenges on.
 type TrustConfig struct {
 	// Challenges turns the challenge of a peer's claim before its first

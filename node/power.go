@@ -70,8 +70,8 @@ type powerState struct {
 // ReportPower tells the peer its device's power state. From then on the
 // capability record carries it, and the peer stops taking new work while
 // the battery is at or below power.min_battery and not charging, or the
-// device is as hot as power.pause_thermal (README.md, "Power and
-// memory"). It may be called before Start.
+// device is as hot as power.pause_thermal (docs/power.md). It may be
+// called before Start.
 func (n *Node) ReportPower(p Power) error {
 	if err := p.validate(); err != nil {
 		return err

@@ -11,7 +11,7 @@
 #   Pi 4     ARM64_FLAGS='-O3 -mcpu=cortex-a72'   (also Pi 3 / Zero 2 W)
 # A Pi 4's Cortex-A72 is ARMv8.0: the default build dies there with SIGILL
 # on its first compute (the LSE atomics of ARMv8.1 in ggml's thread pool,
-# and the dot-product instructions). See README.md "On a Raspberry Pi".
+# and the dot-product instructions). See docs/install.md, "On a Raspberry Pi".
 # swarmctl is cgo-free.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -5,7 +5,7 @@
 // verified itself.
 //
 // Protocol /swarm/verify/1.0.0, one challenge per stream (see wire.go and
-// README.md): the challenger sends a Request (a few fresh random token ids
+// docs/protocols.md): the challenger sends a Request (a few fresh random token ids
 // when a == 0, else fresh random hidden states scaled to RMS 1 per
 // position); the peer answers with a trace, one frame per layer holding
 // that layer's output for every position (after the model's last layer:

@@ -22,7 +22,7 @@ func cpuMissing() string {
 	case runtime.GOARCH == "arm64" && has("DOTPROD") && !cpu.ARM64.HasASIMDDP:
 		return "this swarmd's ggml was built for ARMv8.2 with the dot product (-march=armv8.2-a+dotprod), " +
 			"which this CPU lacks (a Raspberry Pi 4, 3 or Zero 2 W?): build it with " +
-			"ARM64_FLAGS='-O3 -mcpu=cortex-a72' (README.md, \"On a Raspberry Pi\")"
+			"ARM64_FLAGS='-O3 -mcpu=cortex-a72' (docs/install.md, \"On a Raspberry Pi\")"
 	case runtime.GOARCH == "amd64" && has("AVX2") && !(cpu.X86.HasAVX2 && cpu.X86.HasFMA):
 		return "this swarmd's ggml was built for x86-64-v3 (AVX2, FMA), which this CPU lacks: " +
 			"build it with SIMD_FLAGS='-O3 -march=native' (make build)"

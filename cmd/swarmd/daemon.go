@@ -58,7 +58,7 @@ func parseDaemonFlags(args []string, stderr io.Writer) (*daemonFlags, *flag.Flag
 	fs := flag.NewFlagSet("swarmd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {} // the flag package prints the error itself; -h prints help below
-	fs.StringVar(&f.config, "config", "", "JSON config `FILE` (keys: see README.md); flags override it")
+	fs.StringVar(&f.config, "config", "", "JSON config `FILE` (keys: see docs/config.md); flags override it")
 	fs.StringVar(&f.data, "data", "", "data `DIR` (default ~/.swarm)")
 	fs.Var(&f.listen, "listen", "libp2p listen `MULTIADDR` (repeatable; default TCP+QUIC on port 7434)")
 	fs.StringVar(&f.api, "api", "", "local HTTP API `HOST:PORT` (default 127.0.0.1:7433; \"off\" disables)")

@@ -34,6 +34,13 @@ Commands:
 Run 'swarmd model COMMAND -h' for a command's flags.
 `
 
+// modelCommands are the commands of `swarmd model`.
+var modelCommands = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"synth": modelSynth,
+	"info":  modelInfo,
+	"slice": modelSlice,
+}
+
 // runModel implements `swarmd model ...`. It returns the exit code: 0 ok,
 // 1 failure, 2 usage error.
 func runModel(args []string, stdout, stderr io.Writer) int {
@@ -45,13 +52,8 @@ func runModel(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, modelUsage)
 		return 0
 	}
-	switch args[0] {
-	case "synth":
-		return modelSynth(args[1:], stdout, stderr)
-	case "info":
-		return modelInfo(args[1:], stdout, stderr)
-	case "slice":
-		return modelSlice(args[1:], stdout, stderr)
+	if cmd, ok := modelCommands[args[0]]; ok {
+		return cmd(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "swarmd model: unknown command %q\n\n%s", args[0], modelUsage)
 	return 2
