@@ -31,6 +31,7 @@ var tier = map[string]int{
 	"moa":              3,
 	"pipeline":         3,
 	"verify":           3,
+	"nat":              3, // the NAT plane: reachability, relays, hole punching
 	"node":             4,
 	"api":              5,
 	"cmd/swarmd":       6,
