@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
+	"github.com/llmswarm/llmswarm/nat"
 )
 
 // DefaultPort is the libp2p port (TCP and QUIC) and DefaultAPI the local
@@ -97,8 +98,8 @@ type Config struct {
 	BMCPeers []string `json:"bmc_peers,omitempty"`
 	// Gossip tunes gossip peer scoring and gating (config_trust.go).
 	Gossip GossipConfig `json:"gossip,omitempty"`
-	// NAT is reachability, relays and hole punching (see NATConfig).
-	NAT NATConfig `json:"nat,omitempty"`
+	// NAT is reachability, relays and hole punching (see nat.Config).
+	NAT nat.Config `json:"nat,omitempty"`
 	// PeerTable bounds the peer table (config_trust.go).
 	PeerTable PeerTableConfig `json:"peer_table,omitempty"`
 	// Power sets when the peer stops taking work (config_power.go).
@@ -393,7 +394,7 @@ func (c Config) validate() error {
 	if err := c.Trust.validate(); err != nil {
 		return err
 	}
-	if err := c.NAT.validate(); err != nil {
+	if err := c.NAT.Validate(); err != nil {
 		return err
 	}
 	if err := c.Gossip.validate(); err != nil {

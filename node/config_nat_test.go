@@ -5,11 +5,16 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/llmswarm/llmswarm/nat"
 )
 
-func TestNATConfigKeys(t *testing.T) {
+// TestNATConfigSection: the config file's "nat" section is nat.Config
+// with its keys as they were, round-trips, and its errors surface from
+// Config.Validate (nat's own tests check each key).
+func TestNATConfigSection(t *testing.T) {
 	dir := t.TempDir()
-	good := Config{DataDir: dir, NAT: NATConfig{Reachability: "private", RelayService: "off", RelayLimit: "member", HolePunching: "on", PortMapping: "off",
+	good := Config{DataDir: dir, NAT: nat.Config{Reachability: "private", RelayService: "off", RelayLimit: "member", HolePunching: "on", PortMapping: "off",
 		Relays:      []string{"/ip4/198.51.100.10/tcp/4001/p2p/12D3KooWLiCRy7Nj2kBL6Rp4H3Ub2CnM4wqLRnK6ZCuQ8Qxr1qDU"},
 		PublicCIDRs: []string{"198.51.100.0/24"}}}
 	if err := good.Validate(); err != nil {
@@ -20,24 +25,20 @@ func TestNATConfigKeys(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back.NAT, good.NAT) {
 		t.Fatalf("round trip: %s -> %+v, %v", b, back.NAT, err)
 	}
-	for _, tc := range []struct {
-		name string
-		edit func(*Config)
-		want string
-	}{
-		{"reachability", func(c *Config) { c.NAT.Reachability = "sometimes" }, "nat.reachability"},
-		{"relay service", func(c *Config) { c.NAT.RelayService = "yes" }, "nat.relay_service"},
-		{"relay limit", func(c *Config) { c.NAT.RelayLimit = "unlimited" }, "nat.relay_limit"},
-		{"hole punching", func(c *Config) { c.NAT.HolePunching = "true" }, "nat.hole_punching"},
-		{"port mapping", func(c *Config) { c.NAT.PortMapping = "upnp" }, "nat.port_mapping"},
-		{"relay without id", func(c *Config) { c.NAT.Relays = []string{"/ip4/198.51.100.10/tcp/4001"} }, "nat.relays"},
-		{"relay not a multiaddr", func(c *Config) { c.NAT.Relays = []string{"relay.example:4001"} }, "nat.relays"},
-		{"cidr", func(c *Config) { c.NAT.PublicCIDRs = []string{"198.51.100.1"} }, "nat.public_cidrs"},
-	} {
-		c := Config{DataDir: dir}
-		tc.edit(&c)
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.want)
-		}
+	var section struct {
+		NAT json.RawMessage `json:"nat"`
+	}
+	if err := json.Unmarshal(b, &section); err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"reachability":"private","relay_service":"off","relay_limit":"member",` +
+		`"relays":["/ip4/198.51.100.10/tcp/4001/p2p/12D3KooWLiCRy7Nj2kBL6Rp4H3Ub2CnM4wqLRnK6ZCuQ8Qxr1qDU"],` +
+		`"hole_punching":"on","port_mapping":"off","public_cidrs":["198.51.100.0/24"]}`
+	if string(section.NAT) != want {
+		t.Fatalf("the nat section: %s\nwant %s", section.NAT, want)
+	}
+	bad := Config{DataDir: dir, NAT: nat.Config{Reachability: "sometimes"}}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "nat.reachability") {
+		t.Fatalf("a bad nat key: %v, want an error naming nat.reachability", err)
 	}
 }

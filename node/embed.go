@@ -9,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 
 	"github.com/llmswarm/llmswarm/moa"
+	"github.com/llmswarm/llmswarm/nat"
 	"github.com/llmswarm/llmswarm/node/client"
 )
 
@@ -43,16 +44,16 @@ func (n *Node) Peers() (client.Peers, error) {
 	for _, p := range s.View().Peers() {
 		po := peerOut(p, now, p.Self || h.Network().Connectedness(p.ID) == network.Connected)
 		for _, c := range h.Network().ConnsToPeer(p.ID) {
-			po.Conns = append(po.Conns, client.Conn{Addr: c.RemoteMultiaddr().String(), Kind: n.nat.punch.kind(c),
+			po.Conns = append(po.Conns, client.Conn{Addr: c.RemoteMultiaddr().String(), Kind: n.nat.Kind(c),
 				Direction: strings.ToLower(c.Stat().Direction.String())})
 		}
 		if !p.Self {
 			if rtt := h.Peerstore().LatencyEWMA(p.ID); rtt > 0 {
 				po.RTTMS = ms(rtt)
 			}
-			po.Relay = offersRelay(h, p.ID)
+			po.Relay = nat.OffersRelay(h, p.ID)
 		} else {
-			po.Relay = n.relaying()
+			po.Relay = n.nat.Relaying()
 		}
 		out.Peers = append(out.Peers, po)
 	}
@@ -71,7 +72,7 @@ func (n *Node) Status() (client.Status, error) {
 		Private: n.private, HeartbeatMS: time.Duration(n.cfg.Heartbeat).Milliseconds(),
 		DeadAfterMS: s.View().Liveness().DeadAfter().Milliseconds(), Bootstrap: len(n.cfg.Bootstrap),
 		ListenAddrs: addrStrings(h), Warnings: n.Warnings(), Queue: queueOut(n.queue()),
-		NAT: n.natStatus(), Power: n.powerStatus(), Memory: n.mem.status(), Tasks: n.tasks.list(),
+		NAT: n.nat.Status(), Power: n.powerStatus(), Memory: n.mem.status(), Tasks: n.tasks.list(),
 	}
 	for _, p := range s.View().Peers() {
 		st.PeersKnown++
@@ -146,3 +147,6 @@ func ErrorKind(err error) (status int, typ string) {
 // APIToken is the bearer token the local API requires (config api_token;
 // "" for none).
 func (n *Node) APIToken() string { return n.cfg.APIToken }
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

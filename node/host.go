@@ -31,7 +31,7 @@ const Version = version.Release
 // newHost builds the libp2p host. With a pre-shared key only TCP is used:
 // go-libp2p's QUIC does not support private networks, so QUIC listen
 // addresses are dropped (and reported in the returned notes).
-func newHost(cfg Config, key crypto.PrivKey, psk pnet.PSK, gater connmgr.ConnectionGater, nat *natState) (host.Host, []string, error) {
+func newHost(cfg Config, key crypto.PrivKey, psk pnet.PSK, gater connmgr.ConnectionGater, natOpts []libp2p.Option) (host.Host, []string, error) {
 	var notes []string
 	listen := cfg.Listen
 	if psk != nil {
@@ -79,12 +79,6 @@ func newHost(cfg Config, key crypto.PrivKey, psk pnet.PSK, gater connmgr.Connect
 	}
 	if gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(gater))
-	}
-	natOpts, err := natOptions(cfg.NAT, nat)
-	if err != nil {
-		cm.Close()
-		rm.Close()
-		return nil, nil, err
 	}
 	opts = append(opts, natOpts...)
 	if psk != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/llmswarm/llmswarm/bmc/authority"
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/moa"
+	"github.com/llmswarm/llmswarm/nat"
 	"github.com/llmswarm/llmswarm/pipeline"
 	"github.com/llmswarm/llmswarm/swarm"
 )
@@ -66,7 +67,8 @@ type Node struct {
 	// dead; routing never uses them.
 	bmcDead atomic.Pointer[func(peer.ID) bool]
 	bmc     *authority.Service // nil unless bmc_peers or bmc_serial is set
-	nat     natState
+	// nat is nil before Start, and kept after Close: the API may read it.
+	nat     *nat.Service
 	power   powerState
 	mem     memBudget
 	metrics *metrics
@@ -148,8 +150,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.newGate()
-	n.nat.init(n.log, psk != nil, n.trust)
-	h, notes, err := newHost(n.cfg, n.key, psk, n.gate, &n.nat)
+	if n.nat, err = nat.New(n.cfg.NAT, n.log, nat.WithPrivateSwarm(n.private), nat.WithTrust(n.trust)); err != nil {
+		if apiLn != nil {
+			apiLn.Close()
+		}
+		return err
+	}
+	h, notes, err := newHost(n.cfg, n.key, psk, n.gate, n.nat.Options())
 	if err != nil {
 		if apiLn != nil {
 			apiLn.Close()
@@ -162,14 +169,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
-	if err = n.nat.start(runCtx, h, n.cfg.NAT, n.log); err != nil {
+	if err = n.nat.Start(runCtx, h); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
 		}
 		return err
 	}
-	if n.cfg.NAT.RelayLimit == "member" && !n.private {
-		msg := "nat.relay_limit is member in a public swarm: any swarm member may move up to 1 GiB each way per circuit through this peer's relay"
+	if msg := n.nat.Warning(); msg != "" {
 		n.health.set("relay", msg)
 		n.log.Warn(msg)
 	}
@@ -214,7 +220,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	live := swarm.Liveness{Heartbeat: time.Duration(n.cfg.Heartbeat), Misses: n.cfg.DeadAfterMisses, MaxPeers: n.cfg.PeerTable.MaxPeers}
 	n.swarm = swarm.New(h, n.router, n.dht, n.selfCapability, live, n.log, n.swarmOptions()...)
-	n.nat.setView(n.swarm.View())
+	n.nat.SetView(n.swarm.View())
 	n.watchView(runCtx, n.swarm.View())
 	if err = n.swarm.Start(runCtx); err != nil {
 		if apiLn != nil {
@@ -336,7 +342,9 @@ func (n *Node) teardownLocked() error {
 	if n.cancel != nil {
 		n.cancel()
 	}
-	errs = append(errs, n.nat.close())
+	if n.nat != nil {
+		errs = append(errs, n.nat.Close())
+	}
 	if n.host != nil {
 		errs = append(errs, n.host.Close())
 		n.host = nil

@@ -32,6 +32,9 @@ type pipelineState struct {
 	view       *swarm.Service
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
+
+	noteMu sync.Mutex
+	noted  map[peer.ID]time.Time // when a peer was last logged as left out of routes
 }
 
 // startPipeline opens the store, serves shard transfers and stages, and
@@ -365,7 +368,7 @@ func (n *Node) newPipelineOriginator() *pipeline.Originator {
 		Host: n.host, View: n.swarm.View(), Local: n.pipe.stages, Exclude: n.excludedFromStages, Tokenizer: n.tokenizer, Log: n.log,
 		Manifest:  n.manifest,
 		RTT:       func(id peer.ID) time.Duration { return n.host.Peerstore().LatencyEWMA(id) },
-		ConnKind:  n.connKind,
+		ConnKind:  n.nat.ConnKind,
 		Progress:  n.cfg.Progress.swarm(),
 		SpotCheck: pipeline.SpotCheck{Probability: n.cfg.Pipeline.SpotCheck, Tolerance: n.cfg.Pipeline.SpotTolerance},
 		Arch:      n.computeArch(),
@@ -400,6 +403,24 @@ func (p *pipelineState) close() error {
 	return err
 }
 
+// noteOnce reports whether to log, now, that id is left out of routes:
+// once a minute per peer.
+func (p *pipelineState) noteOnce(id peer.ID) bool {
+	p.noteMu.Lock()
+	defer p.noteMu.Unlock()
+	if p.noted == nil {
+		p.noted = map[peer.ID]time.Time{}
+	}
+	if time.Since(p.noted[id]) < time.Minute {
+		return false
+	}
+	if len(p.noted) > 1024 {
+		clear(p.noted)
+	}
+	p.noted[id] = time.Now()
+	return true
+}
+
 // excludedFromStages reports peers a pipeline route must not use: those
 // routing avoids (see excluded), and those reached only through a relay
 // that limits circuits to control traffic, which would cut the
@@ -408,11 +429,11 @@ func (n *Node) excludedFromStages(id peer.ID) bool {
 	if n.excluded(id) {
 		return true
 	}
-	h := n.nat.host() // not n.Host(): generations call this while Close holds the node's lock
-	if h == nil || !relayedOnlyControl(h, id) {
+	// n.nat, not n.Host(): generations call this while Close holds the node's lock.
+	if !n.nat.ControlOnly(id) {
 		return false
 	}
-	if n.nat.noteOnce(id) {
+	if n.pipe.noteOnce(id) {
 		n.log.Info("pipeline: not routing through a peer reached only through a relay limited to control traffic", "peer", id)
 	}
 	return true

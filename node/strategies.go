@@ -205,7 +205,7 @@ func (n *Node) newOriginator() *moa.Originator {
 		Timeouts: moa.Timeouts{Simple: time.Duration(n.cfg.MoA.SimpleTimeout),
 			Complex: time.Duration(n.cfg.MoA.ComplexTimeout), Speed: time.Duration(n.cfg.MoA.SpeedTimeout)},
 		Progress: n.cfg.Progress.swarm(),
-		ConnKind: n.connKind,
+		ConnKind: n.nat.ConnKind,
 	}
 }
 

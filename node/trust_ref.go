@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/nat"
 	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/swarm"
 )
@@ -159,7 +160,7 @@ func (r *reference) fetch(ctx context.Context, model string, l int) (shards.Slic
 	}
 	var errs []error
 	for _, id := range sources {
-		if relayedOnly(n.host, id) {
+		if nat.RelayedOnly(n.host, id) {
 			// Relays limit bytes: a source reached only through one cannot
 			// send layers, and a direct dial through its NAT would only
 			// time out.

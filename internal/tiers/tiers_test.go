@@ -32,6 +32,7 @@ var tier = map[string]int{
 	"pipeline":         3,
 	"verify":           3,
 	"bmc/authority":    3, // the BMC plane on the swarm side: gossip and the swarm view
+	"nat":              3, // the NAT plane: reachability, relays, hole punching
 	"node":             4,
 	"api":              5,
 	"cmd/swarmd":       6,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmswarm/llmswarm/api"
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/nat"
 	"github.com/llmswarm/llmswarm/node"
 )
 
@@ -50,7 +51,7 @@ func Config(dir string) node.Config {
 		NoMDNS:  true,
 		// No router on loopback: no UPnP search (its multicast reads
 		// outlive the host by seconds).
-		NAT: node.NATConfig{PortMapping: "off"},
+		NAT: nat.Config{PortMapping: "off"},
 	}
 }
 

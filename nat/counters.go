@@ -1,4 +1,4 @@
-package node
+package nat
 
 import (
 	"log/slog"
@@ -15,11 +15,11 @@ import (
 	"github.com/llmswarm/llmswarm/node/client"
 )
 
-// natCounters counts what this peer's NAT traversal did: hole punches
+// counters counts what this peer's NAT traversal did: hole punches
 // (DCUtR) it took part in, and, while it relays for others, the circuits
 // and bytes it relayed. It is libp2p's hole punch event tracer and relay
 // metrics tracer.
-type natCounters struct {
+type counters struct {
 	log *slog.Logger
 
 	punchAttempts  atomic.Int64 // individual simultaneous-open tries
@@ -43,19 +43,19 @@ type natCounters struct {
 
 const keepPunchTimes = 64
 
-func newNATCounters(log *slog.Logger) *natCounters {
-	return &natCounters{log: log}
+func newCounters(log *slog.Logger) *counters {
+	return &counters{log: log}
 }
 
 // onPunched sets f to be told of each peer a hole punch reached, and
 // direct to say whether a peer has a direct connection.
-func (c *natCounters) onPunched(f func(peer.ID) time.Duration, direct func(peer.ID) bool) {
+func (c *counters) onPunched(f func(peer.ID) time.Duration, direct func(peer.ID) bool) {
 	c.mu.Lock()
 	c.punched, c.direct = f, direct
 	c.mu.Unlock()
 }
 
-func (c *natCounters) reachedDirectly(p peer.ID) bool {
+func (c *counters) reachedDirectly(p peer.ID) bool {
 	c.mu.Lock()
 	direct := c.direct
 	c.mu.Unlock()
@@ -63,7 +63,7 @@ func (c *natCounters) reachedDirectly(p peer.ID) bool {
 }
 
 // Trace is libp2p's hole punch event hook.
-func (c *natCounters) Trace(e *holepunch.Event) {
+func (c *counters) Trace(e *holepunch.Event) {
 	switch ev := e.Evt.(type) {
 	case *holepunch.HolePunchAttemptEvt:
 		c.punchAttempts.Add(1)
@@ -111,28 +111,28 @@ func (c *natCounters) Trace(e *holepunch.Event) {
 
 // The relay service's metrics hooks.
 
-func (c *natCounters) RelayStatus(enabled bool) {
+func (c *counters) RelayStatus(enabled bool) {
 	c.relayServing.Store(enabled)
 	c.log.Info("nat: relay service", "serving", enabled)
 }
-func (c *natCounters) ConnectionOpened() { c.circuitsOpen.Add(1); c.circuitsTotal.Add(1) }
-func (c *natCounters) ConnectionClosed(time.Duration) {
+func (c *counters) ConnectionOpened() { c.circuitsOpen.Add(1); c.circuitsTotal.Add(1) }
+func (c *counters) ConnectionClosed(time.Duration) {
 	c.circuitsOpen.Add(-1)
 }
-func (c *natCounters) ConnectionRequestHandled(st pb.Status) {
+func (c *counters) ConnectionRequestHandled(st pb.Status) {
 	if st != pb.Status_OK {
 		c.circuitsRefused.Add(1)
 	}
 }
-func (c *natCounters) ReservationAllowed(bool)             { c.reservations.Add(1) }
-func (c *natCounters) ReservationClosed(int)               {}
-func (c *natCounters) ReservationRequestHandled(pb.Status) {}
-func (c *natCounters) BytesTransferred(n int)              { c.relayedBytes.Add(int64(n)) }
+func (c *counters) ReservationAllowed(bool)             { c.reservations.Add(1) }
+func (c *counters) ReservationClosed(int)               {}
+func (c *counters) ReservationRequestHandled(pb.Status) {}
+func (c *counters) BytesTransferred(n int)              { c.relayedBytes.Add(int64(n)) }
 
-var _ relay.MetricsTracer = (*natCounters)(nil)
+var _ relay.MetricsTracer = (*counters)(nil)
 
 // status is the counters for the status API.
-func (c *natCounters) status() client.NATCounters {
+func (c *counters) status() client.NATCounters {
 	out := client.NATCounters{
 		PunchAttempts:     c.punchAttempts.Load(),
 		PunchSuccesses:    c.punchSuccesses.Load(),

@@ -1,4 +1,4 @@
-package node
+package nat
 
 import (
 	"net/netip"

@@ -1,4 +1,4 @@
-package node
+package nat
 
 import (
 	"fmt"
@@ -8,10 +8,11 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 )
 
-// NATConfig is how a peer deals with NAT: finding out whether it is
+// Config is how a peer deals with NAT: finding out whether it is
 // reachable, mapping a port on the router, relaying for others, using
-// relays and punching holes.
-type NATConfig struct {
+// relays and punching holes. It is the "nat" section of the node's
+// config file; its zero value is valid (every key at its default).
+type Config struct {
 	// Reachability: "auto" (default: AutoNAT v2 asks other peers to dial
 	// back), "public" or "private" (forced: a peer known to be behind NAT,
 	// or a server known to be reachable).
@@ -54,7 +55,9 @@ func oneOf(key, v string, allowed ...string) error {
 	return fmt.Errorf("config: nat.%s %q: want one of %v", key, v, allowed)
 }
 
-func (c NATConfig) validate() error {
+// Validate reports the first key whose value is not allowed, naming it
+// as the config file does (nat.KEY).
+func (c Config) Validate() error {
 	if err := oneOf("reachability", c.Reachability, "auto", "public", "private"); err != nil {
 		return err
 	}
@@ -85,7 +88,7 @@ func (c NATConfig) validate() error {
 }
 
 // relays parses Relays.
-func (c NATConfig) relays() ([]peer.AddrInfo, error) {
+func (c Config) relays() ([]peer.AddrInfo, error) {
 	if len(c.Relays) > 32 {
 		return nil, fmt.Errorf("config: nat.relays: %d relays, at most 32", len(c.Relays))
 	}

@@ -1,4 +1,4 @@
-package node
+package nat
 
 import (
 	"net"
@@ -66,7 +66,7 @@ func TestAddrsFactoryFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	var s natState
+	s := &Service{}
 	s.h.Store(&h)
 	port, _ := h.Network().ListenAddresses()[0].ValueForProtocol(ma.P_TCP)
 	loop := ma.StringCast("/ip4/127.0.0.1/tcp/" + port)

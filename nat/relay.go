@@ -1,4 +1,4 @@
-package node
+package nat
 
 import (
 	"context"
@@ -143,7 +143,7 @@ func (s *relaySource) candidates(ctx context.Context, num int) <-chan peer.AddrI
 		peers := v.Peers()
 		rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
 		for _, p := range peers {
-			if p.Self || !p.Alive || p.ID == h.ID() || !offersRelay(h, p.ID) {
+			if p.Self || !p.Alive || p.ID == h.ID() || !OffersRelay(h, p.ID) {
 				continue
 			}
 			if s.ledger != nil {
@@ -194,8 +194,8 @@ func (s *relaySource) candidates(ctx context.Context, num int) <-chan peer.AddrI
 	return c
 }
 
-// offersRelay reports whether id's identify lists the relay protocol.
-func offersRelay(h host.Host, id peer.ID) bool {
+// OffersRelay reports whether id's identify lists the relay protocol.
+func OffersRelay(h host.Host, id peer.ID) bool {
 	got, err := h.Peerstore().SupportsProtocols(id, proto.ProtoIDv2Hop)
 	return err == nil && len(got) > 0
 }

@@ -1,4 +1,4 @@
-package node
+package nat
 
 import (
 	"context"
@@ -52,7 +52,7 @@ const (
 )
 
 // newPuncher starts hole punching on h; tel traces each punch.
-func newPuncher(h host.Host, tel *natCounters, log *slog.Logger) (*puncher, error) {
+func newPuncher(h host.Host, tel *counters, log *slog.Logger) (*puncher, error) {
 	idh, ok := h.(interface{ IDService() identify.IDService })
 	if !ok {
 		return nil, errors.New("hole punching: the libp2p host has no identify service")
@@ -74,7 +74,7 @@ func newPuncher(h host.Host, tel *natCounters, log *slog.Logger) (*puncher, erro
 	p.wg.Add(1)
 	go p.watchIdentify(sub)
 	tel.onPunched(p.markPunched, func(rp peer.ID) bool {
-		return len(h.Network().ConnsToPeer(rp)) > 0 && !relayedOnly(h, rp)
+		return len(h.Network().ConnsToPeer(rp)) > 0 && !RelayedOnly(h, rp)
 	})
 	p.notifee = &network.NotifyBundle{ConnectedF: p.connected, DisconnectedF: p.disconnected}
 	h.Network().Notify(p.notifee)
@@ -254,7 +254,7 @@ func (p *puncher) sleep(d time.Duration) bool {
 	}
 }
 
-func (p *puncher) onlyRelayed(rp peer.ID) bool { return relayedOnly(p.h, rp) }
+func (p *puncher) onlyRelayed(rp peer.ID) bool { return RelayedOnly(p.h, rp) }
 
 // markPunched remembers rp's direct connections as made by a hole punch,
 // and returns how long rp had been reached through a relay only (since
@@ -320,22 +320,4 @@ func (p *puncher) kind(c network.Conn) string {
 		}
 	}
 	return "direct"
-}
-
-// isRelayed reports whether c goes through a circuit relay.
-func isRelayed(c network.Conn) bool {
-	_, err := c.RemoteMultiaddr().ValueForProtocol(ma.P_CIRCUIT)
-	return err == nil
-}
-
-// relayedOnly reports whether every open connection to id goes through a
-// relay (and there is at least one).
-func relayedOnly(h host.Host, id peer.ID) bool {
-	conns := h.Network().ConnsToPeer(id)
-	for _, c := range conns {
-		if !isRelayed(c) {
-			return false
-		}
-	}
-	return len(conns) > 0
 }
