@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmswarm/llmswarm/internal/nodetest"
 	"github.com/llmswarm/llmswarm/node/client"
-	"github.com/llmswarm/llmswarm/node/nodetest"
 )
 
 // TestQueryHistoryAndStop: POST /v1/swarm/query carries a conversation

@@ -53,7 +53,7 @@ func NewRouter(ctx context.Context, h host.Host, key crypto.PrivKey, log *slog.L
 			return nil, err
 		}
 	}
-	if cfg.gate != nil && cfg.ledger == nil {
+	if cfg.gate != nil {
 		cfg.ledger = cfg.gate.ledger
 	}
 	params, thresholds := scoreParams(&cfg)

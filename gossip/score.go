@@ -170,20 +170,12 @@ func WithColocation(col Colocation) Option {
 	}
 }
 
-// WithLedger scores peers by the ledger: a banned peer at BannedScore
-// (graylisted: nothing it sends is read), its messages dropped wherever
-// they come from; a proven peer at ProvenScore.
-func WithLedger(l Ledger) Option {
-	return func(c *config) error {
-		c.ledger = l
-		return nil
-	}
-}
-
 // WithGate makes the router report to gate (which should also be the
 // host's connection gater): it drops RPCs of gated peers and finds peers
-// that refuse this peer's gossip stream. The gate's ledger is used as by
-// WithLedger unless one is given.
+// that refuse this peer's gossip stream. Peers are scored by the gate's
+// ledger: a banned peer at BannedScore (graylisted: nothing it sends is
+// read), its messages dropped wherever they come from; a proven peer at
+// ProvenScore.
 func WithGate(g *Gate) Option {
 	return func(c *config) error {
 		c.gate = g

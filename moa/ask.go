@@ -244,8 +244,8 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 		// Its speed is what this peer saw, never what it says.
 		tokps := rate.perSec()
 		o.stats.observe(c.peer.ID, seen, tokps)
-		if o.Trust != nil && tokps > 0 {
-			o.Trust.Measure(c.peer.ID, swarm.TokPerSecKey(c.role.Role), tokps)
+		if tr := o.View.Trust(); tr != nil && tokps > 0 {
+			tr.Measure(c.peer.ID, swarm.TokPerSecKey(c.role.Role), tokps)
 		}
 	}
 	return a

@@ -17,7 +17,10 @@ func (o *Originator) idleHolders(roles ...string) string {
 	var out []string
 	for _, role := range roles {
 		for _, h := range o.View.ByRole(role) {
-			if h.Peer.Self || h.Peer.Cap.TakesWork() || o.banned(h.Peer.ID) || (o.Exclude != nil && o.Exclude(h.Peer.ID)) {
+			// The opposite of candidates' own condition: holders that take no
+			// work, but otherwise routable (a banned or BMC-dead holder is not
+			// "paused", it is gone).
+			if h.Peer.Self || h.Peer.Cap.TakesWork() || !o.View.Routable(h.Peer.ID) {
 				continue
 			}
 			note := fmt.Sprintf("%s holds %s but takes no new work", shortPeer(h.Peer.ID.String()), role)

@@ -94,7 +94,12 @@ func newRolePeer(t *testing.T, file func(*testing.T) string, opts engine.Options
 
 // viewOf builds the originator's view of the given peers, as gossip would.
 func viewOf(self *testPeer, peers ...*testPeer) *swarm.View {
-	v := swarm.NewView(self.h.ID(), swarm.Liveness{})
+	return viewTrusting(nil, self, peers...)
+}
+
+// viewTrusting is viewOf with tr as the view's ledger (nil: none).
+func viewTrusting(tr *swarm.Trust, self *testPeer, peers ...*testPeer) *swarm.View {
+	v := swarm.NewView(self.h.ID(), swarm.Liveness{}, swarm.WithTrust(tr))
 	for i, p := range append([]*testPeer{self}, peers...) {
 		self.h.Peerstore().AddAddrs(p.h.ID(), p.h.Addrs(), time.Hour)
 		active, capacity := p.srv.Load()

@@ -16,21 +16,18 @@ import (
 )
 
 // Originator answers queries with the swarm's role peers. Any peer can be
-// one, even one that holds no model.
+// one, even one that holds no model. It asks only the holders its View
+// says are Routable (alive, not banned, not dead by the BMC), and weighs
+// them by what the View's ledger (View.Trust; nil: none) measured of
+// them (see trust.go).
 type Originator struct {
 	Host     host.Host
 	View     *swarm.View
 	Local    *Server // this peer's own roles, called in-process; may be nil
 	Timeouts Timeouts
 	Log      *slog.Logger
-	// Exclude reports peers that must not be asked (e.g. declared dead by
-	// the BMC). nil: none.
-	Exclude func(peer.ID) bool
 	// Progress is how a hung agent is noticed (see swarm.Progress).
 	Progress swarm.Progress
-	// Trust is this peer's ledger (nil: none): banned peers are never
-	// asked, and the speeds it measured weigh candidates (see trust.go).
-	Trust *swarm.Trust
 	// Vet checks a role peer's claim (swarm.RoleClaim of its model)
 	// before its first real question (see trust.go): nil lets it be asked
 	// (verified now, or not checkable here); an error skips it. nil: no
@@ -343,13 +340,13 @@ func (o *Originator) request(role string, q Query, prompt string) *Request {
 	return &Request{Role: role, Messages: msgs, Sampling: q.Sampling, MaxTokens: q.MaxTokens, Think: &think}
 }
 
-// candidates are the live holders of role that routing may use, best
-// first: never a peer excluded or banned.
+// candidates are the holders of role that routing may use (View.Routable),
+// best first.
 func (o *Originator) candidates(role string) []candidate {
 	all := candidates(o.View, role, o.weigh)
 	out := all[:0]
 	for _, c := range all {
-		if (o.Exclude == nil || !o.Exclude(c.peer.ID)) && !o.banned(c.peer.ID) {
+		if o.View.Routable(c.peer.ID) {
 			out = append(out, c)
 		}
 	}

@@ -1,9 +1,6 @@
 package moa
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // The roles of the mixture.
 const (
@@ -115,12 +112,3 @@ const (
 	ModeMoA   Mode = "moa"   // classify, fan out, aggregate
 	ModeSpeed Mode = "speed" // a drafter answers, a reasoner verifies
 )
-
-// ParseMode reads a mode name.
-func ParseMode(s string) (Mode, error) {
-	switch Mode(s) {
-	case ModeMoA, ModeSpeed:
-		return Mode(s), nil
-	}
-	return "", fmt.Errorf("moa: unknown mode %q (moa or speed)", s)
-}

@@ -18,26 +18,18 @@ import (
 //     may make a peer look slower, never faster);
 //   - a peer whose claim to its role model this peer has not verified is
 //     weighed × unverifiedFactor, so a verified holder is asked first;
-//   - a banned peer is not a candidate at all.
+//   - a banned peer is not a candidate at all (swarm.View.Routable).
 //
 // Vetting is done before use: a peer not yet verified is challenged (Vet)
 // just before its first real question, so a liar fails its challenge and
 // never sees a prompt. A peer this peer cannot check (it has no copy of
 // the model to check with) is asked, and its answer says Unverified.
 
-func (o *Originator) banned(id peer.ID) bool {
-	if o.Trust == nil {
-		return false
-	}
-	b, _ := o.Trust.Banned(id)
-	return b
-}
-
 // measured is the decode speed this peer measured of id answering as
 // role (0: none yet).
 func (o *Originator) measured(id peer.ID, role string) float64 {
-	if o.Trust != nil {
-		if v, ok := o.Trust.Speed(id, swarm.TokPerSecKey(role)); ok {
+	if tr := o.View.Trust(); tr != nil {
+		if v, ok := tr.Speed(id, swarm.TokPerSecKey(role)); ok {
 			return v
 		}
 	}
@@ -53,7 +45,8 @@ func (o *Originator) weigh(c *candidate) {
 	if c.peer.Self {
 		c.verified = true
 	} else {
-		c.verified = o.Trust != nil && o.Trust.Verified(c.peer.ID, swarm.RoleClaim(c.role.ModelCID))
+		tr := o.View.Trust()
+		c.verified = tr != nil && tr.Verified(c.peer.ID, swarm.RoleClaim(c.role.ModelCID))
 		if speed = o.measured(c.peer.ID, c.role.Role); speed <= 0 {
 			speed = min(c.role.TokPerSec, unknownSpeed)
 		}
@@ -78,8 +71,12 @@ func (o *Originator) vetted(ctx context.Context, c *candidate) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if o.banned(c.peer.ID) {
-			return err
+		// Skipped only if its check banned it (the ledger's word): a peer
+		// that went dead meanwhile is asked, and fails as a dead peer does.
+		if tr := o.View.Trust(); tr != nil {
+			if banned, _ := tr.Banned(c.peer.ID); banned {
+				return err
+			}
 		}
 		// Not proven a liar: slow to check, busy, or reached through a
 		// relay whose limits a check's trace exceeds. Asked, weighed low,
@@ -89,7 +86,8 @@ func (o *Originator) vetted(ctx context.Context, c *candidate) error {
 		c.verified = false
 		return nil
 	}
-	c.verified = o.Trust != nil && o.Trust.Verified(c.peer.ID, claim)
+	tr := o.View.Trust()
+	c.verified = tr != nil && tr.Verified(c.peer.ID, claim)
 	return nil
 }
 

@@ -68,14 +68,14 @@ func TestBoastingPeerDoesNotWinTheFanOut(t *testing.T) {
 	origin := newTestPeer(t, 4)
 	honest, liar := newTestPeer(t, 4, Reasoner), newTestPeer(t, 4, Reasoner)
 	asked := countRequests(liar)
-	v := viewOf(origin, honest, liar)
-	boast(v, liar, 1e6)
 	tr := swarm.NewTrust()
+	v := viewTrusting(tr, origin, honest, liar)
+	boast(v, liar, 1e6)
 	cid := honest.srv.Roles()[0].ModelCID
 	tr.Pass(honest.h.ID(), swarm.RoleClaim(cid))
 	tr.Measure(honest.h.ID(), swarm.TokPerSecKey(Reasoner), 30)
 	rv := &roleVet{trust: tr}
-	o := &Originator{Host: origin.h, View: v, Trust: tr, Vet: rv.vet}
+	o := &Originator{Host: origin.h, View: v, Vet: rv.vet}
 	for range 3 {
 		res, err := o.Direct(t.Context(), Reasoner, Query{Prompt: "What is the capital of France?", MaxTokens: 4})
 		if err != nil {
@@ -101,11 +101,11 @@ func TestUnverifiedPeerVettedBeforeUse(t *testing.T) {
 	origin := newTestPeer(t, 4)
 	honest, liar := newTestPeer(t, 4, Reasoner), newTestPeer(t, 4, Reasoner)
 	asked := countRequests(liar)
-	v := viewOf(origin, liar) // the liar alone holds the role at first
-	boast(v, liar, 1e6)
 	tr := swarm.NewTrust()
+	v := viewTrusting(tr, origin, liar) // the liar alone holds the role at first
+	boast(v, liar, 1e6)
 	rv := &roleVet{trust: tr, fail: map[peer.ID]bool{liar.h.ID(): true}}
-	o := &Originator{Host: origin.h, View: v, Trust: tr, Vet: rv.vet}
+	o := &Originator{Host: origin.h, View: v, Vet: rv.vet}
 	q := Query{Prompt: "What is the capital of France?", MaxTokens: 4}
 	if _, err := o.Direct(t.Context(), Reasoner, q); err == nil {
 		t.Fatal("the liar's role answered")

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmswarm/llmswarm/internal/nodetest"
 	"github.com/llmswarm/llmswarm/node/client"
-	"github.com/llmswarm/llmswarm/node/nodetest"
 )
 
 // TestJavaBinding builds what gomobile bind would put in an Android .aar,

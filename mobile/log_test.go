@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmswarm/llmswarm/node/nodetest"
+	"github.com/llmswarm/llmswarm/internal/nodetest"
 )
 
 // lines is a Logger that keeps what it is sent; while gate is open (not

@@ -13,8 +13,8 @@ import (
 	"github.com/llmswarm/llmswarm/bmc"
 	"github.com/llmswarm/llmswarm/bmc/authority"
 	"github.com/llmswarm/llmswarm/bmc/bmcsim"
+	"github.com/llmswarm/llmswarm/internal/nodetest"
 	"github.com/llmswarm/llmswarm/node/client"
-	"github.com/llmswarm/llmswarm/node/nodetest"
 )
 
 var fakeBoardKey = bytes.Repeat([]byte{0x42}, bmc.KeySize)

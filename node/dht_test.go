@@ -5,14 +5,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfs/go-cid"
+
+	"github.com/llmswarm/llmswarm/internal/nodetest"
 	"github.com/llmswarm/llmswarm/node"
-	"github.com/llmswarm/llmswarm/node/nodetest"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
-// TestDHTProviders: every peer provides the members key, and a peer serving
-// a role provides that role's key, so a peer outside its gossip mesh can
-// look it up through the private DHT.
+// TestDHTProviders: every peer provides the members key, and a peer
+// storing a model (here the one its role runs) provides the model's key,
+// so a peer outside its gossip mesh can look them up through the private
+// DHT.
 func TestDHTProviders(t *testing.T) {
 	model := tinyModel(t)
 	peers := nodetest.Cluster(t, 3, func(i int, c *node.Config) {
@@ -22,14 +25,10 @@ func TestDHTProviders(t *testing.T) {
 		}
 	})
 	seeker, server := peers[1], peers[2]
-	found := func(key string, want bool) func() bool {
+	found := func(k cid.Cid, want bool) func() bool {
 		return func() bool {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 			defer cancel()
-			k := swarm.MembersKey()
-			if key != "" {
-				k = swarm.RoleKey(key)
-			}
 			ais, err := seeker.Swarm().FindProviders(ctx, k, 10)
 			if err != nil {
 				return false
@@ -42,8 +41,16 @@ func TestDHTProviders(t *testing.T) {
 			return !want
 		}
 	}
-	took := nodetest.Eventually(t, 20*time.Second, "member found in the DHT", found("", true))
+	took := nodetest.Eventually(t, 20*time.Second, "member found in the DHT", found(swarm.MembersKey(), true))
 	t.Logf("member provider record found after %s", took)
-	nodetest.Eventually(t, 20*time.Second, "critic found in the DHT", found("critic", true))
-	nodetest.Eventually(t, 5*time.Second, "no provider for an unserved role", found("writer", false))
+	var roleModel string
+	nodetest.Eventually(t, 20*time.Second, "the critic's model announced", func() bool {
+		self, ok := server.Swarm().View().Get(server.ID())
+		if ok && len(self.Cap.Roles) > 0 {
+			roleModel = self.Cap.Roles[0].ModelCID
+		}
+		return roleModel != ""
+	})
+	nodetest.Eventually(t, 20*time.Second, "the critic's model found in the DHT", found(swarm.ModelKey(roleModel), true))
+	nodetest.Eventually(t, 5*time.Second, "no provider for a model nobody stores", found(swarm.ModelKey("no-such-model"), false))
 }

@@ -12,10 +12,10 @@ import (
 
 	"github.com/llmswarm/llmswarm/api"
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/internal/nodetest"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/node"
 	"github.com/llmswarm/llmswarm/node/client"
-	"github.com/llmswarm/llmswarm/node/nodetest"
 )
 
 func TestByteSize(t *testing.T) {

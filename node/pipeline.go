@@ -55,6 +55,9 @@ func (n *Node) startPipeline(ctx context.Context) error {
 	p.stages.Refuse = n.refusing
 	// A stage opens sessions only on live members of the swarm it has heard
 	// from itself (their signed records taught the host their addresses).
+	// Alive, not Routable: the route is the originator's choice; this
+	// only keeps a requester from making the stage dial peers it does not
+	// know.
 	p.stages.Known = func(id peer.ID) bool {
 		s := n.Swarm()
 		return s != nil && s.View().Alive(id)
@@ -421,14 +424,13 @@ func (p *pipelineState) noteOnce(id peer.ID) bool {
 	return true
 }
 
-// excludedFromStages reports peers a pipeline route must not use: those
-// routing avoids (see excluded), and those reached only through a relay
-// that limits circuits to control traffic, which would cut the
-// generation (a private swarm's relays, or member limits, carry it).
+// excludedFromStages reports peers a pipeline route must not use beyond
+// those the view says are not Routable (the BMC's dead among them, see
+// swarmOptions): those reached only through a relay that limits circuits
+// to control traffic, which would cut the generation (a private swarm's
+// relays, or member limits, carry it). Only pipeline routes apply this:
+// the MoA originator has no such hook.
 func (n *Node) excludedFromStages(id peer.ID) bool {
-	if n.excluded(id) {
-		return true
-	}
 	// n.nat, not n.Host(): generations call this while Close holds the node's lock.
 	if !n.nat.ControlOnly(id) {
 		return false

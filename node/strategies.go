@@ -201,7 +201,7 @@ func (n *Node) loadRoleReserved(ctx context.Context, role, path string, reserved
 // originator is this peer's MoA originator (built after the swarm view).
 func (n *Node) newOriginator() *moa.Originator {
 	return &moa.Originator{
-		Host: n.host, View: n.swarm.View(), Local: n.moaServer, Log: n.log, Exclude: n.excluded,
+		Host: n.host, View: n.swarm.View(), Local: n.moaServer, Log: n.log,
 		Timeouts: moa.Timeouts{Simple: time.Duration(n.cfg.MoA.SimpleTimeout),
 			Complex: time.Duration(n.cfg.MoA.ComplexTimeout), Speed: time.Duration(n.cfg.MoA.SpeedTimeout)},
 		Progress: n.cfg.Progress.swarm(),

@@ -73,6 +73,7 @@ func (n *Node) swarmOptions() []swarm.Option {
 	h := n.host
 	opts := []swarm.Option{
 		swarm.WithTrust(n.trust),
+		swarm.WithDead(n.excluded), // the BMC's dead are not Routable
 		swarm.WithAdmission(swarm.Admission{UnprovenShare: pt.UnprovenShare, PerSubnet: pt.MaxUnprovenPerSubnet}),
 		swarm.WithProtect(func(id peer.ID) bool { return keep[id] || servingNow(h, id) }),
 	}

@@ -23,10 +23,10 @@ import (
 
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/internal/nodetest"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/node"
 	"github.com/llmswarm/llmswarm/node/client"
-	"github.com/llmswarm/llmswarm/node/nodetest"
 	"github.com/llmswarm/llmswarm/pipeline"
 	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/verify"

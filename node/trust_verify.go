@@ -86,11 +86,11 @@ func (n *Node) startChecks() {
 	}
 }
 
-// wireChecks hands the ledger and the checker to the originators and
-// starts the ledger's saver and the background vetting of role peers.
+// wireChecks hands the checker to the originators (they read the ledger
+// from the swarm view: swarmOptions) and starts the ledger's saver and
+// the background vetting of role peers.
 func (n *Node) wireChecks(ctx context.Context) {
 	cs := n.checks
-	n.originator.Trust, n.pipeOrig.Trust = cs.ledger, cs.ledger
 	if cs.checker != nil {
 		n.originator.Vet = func(ctx context.Context, id peer.ID, c swarm.Claim) error {
 			cs.asked.Store(true)

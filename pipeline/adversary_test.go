@@ -74,12 +74,11 @@ func TestBadNumbersProven(t *testing.T) {
 			}
 			l := newLiar(t, full, cid, tc.layers[0], tc.layers[1])
 			l.from, l.hidden, l.result = 3, tc.hidden, tc.result
-			o := originatorForFile(t, full, origin, append(honest, l.stagePeer)...)
-			o.Trust = swarm.NewTrust()
+			o := originatorTrusting(t, full, swarm.NewTrust(), origin, append(honest, l.stagePeer)...)
 			slowDown(o, cid, tc.layers, honest...) // so the route takes the liar's hop
 			if tc.proven {
 				for _, p := range append(honest, l.stagePeer) {
-					o.Trust.Pass(p.h.ID(), swarm.Claim{Model: cid, Start: 0, End: 8})
+					o.View.Trust().Pass(p.h.ID(), swarm.Claim{Model: cid, Start: 0, End: 8})
 				}
 			}
 			var first []Hop
@@ -109,7 +108,7 @@ func TestBadNumbersProven(t *testing.T) {
 			if rr.Failed != l.h.ID().String() || !rr.Proven || rr.Evidence != EvidenceCheck || usesPeer(rr.NewRoute, rr.Failed) {
 				t.Fatalf("re-route %+v: want the liar proven by this peer's own check and left out", rr)
 			}
-			assertBans(t, o.Trust, []peer.ID{l.h.ID()}, honest...)
+			assertBans(t, o.View.Trust(), []peer.ID{l.h.ID()}, honest...)
 			t.Logf("%s: %s", tc.name, rr.Reason)
 		})
 	}
@@ -149,8 +148,7 @@ func TestLiarBlamesHonestPeer(t *testing.T) {
 				}
 				return nil
 			}
-			o := originatorForFile(t, full, origin, a, a2, l2, h, l.stagePeer)
-			o.Trust = swarm.NewTrust()
+			o := originatorTrusting(t, full, swarm.NewTrust(), origin, a, a2, l2, h, l.stagePeer)
 			if target == "after-referee" {
 				l.hidden = wrongHidden
 				o.Referee = refereeFor(t, o, full)
@@ -177,7 +175,7 @@ func TestLiarBlamesHonestPeer(t *testing.T) {
 				if rr.Failed != l.h.ID().String() || !rr.Proven || rr.Evidence != EvidenceReferee || !usesPeer(rr.NewRoute, h.h.ID().String()) {
 					t.Fatalf("re-route %+v: want the liar proven by the referee, and the accused used", rr)
 				}
-				assertBans(t, o.Trust, []peer.ID{l.h.ID()}, a, a2, l2, h)
+				assertBans(t, o.View.Trust(), []peer.ID{l.h.ID()}, a, a2, l2, h)
 				return
 			}
 			if len(res.Reroutes) != 1 || len(accusations) != 1 {
@@ -193,8 +191,8 @@ func TestLiarBlamesHonestPeer(t *testing.T) {
 			if provenFailed(res, victim.h.ID().String()) {
 				t.Fatal("the accused was left out")
 			}
-			assertBans(t, o.Trust, nil, a, a2, l2, h)
-			if banned, _ := o.Trust.Banned(l.h.ID()); banned {
+			assertBans(t, o.View.Trust(), nil, a, a2, l2, h)
+			if banned, _ := o.View.Trust().Banned(l.h.ID()); banned {
 				t.Fatal("the liar was banned without proof")
 			}
 			t.Logf("%s: %s accused %s: %s", target, short(l.h.ID().String()), short(accusations[0].Failed), accusations[0].Reason)
@@ -361,7 +359,7 @@ func refereeFor(t *testing.T, o *Originator, full string) func(context.Context, 
 			row = 0
 		}
 		if ok, diff := agree(ref, res.Logits, row, 1e-3); !ok {
-			o.Trust.Fail(id, fmt.Sprintf("referee: layers [%d,%d) off by %.3g", c.Start, c.End, diff))
+			o.View.Trust().Fail(id, fmt.Sprintf("referee: layers [%d,%d) off by %.3g", c.Start, c.End, diff))
 			return fmt.Errorf("%w: layers [%d,%d) off by %.3g", ErrCheckFailed, c.Start, c.End, diff)
 		}
 		return nil
@@ -375,7 +373,7 @@ func slowDown(o *Originator, model string, layers [2]int, peers ...*stagePeer) {
 	for _, p := range peers {
 		for _, sh := range p.srv.Shards() {
 			if sh.Start == layers[0] && sh.End == layers[1] {
-				o.Trust.Measure(p.h.ID(), swarm.MsPerLayerKey(model), 50)
+				o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(model), 50)
 			}
 		}
 	}

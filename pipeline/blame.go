@@ -166,9 +166,9 @@ func (g *generation) apply(f *fault) {
 					delete(g.passed, h)
 				}
 			}
-			if g.o.Trust != nil && !f.recorded {
+			if tr := g.o.View.Trust(); tr != nil && !f.recorded {
 				if id, err := peer.Decode(f.peer); err == nil {
-					d := g.o.Trust.Fail(id, f.reason)
+					d := tr.Fail(id, f.reason)
 					g.o.log().Warn("pipeline: a peer lied about its output; banned", "peer", f.peer, "layers", f.layers,
 						"evidence", f.evidence, "ban", d, "err", f.reason)
 				}
@@ -268,14 +268,15 @@ func (g *generation) reroute(f *fault, at int, hops []Hop, detect time.Duration)
 		Proven: f.proven, Evidence: f.evidence, Suspects: f.suspects}
 }
 
-// credit records in Trust the hops a second route confirmed.
+// credit records in the ledger the hops a second route confirmed.
 func (g *generation) credit() {
-	if g.o.Trust == nil {
+	tr := g.o.View.Trust()
+	if tr == nil {
 		return
 	}
 	for h := range g.passed {
 		if id, err := peer.Decode(h.Peer); err == nil && id != g.o.Host.ID() {
-			g.o.Trust.Pass(id, swarm.Claim{Model: g.ref.CID, Start: h.Start, End: h.End})
+			tr.Pass(id, swarm.Claim{Model: g.ref.CID, Start: h.Start, End: h.End})
 		}
 	}
 }

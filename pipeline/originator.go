@@ -35,7 +35,15 @@ type ModelRef struct {
 	Shape ModelShape
 }
 
-// Originator generates text through a pipeline of peers.
+// Originator generates text through a pipeline of peers. It routes only
+// through peers its View says are Routable (alive, not banned, not dead by
+// the BMC) and Exclude does not name.
+//
+// The View's ledger (View.Trust; nil: none) is this peer's own: the
+// per-layer times it measured price routes (see trust.go), and
+// misbehaviour about outputs that this peer proved itself (bad numbers it
+// received, a failed spot-check) is recorded in it; deaths and hangs are
+// not. A route through a peer it has not proven is always spot-checked.
 type Originator struct {
 	Host  host.Host
 	View  *swarm.View
@@ -43,8 +51,9 @@ type Originator struct {
 	// ConnKind, if set, says how this peer reaches a peer: "local" (itself),
 	// "direct", "punched" or "relayed"; traces show it per hop.
 	ConnKind func(peer.ID) string
-	// Exclude reports peers routing must avoid (e.g. declared dead by the
-	// BMC). nil: none.
+	// Exclude reports further peers a pipeline route must avoid, beyond
+	// those the View says are not Routable (node: peers reached only
+	// through a relay too limited for a generation's traffic). nil: none.
 	Exclude func(peer.ID) bool
 	// Tokenizer returns the tokenizer of a model (from a local file, or a
 	// header fetched from a holder).
@@ -61,15 +70,8 @@ type Originator struct {
 	MaxReroutes int // default 8
 	// Progress is how a hung stage is noticed (see swarm.Progress).
 	Progress swarm.Progress
-	// Trust is this peer's own ledger (nil: none). Peers it bans are never
-	// routed through, the per-layer times it measured price routes (see
-	// trust.go), and misbehaviour about outputs that this peer proved
-	// itself (bad numbers it received, a failed spot-check) is recorded in
-	// it; deaths and hangs are not. A route through a peer it has not
-	// proven is always spot-checked.
-	Trust *swarm.Trust
 	// Vet makes sure a peer may get its first real hop: it is called, for
-	// every peer of a planned route whose claim Trust does not show
+	// every peer of a planned route whose claim the ledger does not show
 	// verified, with the claim of the shard the hop runs on. nil lets the
 	// peer through (verified now, or not checkable here); an error leaves
 	// it out and the route is planned again without it. Several peers are
@@ -86,7 +88,7 @@ type Originator struct {
 	// Referee settles a spot-check between two disagreeing hops whose
 	// layers this peer does not hold itself: nil means id computed claim c
 	// right; an error wrapping ErrCheckFailed means it lied (the referee
-	// records that in Trust itself). nil: no referee.
+	// records that in the ledger itself). nil: no referee.
 	Referee func(ctx context.Context, id peer.ID, c swarm.Claim) error
 	// SpotCheck sets how often real traffic is checked on a second route.
 	SpotCheck SpotCheck
@@ -245,6 +247,9 @@ func (o *Originator) resolve(ctx context.Context, model string) (ModelRef, []swa
 	byCID := map[string][]swarm.ShardHolder{}
 	names := map[string]string{}
 	for _, p := range o.View.Peers() {
+		// Alive, not Routable: a model held only by banned or BMC-dead peers
+		// is found, and its routes say which layers they leave uncovered;
+		// its manifest may still be fetched from them (it is verified).
 		if !p.Alive {
 			continue
 		}
@@ -345,9 +350,10 @@ func (o *Originator) pick(cands []string, byCID map[string][]swarm.ShardHolder, 
 	return "", fmt.Errorf("pipeline: %q names several models held by as many peers; use a CID: %s", model, strings.Join(all, ", "))
 }
 
-// excluded combines the caller's exclusion, the view's liveness and the
+// excluded combines the view's Routable, the caller's Exclude and the
 // peers that failed during this generation. A peer that failed is usable
 // again once it has sent a heartbeat since (it was restarted, or resumed).
+// Without a view only the last two apply.
 func (o *Originator) excluded(failed map[string]time.Time) func(string) bool {
 	return func(p string) bool {
 		id, err := peer.Decode(p)
@@ -362,10 +368,7 @@ func (o *Originator) excluded(failed map[string]time.Time) func(string) bool {
 				return true
 			}
 		}
-		if o.View != nil && !o.View.Alive(id) {
-			return true
-		}
-		if o.banned(id) {
+		if o.View != nil && !o.View.Routable(id) {
 			return true
 		}
 		return o.Exclude != nil && o.Exclude(id)

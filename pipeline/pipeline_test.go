@@ -163,7 +163,14 @@ func originatorFor(t *testing.T, arch string, self *stagePeer, stages ...*stageP
 // originatorForFile is originatorFor with the model given by file.
 func originatorForFile(t testing.TB, full string, self *stagePeer, stages ...*stagePeer) *Originator {
 	t.Helper()
-	v := swarm.NewView(self.h.ID(), swarm.Liveness{})
+	return originatorTrusting(t, full, nil, self, stages...)
+}
+
+// originatorTrusting is originatorForFile with tr as its view's ledger
+// (nil: none).
+func originatorTrusting(t testing.TB, full string, tr *swarm.Trust, self *stagePeer, stages ...*stagePeer) *Originator {
+	t.Helper()
+	v := swarm.NewView(self.h.ID(), swarm.Liveness{}, swarm.WithTrust(tr))
 	all := append([]*stagePeer{self}, stages...)
 	for _, p := range all { // every peer knows the others' addresses, as the swarm's records teach them
 		for _, q := range all {

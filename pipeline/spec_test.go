@@ -416,8 +416,7 @@ func TestSpeculativeInTheField(t *testing.T) {
 		honest := servingPeers(t, full, cid, [2]int{0, 2}, [2]int{2, 6}, [2]int{6, 8}, [2]int{2, 6})
 		l := newLiar(t, full, cid, 2, 6)
 		l.from, l.hidden = 3, nanHidden
-		o := originatorForFile(t, full, origin, append(honest, l.stagePeer)...)
-		o.Trust = swarm.NewTrust()
+		o := originatorTrusting(t, full, swarm.NewTrust(), origin, append(honest, l.stagePeer)...)
 		o.Drafter = drafterOf(full, nil)
 		slowDown(o, cid, [2]int{2, 6}, honest...)
 		res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true, DraftMin: 4, DraftMax: 4})
@@ -427,7 +426,7 @@ func TestSpeculativeInTheField(t *testing.T) {
 		if !sameTokens(res.Tokens, want) || len(res.Reroutes) != 1 || res.Reroutes[0].Failed != l.h.ID().String() || !res.Reroutes[0].Proven {
 			t.Fatalf("tokens %v (want %v), re-routes %+v", res.Tokens, want, res.Reroutes)
 		}
-		assertBans(t, o.Trust, []peer.ID{l.h.ID()}, honest...)
+		assertBans(t, o.View.Trust(), []peer.ID{l.h.ID()}, honest...)
 		t.Logf("liar proven: %s; %d draft rounds", res.Reroutes[0].Reason, res.DraftRounds)
 	})
 	t.Run("old stage", func(t *testing.T) {
@@ -486,11 +485,10 @@ func TestSpeculativeSpotCheck(t *testing.T) {
 				}
 				peers = append(peers, servingPeers(t, full, cid, r)...)
 			}
-			o := originatorForFile(t, full, origin, peers...)
-			o.Trust = swarm.NewTrust()
+			o := originatorTrusting(t, full, swarm.NewTrust(), origin, peers...)
 			for i, p := range peers { // the first route is the cheapest, the other is all that is left
 				p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
-				o.Trust.Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
+				o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
 			}
 			draft := full
 			if lying {
@@ -567,11 +565,10 @@ func TestSpeculativeSpotCheckQuantized(t *testing.T) {
 			full, cid := modelOf(t, "qwen3", "small", typ)
 			origin := newStagePeer(t)
 			peers := servingPeers(t, full, cid, [2]int{0, 3}, [2]int{3, 8}, [2]int{0, 5}, [2]int{5, 8})
-			o := originatorForFile(t, full, origin, peers...)
-			o.Trust = swarm.NewTrust()
+			o := originatorTrusting(t, full, swarm.NewTrust(), origin, peers...)
 			for i, p := range peers { // the first route is the cheapest, the other is all that is left
 				p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
-				o.Trust.Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
+				o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
 			}
 			o.Drafter = drafterOf(full, nil)
 			var mismatches []TraceEvent
@@ -589,7 +586,7 @@ func TestSpeculativeSpotCheckQuantized(t *testing.T) {
 					res.DraftRounds, mismatches)
 			}
 			for _, p := range peers {
-				if !o.Trust.Proven(p.h.ID()) {
+				if !o.View.Trust().Proven(p.h.ID()) {
 					t.Fatalf("%s is not proven after a checked speculative answer", short(p.h.ID().String()))
 				}
 			}

@@ -147,13 +147,14 @@ func (g *generation) drawCheck(hops []Hop) bool {
 	return g.anyNew(hops) || p > 0 && rand.Float64() < p
 }
 
-// anyNew reports whether hops go through a peer Trust has not proven.
+// anyNew reports whether hops go through a peer the ledger has not proven.
 func (g *generation) anyNew(hops []Hop) bool {
-	if g.o.Trust == nil {
+	tr := g.o.View.Trust()
+	if tr == nil {
 		return false
 	}
 	for _, h := range hops {
-		if id, err := peer.Decode(h.Peer); err == nil && id != g.o.Host.ID() && !g.o.Trust.Proven(id) {
+		if id, err := peer.Decode(h.Peer); err == nil && id != g.o.Host.ID() && !tr.Proven(id) {
 			return true
 		}
 	}

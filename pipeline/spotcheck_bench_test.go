@@ -37,11 +37,10 @@ func BenchmarkSpotCheck(b *testing.B) {
 			}
 			peers = append(peers, s1, s2)
 		}
-		o := originatorForFile(b, full, origin, peers...)
-		o.Trust = swarm.NewTrust()
+		o := originatorTrusting(b, full, swarm.NewTrust(), origin, peers...)
 		for i, p := range peers { // measured (the first route is the primary) and proven (checked only when asked)
-			o.Trust.Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
-			o.Trust.Pass(p.h.ID(), swarm.Claim{Model: cid, Start: 0, End: 28})
+			o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
+			o.View.Trust().Pass(p.h.ID(), swarm.Claim{Model: cid, Start: 0, End: 28})
 		}
 		return o
 	}

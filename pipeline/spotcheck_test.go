@@ -27,10 +27,9 @@ func TestSpotCheckHonestRoutes(t *testing.T) {
 				p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
 				peers = append(peers, p)
 			}
-			o := originatorForFile(t, full, origin, peers...)
-			o.Trust = swarm.NewTrust()
+			o := originatorTrusting(t, full, swarm.NewTrust(), origin, peers...)
 			for i, p := range peers { // measured: the first route is the cheapest, the other is all that is left
-				o.Trust.Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
+				o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
 			}
 			think := false
 			var checks []TraceEvent
@@ -55,7 +54,7 @@ func TestSpotCheckHonestRoutes(t *testing.T) {
 				t.Fatalf("two f32 routes differ by %g: they should agree bit for bit", res.SpotMaxDiff)
 			}
 			for _, p := range peers {
-				if !o.Trust.Proven(p.h.ID()) {
+				if !o.View.Trust().Proven(p.h.ID()) {
 					t.Fatalf("%s is not proven after a checked generation", short(p.h.ID().String()))
 				}
 			}
@@ -97,8 +96,7 @@ func TestSpotCheckFindsWrongHiddenStates(t *testing.T) {
 			}
 			l := newLiar(t, full, cid, 2, 6)
 			l.from, l.hidden = 6, wrongHidden
-			o := originatorForFile(t, full, origin, append(honest, l.stagePeer)...)
-			o.Trust = swarm.NewTrust()
+			o := originatorTrusting(t, full, swarm.NewTrust(), origin, append(honest, l.stagePeer)...)
 			slowDown(o, cid, [2]int{2, 6}, honest...) // the primary route takes the liar's hop
 			if judge == "referee" {
 				o.Referee = refereeFor(t, o, full)
@@ -136,14 +134,14 @@ func TestSpotCheckFindsWrongHiddenStates(t *testing.T) {
 				if len(mismatches) != 1 || m.Failed != liar || !m.Proven || m.Evidence != wantEv || m.Layers != [2]int{2, 6} {
 					t.Fatalf("mismatch %+v: want the liar proven by %s on [2,6)", mismatches, wantEv)
 				}
-				assertBans(t, o.Trust, []peer.ID{l.h.ID()}, honest...)
+				assertBans(t, o.View.Trust(), []peer.ID{l.h.ID()}, honest...)
 			case "undecided":
 				for _, m := range mismatches {
 					if m.Proven || m.Evidence != EvidenceUndecided || !contains(m.Suspects, liar) || len(m.Suspects) != 2 {
 						t.Fatalf("mismatch %+v: want it undecided between the liar and the hop it disagreed with", m)
 					}
 				}
-				assertBans(t, o.Trust, nil, append(honest, l.stagePeer)...)
+				assertBans(t, o.View.Trust(), nil, append(honest, l.stagePeer)...)
 			}
 			t.Logf("%s: %d steps checked, %d mismatches: %s", judge, res.SpotChecked, res.Mismatches, mismatches[0].Reason)
 		})

@@ -17,16 +17,9 @@ import (
 
 // Routing uses earned claims: a peer's announced MsPerLayer may make it
 // look slower, never faster, until this peer measured it (a challenge, or
-// real hops); a peer banned in the ledger is never routed through; a peer
-// about to get its first real hop is vetted first.
-
-func (o *Originator) banned(id peer.ID) bool {
-	if o.Trust == nil {
-		return false
-	}
-	b, _ := o.Trust.Banned(id)
-	return b
-}
+// real hops); a peer banned in the ledger (the View's, View.Trust) is
+// never routed through (swarm.View.Routable); a peer about to get its
+// first real hop is vetted first.
 
 func (o *Originator) vetTimeout() time.Duration {
 	if o.VetTimeout > 0 {
@@ -46,8 +39,8 @@ func (o *Originator) msPerLayer(id peer.ID, model string, announced float64) flo
 	if !validMs(announced) {
 		return announced // AssembleRoute ignores the holder
 	}
-	if o.Trust != nil {
-		if v, ok := o.Trust.Speed(id, swarm.MsPerLayerKey(model)); ok {
+	if tr := o.View.Trust(); tr != nil {
+		if v, ok := tr.Speed(id, swarm.MsPerLayerKey(model)); ok {
 			return max(v, announced)
 		}
 	}
@@ -139,11 +132,12 @@ func (o *Originator) verifiedRoute(ref ModelRef, hs []Holder, holders []swarm.Sh
 			return false
 		}
 		id, err := peer.Decode(p)
-		if err != nil || o.Trust == nil {
+		tr := o.View.Trust()
+		if err != nil || tr == nil {
 			return true
 		}
 		for _, h := range holders {
-			if h.Peer.ID == id && o.Trust.Verified(id, swarm.Claim{Model: ref.CID, Start: h.Shard.Start, End: h.Shard.End}) {
+			if h.Peer.ID == id && tr.Verified(id, swarm.Claim{Model: ref.CID, Start: h.Shard.Start, End: h.Shard.End}) {
 				return false
 			}
 		}
@@ -167,13 +161,14 @@ func (o *Originator) vet(ctx context.Context, ref ModelRef, hops []Hop, holders 
 		claim swarm.Claim
 	}
 	var jobs []job
+	tr := o.View.Trust()
 	for _, h := range hops {
 		id, err := peer.Decode(h.Peer)
 		if err != nil || id == o.Host.ID() {
 			continue
 		}
 		c, ok := shardClaim(ref, id, h, holders)
-		if !ok || (o.Trust != nil && o.Trust.Verified(id, c)) || slices.Contains(jobs, job{id, c}) {
+		if !ok || (tr != nil && tr.Verified(id, c)) || slices.Contains(jobs, job{id, c}) {
 			continue
 		}
 		jobs = append(jobs, job{id, c})

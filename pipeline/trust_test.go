@@ -73,12 +73,11 @@ func TestAdvertisedSpeedOnlySlows(t *testing.T) {
 	honest.serve(t, "qwen3", 0, 4)
 	liar.serve(t, "qwen3", 0, 4)
 	liarHops := countStreams(liar)
-	o := originatorFor(t, "qwen3", origin, honest, liar)
+	full, cid := model(t, "qwen3")
+	o := originatorTrusting(t, full, swarm.NewTrust(), origin, honest, liar)
 	announce(o.View, liar, 0.001)
-	_, cid := model(t, "qwen3")
-	o.Trust = swarm.NewTrust()
-	o.Trust.Measure(honest.h.ID(), swarm.MsPerLayerKey(cid), 2) // slower than the liar says it is
-	vl := &vetLog{trust: o.Trust}
+	o.View.Trust().Measure(honest.h.ID(), swarm.MsPerLayerKey(cid), 2) // slower than the liar says it is
+	vl := &vetLog{trust: o.View.Trust()}
 	o.Vet = vl.vet
 	think := false
 	res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: 4, Sampling: greedy})
@@ -103,10 +102,10 @@ func TestVetBeforeFirstHop(t *testing.T) {
 	b.serve(t, "qwen3", 2, 4)
 	liar.serve(t, "qwen3", 0, 4)
 	liarHops := countStreams(liar)
-	o := originatorFor(t, "qwen3", origin, a, b, liar)
+	full, _ := model(t, "qwen3")
+	o := originatorTrusting(t, full, swarm.NewTrust(), origin, a, b, liar)
 	announce(o.View, liar, 0.001) // unmeasured: priced DefaultMsPerLayer, it is still the cheapest (one hop)
-	o.Trust = swarm.NewTrust()
-	vl := &vetLog{trust: o.Trust, fail: map[peer.ID]bool{liar.h.ID(): true}}
+	vl := &vetLog{trust: o.View.Trust(), fail: map[peer.ID]bool{liar.h.ID(): true}}
 	o.Vet = vl.vet
 	think := false
 	for range 2 {
@@ -128,7 +127,7 @@ func TestVetBeforeFirstHop(t *testing.T) {
 	if n := liarHops.Load(); n != 0 {
 		t.Fatalf("the liar got %d stage streams after failing its check", n)
 	}
-	if banned, _ := o.Trust.Banned(liar.h.ID()); !banned {
+	if banned, _ := o.View.Trust().Banned(liar.h.ID()); !banned {
 		t.Fatal("liar not banned")
 	}
 }
@@ -139,9 +138,9 @@ func TestBannedHolderLeavesAGap(t *testing.T) {
 	origin, a, b := newStagePeer(t), newStagePeer(t), newStagePeer(t)
 	a.serve(t, "qwen3", 0, 2)
 	b.serve(t, "qwen3", 2, 4)
-	o := originatorFor(t, "qwen3", origin, a, b)
-	o.Trust = swarm.NewTrust()
-	o.Trust.Fail(b.h.ID(), "test: wrong numbers")
+	full, _ := model(t, "qwen3")
+	o := originatorTrusting(t, full, swarm.NewTrust(), origin, a, b)
+	o.View.Trust().Fail(b.h.ID(), "test: wrong numbers")
 	think := false
 	_, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: 2, Sampling: greedy})
 	var gap *GapError

@@ -44,54 +44,22 @@ type TransferServer struct {
 	requests, served, bytesSent atomic.Int64
 }
 
+// A transfer server serves maxConcurrent requests at once (more are
+// refused with CodeBusy), gives a client requestTimeout to send its
+// request and lets a body write stall for idleTimeout at most. It cuts up
+// to onDemand slices for peers from the full models or wider slices it
+// holds, evicting the oldest such slice beyond onDemand so
+// peers cannot fill the disk by asking for every range; 0 serves only the
+// slices the node itself keeps.
 type transferConfig struct {
 	maxConcurrent  int
 	onDemand       int
-	onDemandSet    bool
 	requestTimeout time.Duration
 	idleTimeout    time.Duration
 }
 
-// TransferOption configures NewTransferServer.
+// TransferOption configures NewTransferServer (tests set onDemand).
 type TransferOption func(*transferConfig) error
-
-// WithMaxTransfers bounds the requests served at once (default 4); more
-// are refused with CodeBusy.
-func WithMaxTransfers(n int) TransferOption {
-	return func(c *transferConfig) error {
-		if n < 1 {
-			return fmt.Errorf("shards: max transfers %d < 1", n)
-		}
-		c.maxConcurrent = n
-		return nil
-	}
-}
-
-// WithOnDemandSlices lets the server cut up to n slices for peers from the
-// full models or wider slices it holds (default 4), evicting the oldest such
-// slice beyond n so peers cannot fill the disk by asking for every range.
-// n = 0 serves only the slices the node itself keeps.
-func WithOnDemandSlices(n int) TransferOption {
-	return func(c *transferConfig) error {
-		if n < 0 {
-			return fmt.Errorf("shards: on-demand slices %d < 0", n)
-		}
-		c.onDemand, c.onDemandSet = n, true
-		return nil
-	}
-}
-
-// WithTransferTimeouts sets how long a client may take to send its request
-// (default 10s) and how long a body write may stall (default 1m).
-func WithTransferTimeouts(request, idle time.Duration) TransferOption {
-	return func(c *transferConfig) error {
-		if request <= 0 || idle <= 0 {
-			return fmt.Errorf("shards: transfer timeouts must be positive")
-		}
-		c.requestTimeout, c.idleTimeout = request, idle
-		return nil
-	}
-}
 
 // TransferStats counts a server's work since it started.
 type TransferStats struct {
@@ -103,20 +71,11 @@ type TransferStats struct {
 // NewTransferServer serves TransferProtocol on h from st until Close.
 // log may be nil.
 func NewTransferServer(h host.Host, st *Store, log *slog.Logger, opts ...TransferOption) (*TransferServer, error) {
-	var cfg transferConfig
+	cfg := transferConfig{maxConcurrent: 4, onDemand: 4, requestTimeout: 10 * time.Second, idleTimeout: time.Minute}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
-	}
-	if cfg.maxConcurrent == 0 {
-		cfg.maxConcurrent = 4
-	}
-	if !cfg.onDemandSet {
-		cfg.onDemand = 4
-	}
-	if cfg.requestTimeout == 0 {
-		cfg.requestTimeout, cfg.idleTimeout = 10*time.Second, time.Minute
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -63,12 +63,6 @@ func WithFetchLogger(l *slog.Logger) FetchOption {
 	return func(cfg *fetchConfig) error { cfg.log = l; return nil }
 }
 
-// WithMaxSize refuses files the server announces as larger than n bytes
-// (default 1 TiB; 256 MiB for headers).
-func WithMaxSize(n int64) FetchOption {
-	return func(cfg *fetchConfig) error { cfg.maxSize = n; return nil }
-}
-
 // WithFetchTimeouts sets how long to wait for the server's answer, which
 // may include cutting the slice (default 10m), and how long the body may
 // stall (default 1m).
@@ -92,9 +86,7 @@ func newFetchConfig(opts []FetchOption, maxSize int64) (*fetchConfig, error) {
 	if cfg.log == nil {
 		cfg.log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.maxSize <= 0 {
-		cfg.maxSize = maxSize
-	}
+	cfg.maxSize = maxSize // files the server announces as larger are refused
 	if cfg.responseTimeout == 0 {
 		cfg.responseTimeout, cfg.idleTimeout = 10*time.Minute, time.Minute
 	}

@@ -65,6 +65,12 @@ func connect(t *testing.T, a, b *peerNode) {
 	}
 }
 
+// withOnDemandSlices lets the server cut up to n slices for peers (the
+// product's servers cut 4).
+func withOnDemandSlices(n int) TransferOption {
+	return func(c *transferConfig) error { c.onDemand = n; return nil }
+}
+
 // twoPeers returns a server holding a fresh 4-layer model and a client.
 func twoPeers(t *testing.T, opts ...TransferOption) (srv, cli *peerNode, model string) {
 	t.Helper()
@@ -326,7 +332,7 @@ func TestFetchErrors(t *testing.T) {
 	s.Close()
 
 	// A server that cuts nothing for peers.
-	strict, _, _ := twoPeers(t, WithOnDemandSlices(0))
+	strict, _, _ := twoPeers(t, withOnDemandSlices(0))
 	connect(t, cli, strict)
 	m, _ := strict.st.List()
 	if _, err := Fetch(ctx, cli.h, strict.h.ID(), cli.st, m[0].CID, 0, 1); !errors.Is(err, ErrLayersNotHeld) {
@@ -373,7 +379,7 @@ func TestFetchHeaderAndModel(t *testing.T) {
 }
 
 func TestOnDemandEviction(t *testing.T) {
-	srv, cli, mc := twoPeers(t, WithOnDemandSlices(1))
+	srv, cli, mc := twoPeers(t, withOnDemandSlices(1))
 	ctx := testCtx(t)
 	own, err := srv.st.EnsureSlice(mc, 0, 1)
 	if err != nil {

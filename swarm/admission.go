@@ -52,6 +52,7 @@ type options struct {
 	admission Admission
 	protect   func(peer.ID) bool
 	stored    func() []string
+	dead      func(peer.ID) bool
 }
 
 // WithTrust tells the table which peers did verified work (the rest are

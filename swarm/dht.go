@@ -13,8 +13,8 @@ import (
 	"github.com/llmswarm/llmswarm/shards"
 )
 
-// DHT keys. Members, roles and models are provided under CIDs so that the
-// DHT's provider records do the rendezvous. The key strings are versioned.
+// DHT keys. Members and models are provided under CIDs so that the DHT's
+// provider records do the rendezvous. The key strings are versioned.
 func nameKey(name string) cid.Cid {
 	sum := sha256.Sum256([]byte(name))
 	c, _ := shards.DigestCID(sum[:]) // a 32-byte digest always encodes
@@ -23,9 +23,6 @@ func nameKey(name string) cid.Cid {
 
 // MembersKey is provided by every peer of the swarm.
 func MembersKey() cid.Cid { return nameKey("swarm/v1/members") }
-
-// RoleKey is provided by every peer serving role.
-func RoleKey(role string) cid.Cid { return nameKey("swarm/v1/role/" + role) }
 
 // ModelKey is provided by every peer holding layers of the model. Model
 // CIDs are used as they are; a name that is not a CID is hashed.
@@ -75,11 +72,7 @@ func (s *Service) dhtLoop(ctx context.Context) {
 
 func (s *Service) provideKeys() map[cid.Cid]bool {
 	keys := map[cid.Cid]bool{MembersKey(): true}
-	c := s.self()
-	for _, r := range c.Roles {
-		keys[RoleKey(r.Role)] = true
-	}
-	for _, sh := range c.Shards {
+	for _, sh := range s.self().Shards {
 		keys[ModelKey(sh.ModelCID)] = true
 	}
 	if f := s.view.opts.stored; f != nil {
@@ -149,32 +142,4 @@ func (s *Service) FindProviders(ctx context.Context, key cid.Cid, max int) ([]pe
 		out = append(out, ai)
 	}
 	return out, nil
-}
-
-// FindRole looks up peers serving role through the DHT and connects to
-// them, so their heartbeats reach the view. It returns how many it reached.
-func (s *Service) FindRole(ctx context.Context, role string) (int, error) {
-	return s.connectProviders(ctx, RoleKey(role))
-}
-
-// FindModel does the same for holders of a model's layers.
-func (s *Service) FindModel(ctx context.Context, model string) (int, error) {
-	return s.connectProviders(ctx, ModelKey(model))
-}
-
-func (s *Service) connectProviders(ctx context.Context, key cid.Cid) (int, error) {
-	found, err := s.FindProviders(ctx, key, 32)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, ai := range found {
-		if ai.ID == s.host.ID() {
-			continue
-		}
-		if err := s.host.Connect(ctx, ai); err == nil {
-			n++
-		}
-	}
-	return n, nil
 }

@@ -93,19 +93,12 @@ func (m *Model) newCache(seqs int) (c *kvcache.Causal, err error) {
 	return c, nil
 }
 
-// ExpireIdle closes sessions idle longer than Options.TTL and returns how
-// many it closed. NewSession also does this before reporting ErrCapacity.
-func (m *Model) ExpireIdle() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.expireLocked()
-}
-
-func (m *Model) expireLocked() int {
+// expireLocked closes sessions idle longer than Options.TTL (NewSession
+// does this before reporting ErrCapacity); m.mu must be held.
+func (m *Model) expireLocked() {
 	if m.opts.TTL < 0 {
-		return 0
+		return
 	}
-	n := 0
 	now := m.now()
 	for _, sl := range m.slots {
 		if sl == nil || sl.sess == nil || sl.sess.busy {
@@ -114,10 +107,8 @@ func (m *Model) expireLocked() int {
 		if now.Sub(sl.sess.lastUsed) > m.opts.TTL {
 			m.log.Debug("session expired", "model", m.path, "session", sl.sess.id)
 			m.releaseLocked(sl.sess)
-			n++
 		}
 	}
-	return n
 }
 
 // CachedSlots is how many slots' KV the model holds: none until the first

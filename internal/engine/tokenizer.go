@@ -29,8 +29,7 @@ type Tokenizer struct {
 	vocab  *tokenizer.Vocabulary
 	eog    map[int32]bool
 	format ChatFormat
-	qwen25 bool // Qwen2.5 template: default system prompt
-	src    string
+	qwen25 bool   // Qwen2.5 template: default system prompt
 	fp     string // Fingerprint
 }
 
@@ -92,8 +91,7 @@ func newTokenizer(m any, cfg fs.Config) (*Tokenizer, error) {
 			t.eog[id] = true
 		}
 	}
-	t.src = cfg.String("tokenizer.chat_template")
-	t.format, t.qwen25 = detectChatFormat(t.src)
+	t.format, t.qwen25 = detectChatFormat(cfg.String("tokenizer.chat_template"))
 	t.fp = fingerprint(v, t.eog)
 	return t, nil
 }
@@ -171,9 +169,6 @@ func (t *Tokenizer) IsControl(id int32) bool {
 
 // ChatFormat is the chat format the template was recognised as.
 func (t *Tokenizer) ChatFormat() ChatFormat { return t.format }
-
-// ChatTemplate is the raw tokenizer.chat_template string from the GGUF.
-func (t *Tokenizer) ChatTemplate() string { return t.src }
 
 // NewStreamDecoder returns a decoder for streaming tokens as text.
 func (t *Tokenizer) NewStreamDecoder() *StreamDecoder { return &StreamDecoder{t: t} }

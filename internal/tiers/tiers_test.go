@@ -38,14 +38,21 @@ var tier = map[string]int{
 	"cmd/swarmd":       6,
 	"cmd/swarmctl":     6,
 	"mobile":           6,
+	// Test harnesses are exempt unless listed: nodetest starts peers with
+	// their API, so it sits above api.
+	"internal/nodetest": 6,
 }
 
 // swarmctlMay are the module's packages swarmctl may link: the API client
 // and the standard-library-only helpers both commands share.
 var swarmctlMay = map[string]bool{"node/client": true, "internal/cli": true, "internal/version": true}
 
-// exempt packages are test harnesses, not product code.
+// exempt packages are test harnesses, not product code, unless the tier
+// map lists them.
 func exempt(rel string) bool {
+	if _, listed := tier[rel]; listed {
+		return false
+	}
 	return rel == "e2e" || strings.HasPrefix(rel, "internal/tiers") || strings.HasSuffix(rel, "test") ||
 		strings.HasSuffix(rel, "sim") || strings.HasPrefix(rel, "e2e/")
 }

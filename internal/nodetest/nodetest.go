@@ -1,6 +1,10 @@
 // Package nodetest starts real peers on loopback for tests: each in its own
 // temp data dir, with the API on an ephemeral port, mDNS off (multicast
 // would leave the machine) and bootstrap links between them.
+//
+// It wires node and api together, so it sits above both (internal/tiers
+// lists it): tests of node, api and mobile import it; product code must
+// not.
 package nodetest
 
 import (
