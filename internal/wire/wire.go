@@ -19,13 +19,20 @@ var ErrTrailing = errors.New("trailing data after the JSON value")
 
 // DecodeJSON decodes b into v strictly: an unknown field or anything after
 // the value is an error. Callers wrap the error in their own terms.
-func DecodeJSON(b []byte, v any) error {
+func DecodeJSON(b []byte, v any) error { return decodeJSON(b, v, true) }
+
+// decodeJSON decodes the one JSON value b holds into v; strict refuses
+// fields v does not have. Only JSON white space may follow the value
+// (json.Decoder.More alone lets a stray ']' or '}' through).
+func decodeJSON(b []byte, v any, strict bool) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
+	if len(bytes.TrimLeft(b[dec.InputOffset():], " \t\r\n")) > 0 {
 		return ErrTrailing
 	}
 	return nil
