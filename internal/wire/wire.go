@@ -1,10 +1,12 @@
-// Package wire holds the two pieces every stream protocol and record of
-// the swarm reads input with: strict JSON decoding (unknown fields and
-// trailing data are errors) and reading a declared number of bytes with
-// a buffer that grows only as they arrive, so a peer that declares a
+// Package wire holds what every stream protocol and record of the swarm
+// reads and writes input with: strict JSON decoding (unknown fields and
+// trailing data are errors) and the one frame codec (Codec: a uvarint
+// length, a type byte or not, a body), whose reads bound each frame and
+// grow its buffer only as its bytes arrive, so a peer that declares a
 // large frame and sends little costs little.
 //
-// It is standard library only and imports nothing of the module.
+// It is standard library only and imports nothing of the module. It knows
+// how frames are cut and bounded, never what a protocol's messages mean.
 package wire
 
 import (
