@@ -136,7 +136,7 @@ func (c *Codec) Read(r io.Reader, limit uint64, reserve func(n, size int) error)
 	if reserve != nil {
 		grow = func(size int) error { return reserve(int(n), size) }
 	}
-	body, err := ReadN(r, int(n), grow)
+	body, err := readN(r, int(n), grow)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -172,6 +172,42 @@ func (c *Codec) DecodeJSON(body []byte, v any) error {
 		return fmt.Errorf("%w: %v", c.Err, err)
 	}
 	return nil
+}
+
+// readN reads exactly n bytes from r. The buffer starts at 64 KiB (or n)
+// and doubles only as bytes arrive; reserve, when not nil, is asked for
+// each size before the buffer grows to it, and its error ends the read.
+// A short read ends with io.ErrUnexpectedEOF.
+func readN(r io.Reader, n int, reserve func(size int) error) ([]byte, error) {
+	size := min(n, 64<<10)
+	if reserve != nil {
+		if err := reserve(size); err != nil {
+			return nil, err
+		}
+	}
+	b := make([]byte, 0, size)
+	for len(b) < n {
+		if len(b) == cap(b) {
+			size := min(n, 2*cap(b))
+			if reserve != nil {
+				if err := reserve(size); err != nil {
+					return nil, err
+				}
+			}
+			nb := make([]byte, len(b), size)
+			copy(nb, b)
+			b = nb
+		}
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err != nil && len(b) < n {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // inside is err met inside a frame: an end of stream there is unexpected.

@@ -185,6 +185,35 @@ func TestCodecJSON(t *testing.T) {
 	}
 }
 
+func TestReadN(t *testing.T) {
+	data := bytes.Repeat([]byte{7}, 200<<10)
+	var asked []int
+	b, err := readN(bytes.NewReader(data), len(data), func(n int) error { asked = append(asked, n); return nil })
+	if err != nil || !bytes.Equal(b, data) {
+		t.Fatalf("%v", err)
+	}
+	if want := []int{64 << 10, 128 << 10, 200 << 10}; len(asked) != 3 || asked[0] != want[0] || asked[2] != want[2] {
+		t.Fatalf("reservations %v, want %v", asked, want)
+	}
+	// A peer that sends a little of what it declared costs the first chunk.
+	asked = nil
+	if _, err := readN(bytes.NewReader(data[:10]), 1<<30, func(n int) error { asked = append(asked, n); return nil }); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("short: %v", err)
+	}
+	if len(asked) != 1 {
+		t.Fatalf("short read grew the buffer: %v", asked)
+	}
+	stop := errors.New("no budget")
+	if _, err := readN(bytes.NewReader(data), len(data), func(n int) error {
+		if n > 64<<10 {
+			return stop
+		}
+		return nil
+	}); !errors.Is(err, stop) {
+		t.Fatalf("budget: %v", err)
+	}
+}
+
 // FuzzCodecRead: whatever the bytes, a read ends in a frame within its
 // limits that writes back to a frame reading the same, having taken no
 // byte past it, or in an error of one of the documented kinds.

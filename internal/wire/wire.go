@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 )
 
 // ErrTrailing is data after the JSON value.
@@ -38,40 +37,4 @@ func decodeJSON(b []byte, v any, strict bool) error {
 		return ErrTrailing
 	}
 	return nil
-}
-
-// ReadN reads exactly n bytes from r. The buffer starts at 64 KiB (or n)
-// and doubles only as bytes arrive; reserve, when not nil, is asked for
-// each size before the buffer grows to it, and its error ends the read.
-// A short read ends with io.ErrUnexpectedEOF.
-func ReadN(r io.Reader, n int, reserve func(size int) error) ([]byte, error) {
-	size := min(n, 64<<10)
-	if reserve != nil {
-		if err := reserve(size); err != nil {
-			return nil, err
-		}
-	}
-	b := make([]byte, 0, size)
-	for len(b) < n {
-		if len(b) == cap(b) {
-			size := min(n, 2*cap(b))
-			if reserve != nil {
-				if err := reserve(size); err != nil {
-					return nil, err
-				}
-			}
-			nb := make([]byte, len(b), size)
-			copy(nb, b)
-			b = nb
-		}
-		m, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+m]
-		if err != nil && len(b) < n {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-	}
-	return b, nil
 }
