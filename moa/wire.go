@@ -9,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/internal/wire"
 )
 
@@ -31,25 +32,14 @@ type Message struct {
 	Content string `json:"content"`
 }
 
-// Sampling options carried in a request. Zero values mean the engine's
-// defaults (greedy).
-type Sampling struct {
-	Temperature   float32 `json:"temperature,omitempty"`
-	TopK          int     `json:"top_k,omitempty"`
-	TopP          float32 `json:"top_p,omitempty"`
-	MinP          float32 `json:"min_p,omitempty"`
-	RepeatPenalty float32 `json:"repeat_penalty,omitempty"`
-	Seed          uint64  `json:"seed,omitempty"`
-}
-
 // Request asks a peer to answer as one role.
 type Request struct {
-	Role       string    `json:"role"`
-	Messages   []Message `json:"messages"` // the role's system prompt is prepended by the server
-	Sampling   Sampling  `json:"sampling"`
-	MaxTokens  int       `json:"max_tokens,omitempty"`
-	DeadlineMS int64     `json:"deadline_ms,omitempty"` // budget from receipt; 0: none
-	Think      *bool     `json:"think,omitempty"`
+	Role       string          `json:"role"`
+	Messages   []Message       `json:"messages"` // the role's system prompt is prepended by the server
+	Sampling   engine.Sampling `json:"sampling"`
+	MaxTokens  int             `json:"max_tokens,omitempty"`
+	DeadlineMS int64           `json:"deadline_ms,omitempty"` // budget from receipt; 0: none
+	Think      *bool           `json:"think,omitempty"`
 	// Draft asks the answering peer to have this peer's drafter draft
 	// its answer (speculative speed mode, see draft.go).
 	Draft *DraftPeer `json:"draft,omitempty"`

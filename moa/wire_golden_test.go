@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current code")
@@ -107,7 +109,7 @@ func TestFrameGolden(t *testing.T) {
 		v    any
 	}{
 		{"request", &Request{Role: Critic, Messages: []Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "why?"}},
-			Sampling:  Sampling{Temperature: 0.7, TopK: 40, TopP: 0.9, MinP: 0.05, RepeatPenalty: 1.1, Seed: 42},
+			Sampling:  engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.9, MinP: 0.05, RepeatPenalty: 1.1, Seed: 42},
 			MaxTokens: 5, DeadlineMS: 100, Think: &yes}},
 		{"request-greedy", &Request{Role: Writer, Messages: []Message{{Role: "user", Content: "héllo \"x\" <b>"}}}},
 		{"reply-token", &Reply{Type: ReplyToken, Text: "a"}},

@@ -51,27 +51,17 @@ type RouteHop struct {
 	End   int      `json:"end"`
 }
 
-// Sampling is how the last stage picks tokens.
-type Sampling struct {
-	Temperature   float32 `json:"temperature,omitempty"`
-	TopK          int     `json:"top_k,omitempty"`
-	TopP          float32 `json:"top_p,omitempty"`
-	MinP          float32 `json:"min_p,omitempty"`
-	RepeatPenalty float32 `json:"repeat_penalty,omitempty"`
-	Seed          uint64  `json:"seed,omitempty"`
-}
-
 // Open starts a session on Route[Index] and, through it, on every later hop.
 type Open struct {
-	Session  uint64     `json:"session"`
-	Model    string     `json:"model"` // model CID
-	Layers   int        `json:"layers"`
-	Hidden   int        `json:"hidden"`
-	Route    []RouteHop `json:"route"`
-	Index    int        `json:"index"`
-	DType    string     `json:"dtype"`
-	Sampling Sampling   `json:"sampling"`
-	Logits   bool       `json:"logits,omitempty"` // return logits instead of a sampled token
+	Session  uint64          `json:"session"`
+	Model    string          `json:"model"` // model CID
+	Layers   int             `json:"layers"`
+	Hidden   int             `json:"hidden"`
+	Route    []RouteHop      `json:"route"`
+	Index    int             `json:"index"`
+	DType    string          `json:"dtype"`
+	Sampling engine.Sampling `json:"sampling"`         // how the last stage picks tokens
+	Logits   bool            `json:"logits,omitempty"` // return logits instead of a sampled token
 	// From and Until make a probe: a route over layers [From, Until) only
 	// (Until 0: Layers). With From > 0 the first hop takes hidden states
 	// instead of token ids; with Until < Layers the last hop returns the

@@ -83,7 +83,7 @@ func errClass(err error) string {
 func TestFrameGolden(t *testing.T) {
 	open := &Open{Session: 7, Model: "bafyroot", Layers: 4, Hidden: 2, DType: DTypeF16,
 		Route:    []RouteHop{{Peer: "p1", Addrs: []string{"/ip4/1.2.3.4/tcp/5"}, Start: 0, End: 2}, {Peer: "p2", Start: 2, End: 4}},
-		Sampling: Sampling{Temperature: 0.7, TopK: 40, TopP: 0.9, MinP: 0.05, RepeatPenalty: 1.1, Seed: 42},
+		Sampling: engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.9, MinP: 0.05, RepeatPenalty: 1.1, Seed: 42},
 		Logits:   true, From: 1, Until: 3, Verify: true}
 	hidden := make([]byte, 3*2*2)
 	for i := range hidden {
