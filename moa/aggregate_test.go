@@ -73,7 +73,7 @@ func TestAggregatorPromptFitsItsContext(t *testing.T) {
 		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Roles: roles, Load: gossip.Load{Capacity: 4}}, time.Now())
 	}
 	o := &Originator{Host: origin.h, View: v}
-	res, err := o.Ask(t.Context(), Query{Prompt: "What is the capital of France?", MaxTokens: 600, Sampling: Sampling{RepeatPenalty: 1.3}})
+	res, err := o.Ask(t.Context(), Query{Prompt: "What is the capital of France?", MaxTokens: 600, Sampling: engine.Sampling{RepeatPenalty: 1.3}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -217,7 +217,7 @@ func TestDeadlineKeepsPartialAnswers(t *testing.T) {
 	b := newTestPeerWith(t, smallModel, 4, Reasoner, Concise)
 	o := &Originator{Host: origin.h, View: viewOf(origin, b), Timeouts: Timeouts{Simple: time.Second}}
 	start := time.Now()
-	res, err := o.Ask(t.Context(), Query{Prompt: "Who wrote Hamlet?", MaxTokens: 8000, Sampling: Sampling{RepeatPenalty: 1.3}})
+	res, err := o.Ask(t.Context(), Query{Prompt: "Who wrote Hamlet?", MaxTokens: 8000, Sampling: engine.Sampling{RepeatPenalty: 1.3}})
 	if err != nil {
 		t.Fatal(err)
 	}

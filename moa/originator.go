@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -47,7 +48,7 @@ type Query struct {
 	History   []Message // earlier turns, oldest first
 	Mode      Mode
 	MaxTokens int
-	Sampling  Sampling
+	Sampling  engine.Sampling
 	// Timeout is the user's deadline for the whole answer. 0: the
 	// configured Timeouts if any, else none (each agent gets the time its
 	// device needs, and hung peers are caught by the progress watch).

@@ -195,8 +195,7 @@ func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) e
 	sm := req.Sampling
 	ereq := engine.Request{
 		Messages: msgs, MaxTokens: req.MaxTokens, Think: req.Think,
-		Sampling: engine.SamplerOptions{Temperature: sm.Temperature, TopK: sm.TopK, TopP: sm.TopP, MinP: sm.MinP,
-			RepeatPenalty: sm.RepeatPenalty, Seed: sm.Seed},
+		Sampling: sm.Options(),
 	}
 	start := time.Now()
 	if req.Draft != nil {

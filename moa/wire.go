@@ -2,8 +2,6 @@ package moa
 
 import (
 	"bufio"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/internal/wire"
 )
 
@@ -33,25 +32,14 @@ type Message struct {
 	Content string `json:"content"`
 }
 
-// Sampling options carried in a request. Zero values mean the engine's
-// defaults (greedy).
-type Sampling struct {
-	Temperature   float32 `json:"temperature,omitempty"`
-	TopK          int     `json:"top_k,omitempty"`
-	TopP          float32 `json:"top_p,omitempty"`
-	MinP          float32 `json:"min_p,omitempty"`
-	RepeatPenalty float32 `json:"repeat_penalty,omitempty"`
-	Seed          uint64  `json:"seed,omitempty"`
-}
-
 // Request asks a peer to answer as one role.
 type Request struct {
-	Role       string    `json:"role"`
-	Messages   []Message `json:"messages"` // the role's system prompt is prepended by the server
-	Sampling   Sampling  `json:"sampling"`
-	MaxTokens  int       `json:"max_tokens,omitempty"`
-	DeadlineMS int64     `json:"deadline_ms,omitempty"` // budget from receipt; 0: none
-	Think      *bool     `json:"think,omitempty"`
+	Role       string          `json:"role"`
+	Messages   []Message       `json:"messages"` // the role's system prompt is prepended by the server
+	Sampling   engine.Sampling `json:"sampling"`
+	MaxTokens  int             `json:"max_tokens,omitempty"`
+	DeadlineMS int64           `json:"deadline_ms,omitempty"` // budget from receipt; 0: none
+	Think      *bool           `json:"think,omitempty"`
 	// Draft asks the answering peer to have this peer's drafter draft
 	// its answer (speculative speed mode, see draft.go).
 	Draft *DraftPeer `json:"draft,omitempty"`
@@ -170,22 +158,12 @@ func (r *Reply) validate() error {
 	return nil
 }
 
-// writeFrame writes one length-prefixed (uvarint) JSON frame.
-func writeFrame(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if len(b) > maxFrame {
-		return fmt.Errorf("%w: frame of %d bytes (max %d)", ErrProtocol, len(b), maxFrame)
-	}
-	var hdr [binary.MaxVarintLen64]byte
-	n := binary.PutUvarint(hdr[:], uint64(len(b)))
-	if _, err := w.Write(append(hdr[:n], b...)); err != nil {
-		return err
-	}
-	return nil
-}
+// frames is the MoA and draft protocols' framing: a uvarint length, then
+// one strict JSON value, at most maxFrame bytes.
+var frames = &wire.Codec{Err: ErrProtocol}
+
+// writeFrame writes v as one frame.
+func writeFrame(w io.Writer, v any) error { return frames.WriteJSON(w, 0, v, maxFrame) }
 
 // Budget is where the memory a frame takes is reserved before it is
 // read: a stream's resource scope (network.Stream.Scope()), so that every
@@ -206,7 +184,7 @@ const smallFrame = 64 << 10
 
 // frameCost is what a frame of n bytes is reserved for: its bytes and
 // what decoding them allocates.
-func frameCost(n uint64) int { return 2 * int(n) }
+func frameCost(n int) int { return 2 * n }
 
 // readFrame reads one frame into v, strictly (unknown fields are errors).
 // With a budget, the frame's memory is reserved at prio as its bytes
@@ -215,49 +193,45 @@ func frameCost(n uint64) int { return 2 * int(n) }
 // and not read further. A peer that announces large frames and sends
 // little (a slow loris) holds only what it sent.
 func readFrame(r *bufio.Reader, v any, budget Budget, prio uint8) error {
-	n, err := binary.ReadUvarint(r)
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return io.EOF
-		}
-		return fmt.Errorf("%w: frame length: %v", ErrProtocol, err)
-	}
-	if n == 0 || n > maxFrame {
-		return fmt.Errorf("%w: frame of %d bytes (max %d)", ErrProtocol, n, maxFrame)
-	}
-	if budget != nil && n <= smallFrame {
-		// Ordinary requests and tokens keep the budget's top share, which
-		// large frames (an attacker's, or a huge prompt) cannot take.
-		prio = max(prio, network.ReservationPriorityHigh)
-	}
 	held := 0
-	grow := func(size int) error {
-		if budget == nil || frameCost(uint64(size)) <= held {
-			return nil
-		}
-		more := frameCost(uint64(size)) - held
-		if err := budget.ReserveMemory(more, prio); err != nil {
-			return fmt.Errorf("%w: a frame of %d bytes: %v", ErrNoMemory, n, err)
-		}
-		held += more
-		return nil
-	}
 	defer func() {
 		if held > 0 {
 			budget.ReleaseMemory(held)
 		}
 	}()
-	b, err := wire.ReadN(r, int(n), grow)
-	if err != nil {
-		if errors.Is(err, ErrNoMemory) {
-			return err
+	var reserve func(n, size int) error
+	if budget != nil {
+		reserve = func(n, size int) error {
+			more := frameCost(size) - held
+			if more <= 0 {
+				return nil
+			}
+			p := prio
+			if n <= smallFrame {
+				// Ordinary requests and tokens keep the budget's top share, which
+				// large frames (an attacker's, or a huge prompt) cannot take.
+				p = max(prio, network.ReservationPriorityHigh)
+			}
+			if err := budget.ReserveMemory(more, p); err != nil {
+				return fmt.Errorf("%w: a frame of %d bytes: %v", ErrNoMemory, n, err)
+			}
+			held += more
+			return nil
 		}
-		return fmt.Errorf("%w: truncated frame: %v", ErrProtocol, err)
 	}
-	if err := wire.DecodeJSON(b, v); err != nil {
-		return fmt.Errorf("%w: %v", ErrProtocol, err)
+	_, b, err := frames.Read(r, maxFrame, reserve)
+	if err == nil {
+		err = frames.DecodeJSON(b, v)
 	}
-	return nil
+	if err == nil || err == io.EOF || errors.Is(err, ErrProtocol) || errors.Is(err, ErrNoMemory) {
+		return err
+	}
+	// A frame cut short, or a read that failed, is a protocol error here
+	// too: MoA has no use for telling a cut stream from a broken peer.
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: truncated frame: %w", ErrProtocol, err)
+	}
+	return fmt.Errorf("%w: reading a frame: %w", ErrProtocol, err)
 }
 
 // DecodeRequest reads and validates a request frame.

@@ -31,7 +31,7 @@ type drafter struct {
 }
 
 // draft is pipeline.Originator.Drafter.
-func (d *drafter) draft(_ context.Context, _ pipeline.ModelRef, tok *engine.Tokenizer, s pipeline.Sampling) (engine.SpecModel, func(), error) {
+func (d *drafter) draft(_ context.Context, _ pipeline.ModelRef, tok *engine.Tokenizer, s engine.Sampling) (engine.SpecModel, func(), error) {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -77,7 +77,7 @@ func (d *drafter) close() {
 // network), the nearest first. Its proposals are greedy and taken as
 // certain (a peer's distribution is never trusted); the pipeline's cost
 // model weighs its round trip.
-func (n *Node) swarmDraft(ctx context.Context, _ pipeline.ModelRef, tok *engine.Tokenizer, s pipeline.Sampling) (engine.SpecModel, func(), error) {
+func (n *Node) swarmDraft(ctx context.Context, _ pipeline.ModelRef, tok *engine.Tokenizer, s engine.Sampling) (engine.SpecModel, func(), error) {
 	fp := tok.Fingerprint()
 	var holders []swarm.RoleHolder
 	for _, h := range n.swarm.View().ByRole(moa.Drafter) {

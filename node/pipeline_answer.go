@@ -32,9 +32,7 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 	}
 	msgs = append(msgs, engine.Message{Role: "user", Content: q.prompt})
 	think := false
-	req := pipeline.Request{Model: q.model, Messages: msgs, Think: &think, MaxTokens: q.maxTokens,
-		Sampling: pipeline.Sampling{Temperature: q.sampling.Temperature, TopP: q.sampling.TopP, Seed: q.sampling.Seed,
-			RepeatPenalty: q.sampling.RepeatPenalty},
+	req := pipeline.Request{Model: q.model, Messages: msgs, Think: &think, MaxTokens: q.maxTokens, Sampling: q.sampling,
 		DType: q.dtype, OnToken: q.onToken, Standby: n.cfg.Pipeline.Standby}
 	if q.standby != nil {
 		req.Standby = *q.standby

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmswarm/llmswarm/node/client"
 
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
 )
 
@@ -26,7 +27,7 @@ type querySpec struct {
 	standby   *bool    // pipeline: keep a warm standby route (nil: the config's pipeline.standby)
 	speculate *bool    // pipeline: draft with pipeline.draft (nil: when there is one)
 	maxTokens int
-	sampling  moa.Sampling
+	sampling  engine.Sampling
 	timeout   time.Duration
 	onAgent   func(moa.AgentResponse)
 	// onAgentToken sees each agent's text as it is written (progress).

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
 )
 
 // TestOpenProbeValidate: a probe's route chains from From to Until; an
@@ -29,8 +31,8 @@ func TestOpenProbeValidate(t *testing.T) {
 		{"from past until", Open{Layers: 8, From: 6, Until: 4, Route: []RouteHop{hop(6, 8)}}, false},
 		{"until past the layers", Open{Layers: 8, Until: 9, Route: []RouteHop{hop(0, 9)}}, false},
 		{"negative from", Open{Layers: 8, From: -1, Route: []RouteHop{hop(-1, 8)}}, false},
-		{"verify, greedy", Open{Layers: 8, Verify: true, Sampling: Sampling{RepeatPenalty: 1.5}, Route: []RouteHop{hop(0, 8)}}, true},
-		{"verify, sampling", Open{Layers: 8, Verify: true, Sampling: Sampling{Temperature: 0.7}, Route: []RouteHop{hop(0, 8)}}, true},
+		{"verify, greedy", Open{Layers: 8, Verify: true, Sampling: engine.Sampling{RepeatPenalty: 1.5}, Route: []RouteHop{hop(0, 8)}}, true},
+		{"verify, sampling", Open{Layers: 8, Verify: true, Sampling: engine.Sampling{Temperature: 0.7}, Route: []RouteHop{hop(0, 8)}}, true},
 		{"verify, logits", Open{Layers: 8, Verify: true, Logits: true, Route: []RouteHop{hop(0, 8)}}, false},
 		{"verify, probe", Open{Layers: 8, Verify: true, Until: 4, Route: []RouteHop{hop(0, 4)}}, false},
 	}

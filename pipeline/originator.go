@@ -82,7 +82,7 @@ type Originator struct {
 	// choosing tokens as sampling s does (engine.SessionDraft), and a
 	// function that closes it. An error makes the generation go on
 	// without drafting.
-	Drafter func(ctx context.Context, ref ModelRef, tok *engine.Tokenizer, s Sampling) (engine.SpecModel, func(), error)
+	Drafter func(ctx context.Context, ref ModelRef, tok *engine.Tokenizer, s engine.Sampling) (engine.SpecModel, func(), error)
 	// VetTimeout bounds the vetting of one plan's peers (default 30 s).
 	VetTimeout time.Duration
 	// Referee settles a spot-check between two disagreeing hops whose
@@ -105,7 +105,7 @@ type Request struct {
 	Prompt    string // raw text, when Messages is empty
 	Think     *bool
 	MaxTokens int
-	Sampling  Sampling
+	Sampling  engine.Sampling
 	// DType is the hidden-state encoding on the wire: f32 (default: greedy
 	// output identical to one machine) or f16 (half the bytes per hop, for
 	// slow links; rounding at each cut changes some tokens).

@@ -249,7 +249,7 @@ var question = []engine.Message{{Role: "user", Content: "Explain pipeline parall
 // (greedy) and exercises the history the last stage keeps.
 const penalty = 1.5
 
-var greedy = Sampling{RepeatPenalty: penalty}
+var greedy = engine.Sampling{RepeatPenalty: penalty}
 
 func sameTokens(a, b []int32) bool {
 	if len(a) != len(b) {

@@ -48,7 +48,7 @@ func BenchmarkSpeculativeRTT(b *testing.B) {
 	p0, p1 := s0.behindProxy(b), s1.behindProxy(b)
 	o := originatorForFile(b, full, origin, s0, s1)
 	vocab := dm.Info().VocabSize
-	o.Drafter = func(ctx context.Context, ref ModelRef, _ *engine.Tokenizer, s Sampling) (engine.SpecModel, func(), error) {
+	o.Drafter = func(ctx context.Context, ref ModelRef, _ *engine.Tokenizer, s engine.Sampling) (engine.SpecModel, func(), error) {
 		sess, err := dm.NewSession()
 		if err != nil {
 			return nil, nil, err

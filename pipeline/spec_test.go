@@ -32,7 +32,7 @@ func TestSpeculativeRoute(t *testing.T) {
 				if len(hops) != len(cuts)-1 {
 					t.Fatalf("route of %d hops, want %d", len(hops), len(cuts)-1)
 				}
-				open := func(s Sampling, verify bool) *chain {
+				open := func(s engine.Sampling, verify bool) *chain {
 					op := o.newOpen(ref, hops, Request{DType: DTypeF32, Sampling: s})
 					op.Verify = verify
 					c, err := o.openChain(t.Context(), op)
@@ -160,7 +160,7 @@ func TestSpeculativeSampled(t *testing.T) {
 	for i := range prompt {
 		prompt[i] = int32(i*53%200 + 3)
 	}
-	s := Sampling{Temperature: 1.2, TopK: 30, RepeatPenalty: 1.1, Seed: 21}
+	s := engine.Sampling{Temperature: 1.2, TopK: 30, RepeatPenalty: 1.1, Seed: 21}
 	run := func(target engine.SpecModel) ([]int32, engine.SpecStats) {
 		ds, err := m.NewSession()
 		if err != nil {
@@ -359,8 +359,8 @@ func TestSpeculativeContextEnd(t *testing.T) {
 
 // drafterOf drafts with the model file full, loaded for each generation,
 // through wrap when set.
-func drafterOf(full string, wrap func(engine.SpecModel) engine.SpecModel) func(context.Context, ModelRef, *engine.Tokenizer, Sampling) (engine.SpecModel, func(), error) {
-	return func(ctx context.Context, _ ModelRef, _ *engine.Tokenizer, s Sampling) (engine.SpecModel, func(), error) {
+func drafterOf(full string, wrap func(engine.SpecModel) engine.SpecModel) func(context.Context, ModelRef, *engine.Tokenizer, engine.Sampling) (engine.SpecModel, func(), error) {
+	return func(ctx context.Context, _ ModelRef, _ *engine.Tokenizer, s engine.Sampling) (engine.SpecModel, func(), error) {
 		m, err := engine.Load(ctx, full, engine.Options{Threads: 1, Slots: 1, Context: 512, Isolated: true})
 		if err != nil {
 			return nil, nil, err

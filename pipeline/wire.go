@@ -3,8 +3,6 @@ package pipeline
 import (
 	"bufio"
 	"encoding/binary"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -53,27 +51,17 @@ type RouteHop struct {
 	End   int      `json:"end"`
 }
 
-// Sampling is how the last stage picks tokens.
-type Sampling struct {
-	Temperature   float32 `json:"temperature,omitempty"`
-	TopK          int     `json:"top_k,omitempty"`
-	TopP          float32 `json:"top_p,omitempty"`
-	MinP          float32 `json:"min_p,omitempty"`
-	RepeatPenalty float32 `json:"repeat_penalty,omitempty"`
-	Seed          uint64  `json:"seed,omitempty"`
-}
-
 // Open starts a session on Route[Index] and, through it, on every later hop.
 type Open struct {
-	Session  uint64     `json:"session"`
-	Model    string     `json:"model"` // model CID
-	Layers   int        `json:"layers"`
-	Hidden   int        `json:"hidden"`
-	Route    []RouteHop `json:"route"`
-	Index    int        `json:"index"`
-	DType    string     `json:"dtype"`
-	Sampling Sampling   `json:"sampling"`
-	Logits   bool       `json:"logits,omitempty"` // return logits instead of a sampled token
+	Session  uint64          `json:"session"`
+	Model    string          `json:"model"` // model CID
+	Layers   int             `json:"layers"`
+	Hidden   int             `json:"hidden"`
+	Route    []RouteHop      `json:"route"`
+	Index    int             `json:"index"`
+	DType    string          `json:"dtype"`
+	Sampling engine.Sampling `json:"sampling"`         // how the last stage picks tokens
+	Logits   bool            `json:"logits,omitempty"` // return logits instead of a sampled token
 	// From and Until make a probe: a route over layers [From, Until) only
 	// (Until 0: Layers). With From > 0 the first hop takes hidden states
 	// instead of token ids; with Until < Layers the last hop returns the
@@ -226,25 +214,17 @@ type Result struct {
 	Tokens []int32
 }
 
-// writeFrame writes type + body with a uvarint length prefix.
-func writeFrame(w io.Writer, typ byte, body []byte) error {
-	var hdr [binary.MaxVarintLen64 + 1]byte
-	n := binary.PutUvarint(hdr[:], uint64(len(body)+1))
-	hdr[n] = typ
-	if _, err := w.Write(hdr[:n+1]); err != nil {
-		return err
-	}
-	_, err := w.Write(body)
-	return err
-}
+// frames is the stage protocol's framing: a uvarint length, a type byte,
+// then a binary body, or for Open, Opened and Error a strict JSON one of at
+// most maxJSONFrame bytes.
+var frames = &wire.Codec{Err: ErrBadFrame, Types: []uint64{
+	frameOpen: limitJSON, frameOpened: limitJSON, frameError: limitJSON,
+	frameStep: maxFrame, frameResult: maxFrame, frameReplay: maxFrame, frameVerify: maxFrame,
+}}
 
-func writeJSON(w io.Writer, typ byte, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return writeFrame(w, typ, b)
-}
+func writeFrame(w io.Writer, typ byte, body []byte) error { return frames.Write(w, typ, body) }
+
+func writeJSON(w io.Writer, typ byte, v any) error { return frames.WriteJSON(w, typ, v, wire.NoLimit) }
 
 // Frame size limits by what the reader expects next.
 const (
@@ -276,43 +256,14 @@ func limitStep(hidden, ctx int) uint64 {
 	return uint64(1 + 4 + 4*toks + 17 + 4*toks + toks*hidden*4 + maxDraftBytes)
 }
 
-// readFrame reads one frame of at most limit bytes: its type and body. The
-// body is read as it arrives, so a peer that declares a huge frame and
-// sends nothing costs no memory.
+// readFrame reads one frame of at most limit bytes (its length, type byte
+// included): its type and body. The body is read as it arrives, so a peer
+// that declares a huge frame and sends nothing costs no memory.
 func readFrame(r *bufio.Reader, limit uint64) (byte, []byte, error) {
-	n, err := binary.ReadUvarint(r)
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return 0, nil, io.EOF
-		}
-		return 0, nil, err
-	}
-	if n == 0 || n > maxFrame || n > limit {
-		return 0, nil, fmt.Errorf("%w: frame of %d bytes (at most %d expected here)", ErrBadFrame, n, min(limit, maxFrame))
-	}
-	typ, err := r.ReadByte()
-	if err != nil {
-		return 0, nil, err
-	}
-	if typ < frameOpen || typ > frameVerify {
-		return 0, nil, fmt.Errorf("%w: unknown frame type %d", ErrBadFrame, typ)
-	}
-	if (typ == frameOpen || typ == frameOpened || typ == frameError) && n-1 > maxJSONFrame {
-		return 0, nil, fmt.Errorf("%w: JSON frame of %d bytes", ErrBadFrame, n-1)
-	}
-	body, err := wire.ReadN(r, int(n-1), nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	return typ, body, nil
+	return frames.Read(r, min(limit, maxFrame), nil)
 }
 
-func decodeJSON(body []byte, v any) error {
-	if err := wire.DecodeJSON(body, v); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadFrame, err)
-	}
-	return nil
-}
+func decodeJSON(body []byte, v any) error { return frames.DecodeJSON(body, v) }
 
 // encodeStep: u64 session, u32 pos, u32 n, u8 dtype, n x i32 tokens, hidden.
 func encodeStep(s *Step) []byte {

@@ -86,9 +86,3 @@ func checkDrafts(st *Step, open *Open, vocab int) error {
 	}
 	return nil
 }
-
-// Options is the engine's sampler configuration for s.
-func (s Sampling) Options() engine.SamplerOptions {
-	return engine.SamplerOptions{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP,
-		RepeatPenalty: s.RepeatPenalty, Seed: s.Seed}
-}

@@ -69,7 +69,7 @@ func TestVerifyDraftsRoundTrip(t *testing.T) {
 	if err != nil || len(got.Drafts) != 2 || got.Drafts[0].IDs[1] != 9 || got.Drafts[0].P[0] != 0.75 || len(got.Hidden) != 48 {
 		t.Fatalf("verify step with drafts: %+v, %v", got, err)
 	}
-	sampling := &Open{Sampling: Sampling{Temperature: 0.8}}
+	sampling := &Open{Sampling: engine.Sampling{Temperature: 0.8}}
 	if err := checkDrafts(got, sampling, 16); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/ipfs/go-cid"
 	mh "github.com/multiformats/go-multihash"
+
+	"github.com/llmswarm/llmswarm/internal/wire"
 )
 
 // ManifestCodec is the multicodec of a manifest root CID: "json" (0x0200).
@@ -121,14 +123,9 @@ func ParseManifest(b []byte) (*Manifest, error) {
 	if len(b) > MaxManifestBytes {
 		return nil, fmt.Errorf("%w: %d bytes (at most %d)", ErrBadManifest, len(b), MaxManifestBytes)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var m Manifest
-	if err := dec.Decode(&m); err != nil {
+	if err := wire.DecodeJSON(b, &m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadManifest, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data", ErrBadManifest)
 	}
 	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadManifest, err)

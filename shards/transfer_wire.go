@@ -1,8 +1,6 @@
 package shards
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +9,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/llmswarm/llmswarm/internal/wire"
 )
 
 // TransferProtocol is the stream protocol that moves model files, layer
@@ -188,59 +188,24 @@ func (r *transferResponse) validate(req transferRequest) error {
 	return nil
 }
 
-func writeFrame(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if len(b) > maxFrame {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrBadFrame, len(b), maxFrame)
-	}
-	buf := binary.AppendUvarint(make([]byte, 0, len(b)+3), uint64(len(b)))
-	_, err = w.Write(append(buf, b...))
-	return err
-}
+// frames is the transfer protocol's framing: a uvarint length (1..maxFrame),
+// then one JSON value, whose unknown fields are ignored.
+var frames = &wire.Codec{UnknownFields: true, Err: ErrBadFrame}
 
-// readLength reads the uvarint frame length one byte at a time, so it
-// never consumes bytes of the body that follows a response frame. A length
-// over maxFrame needs at most 3 bytes; a longer varint is refused.
-func readLength(r io.Reader) (uint64, error) {
-	var p [1]byte
-	var n uint64
-	for i := 0; i < 3; i++ {
-		if _, err := io.ReadFull(r, p[:]); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return 0, fmt.Errorf("%w: stream ended before a frame", ErrBadFrame)
-			}
-			return 0, err
-		}
-		n |= uint64(p[0]&0x7f) << (7 * i)
-		if p[0] < 0x80 {
-			return n, nil
-		}
-	}
-	return 0, fmt.Errorf("%w: length prefix longer than 3 bytes", ErrBadFrame)
-}
+func writeFrame(w io.Writer, v any) error { return frames.WriteJSON(w, 0, v, maxFrame) }
 
+// readFrame reads one frame into v. It takes no byte past the frame: the
+// file's raw bytes follow a response on the stream.
 func readFrame(r io.Reader, v any) error {
-	n, err := readLength(r)
+	_, b, err := frames.Read(r, maxFrame, nil)
+	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+		// Whoever reads a frame here is owed one, whole.
+		return fmt.Errorf("%w: stream ended before a whole frame: %v", ErrBadFrame, err)
+	}
 	if err != nil {
 		return err
 	}
-	if n == 0 || n > maxFrame {
-		return fmt.Errorf("%w: length %d, limit %d", ErrBadFrame, n, maxFrame)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return fmt.Errorf("%w: frame of %d bytes cut short", ErrBadFrame, n)
-		}
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadFrame, err)
-	}
-	return nil
+	return frames.DecodeJSON(b, v)
 }
 
 // decodeTransferRequest reads and validates one request frame.

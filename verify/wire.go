@@ -3,8 +3,6 @@ package verify
 import (
 	"bufio"
 	"encoding/binary"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -238,11 +236,7 @@ func WriteError(w io.Writer, code, msg string) error {
 	if len(msg) > maxJSON-64 {
 		msg = msg[:maxJSON-64]
 	}
-	b, err := json.Marshal(&WireError{Code: code, Message: msg})
-	if err != nil {
-		return err
-	}
-	return writeFrame(w, frameError, b)
+	return frames.WriteJSON(w, frameError, &WireError{Code: code, Message: msg}, wire.NoLimit)
 }
 
 // ReadRequest reads a request frame.
@@ -257,59 +251,35 @@ func ReadRequest(r *bufio.Reader) (*Request, error) {
 	return DecodeRequest(body)
 }
 
-func writeFrame(w io.Writer, typ byte, body []byte) error {
-	var hdr [binary.MaxVarintLen64 + 1]byte
-	n := binary.PutUvarint(hdr[:], uint64(len(body)+1))
-	hdr[n] = typ
-	if _, err := w.Write(hdr[:n+1]); err != nil {
-		return err
-	}
-	_, err := w.Write(body)
-	return err
-}
+// frames is the challenge protocol's framing: a uvarint length, a type
+// byte, then a binary body, or for an error a strict JSON one of at most
+// maxJSON bytes.
+var frames = &wire.Codec{Err: ErrBadFrame, Types: []uint64{
+	frameRequest: wire.NoLimit, frameBoundary: wire.NoLimit, frameError: maxJSON + 1,
+}}
+
+func writeFrame(w io.Writer, typ byte, body []byte) error { return frames.Write(w, typ, body) }
 
 // frameSize is the bytes on the wire of a frame with a body of n bytes.
-func frameSize(n int) int64 {
-	var hdr [binary.MaxVarintLen64]byte
-	return int64(binary.PutUvarint(hdr[:], uint64(n+1)) + 1 + n)
-}
+func frameSize(n int) int64 { return int64(frames.Size(n)) }
 
 // readFrame reads one frame whose body is at most limit bytes. The body
 // is read as it arrives, so a peer that declares a large frame and sends
-// nothing costs no memory.
+// nothing costs no memory. Every read of this protocol is owed a frame: a
+// stream that ends before it is io.ErrUnexpectedEOF.
 func readFrame(r *bufio.Reader, limit int) (byte, []byte, error) {
-	n, err := binary.ReadUvarint(r)
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return 0, nil, io.ErrUnexpectedEOF
-		}
-		return 0, nil, err
+	typ, body, err := frames.Read(r, uint64(limit)+1, nil)
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
 	}
-	if n == 0 || n-1 > uint64(limit) {
-		return 0, nil, fmt.Errorf("%w: frame of %d bytes (at most %d expected here)", ErrBadFrame, n, limit+1)
-	}
-	typ, err := r.ReadByte()
-	if err != nil {
-		return 0, nil, err
-	}
-	if typ < frameRequest || typ > frameError {
-		return 0, nil, fmt.Errorf("%w: unknown frame type %d", ErrBadFrame, typ)
-	}
-	if typ == frameError && n-1 > maxJSON {
-		return 0, nil, fmt.Errorf("%w: error frame of %d bytes", ErrBadFrame, n-1)
-	}
-	body, err := wire.ReadN(r, int(n-1), nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	return typ, body, nil
+	return typ, body, err
 }
 
 // decodeError parses an error frame strictly.
 func decodeError(body []byte) (*WireError, error) {
 	var we WireError
-	if err := wire.DecodeJSON(body, &we); err != nil {
-		return nil, fmt.Errorf("%w: error frame: %v", ErrBadFrame, err)
+	if err := frames.DecodeJSON(body, &we); err != nil {
+		return nil, err
 	}
 	if we.Code == "" {
 		return nil, fmt.Errorf("%w: error frame without a code", ErrBadFrame)

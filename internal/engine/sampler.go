@@ -7,6 +7,24 @@ import (
 	"slices"
 )
 
+// Sampling is what a request carries of SamplerOptions to the peer that
+// samples (a MoA role's server, a pipeline's last stage): the MoA and stage
+// protocols' "sampling" object. Zero values mean greedy decoding.
+type Sampling struct {
+	Temperature   float32 `json:"temperature,omitempty"`
+	TopK          int     `json:"top_k,omitempty"`
+	TopP          float32 `json:"top_p,omitempty"`
+	MinP          float32 `json:"min_p,omitempty"`
+	RepeatPenalty float32 `json:"repeat_penalty,omitempty"`
+	Seed          uint64  `json:"seed,omitempty"`
+}
+
+// Options is the sampler configuration for s.
+func (s Sampling) Options() SamplerOptions {
+	return SamplerOptions{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP,
+		RepeatPenalty: s.RepeatPenalty, Seed: s.Seed}
+}
+
 // SamplerOptions choose how the next token is picked from logits. The zero
 // value is greedy decoding.
 type SamplerOptions struct {
