@@ -74,11 +74,16 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 	if res.Done == "length" {
 		out.finish = "length"
 	}
-	out.result = map[string]any{
-		"query": q.prompt, "mode": "pipeline", "final_answer": res.Text, "total_time_ms": res.TotalMS,
+	out.result = pipelineResult(q.prompt, res)
+	return out, nil
+}
+
+// pipelineResult is the query body of a pipeline generation.
+func pipelineResult(prompt string, res *pipeline.GenerateResult) any {
+	return map[string]any{
+		"query": prompt, "mode": "pipeline", "final_answer": res.Text, "total_time_ms": res.TotalMS,
 		"agents_responded": 0, "agent_responses": []any{}, "pipeline": res,
 	}
-	return out, nil
 }
 
 // hasPipelineModel reports whether some live peer announces shards.
