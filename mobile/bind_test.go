@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/node/client"
 	"github.com/llmswarm/llmswarm/node/nodetest"
 )
@@ -238,7 +239,7 @@ func seesBattery(t *testing.T, role *nodetest.Peer, id string, pct int) {
 // log reached the Java logger.
 func checkJavaOutput(t *testing.T, out string) {
 	t.Helper()
-	var res client.QueryResult
+	var res answer.Result
 	if err := json.Unmarshal(readFile(t, filepath.Join(out, "result.json")), &res); err != nil {
 		t.Fatal(err)
 	}

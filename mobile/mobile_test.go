@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/internal/nettest"
 	"github.com/llmswarm/llmswarm/node"
@@ -217,7 +218,7 @@ func TestAskStreams(t *testing.T) {
 	if rec.ends != 1 || rec.result == "" {
 		t.Fatalf("ends %d, error %d %s %s", rec.ends, rec.status, rec.kind, rec.message)
 	}
-	var res client.QueryResult
+	var res answer.Result
 	if err := json.Unmarshal([]byte(rec.result), &res); err != nil {
 		t.Fatalf("result %s: %v", rec.result, err)
 	}

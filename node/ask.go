@@ -3,12 +3,12 @@ package node
 import (
 	"context"
 	"errors"
-	"maps"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/pipeline"
@@ -54,25 +54,18 @@ func (n *Node) ask(ctx context.Context, spec querySpec) (out *outcome, err error
 // stoppedResult is the query body of an answer a stop string ended: the
 // strategy's, when the cancellation left it one, with the final answer cut
 // before the stop string; else the answer alone.
-func stoppedResult(spec querySpec, out *outcome, text string, took time.Duration) any {
-	if out != nil {
-		switch r := out.result.(type) {
-		case *moa.Result:
-			cp := *r
-			cp.FinalAnswer = text
-			return &cp
-		case map[string]any:
-			cp := maps.Clone(r)
-			cp["final_answer"] = text
-			return cp
-		}
+func stoppedResult(spec querySpec, out *outcome, text string, took time.Duration) *answer.Result {
+	if out != nil && out.result != nil {
+		cp := *out.result
+		cp.FinalAnswer = text
+		return &cp
 	}
 	mode := spec.mode
 	if mode == "" {
 		mode = "auto"
 	}
-	return map[string]any{"query": spec.prompt, "mode": mode, "final_answer": text, "stopped": true,
-		"total_time_ms": float64(took.Microseconds()) / 1000, "agents_responded": 0, "agent_responses": []any{}}
+	return &answer.Result{Query: spec.prompt, Mode: mode, FinalAnswer: text, Stopped: true,
+		TotalTimeMS: float64(took.Microseconds()) / 1000, AgentResponses: []answer.Agent{}}
 }
 
 // contextFull turns a prompt too long for the model into a 400.

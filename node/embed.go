@@ -8,7 +8,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 
-	"github.com/llmswarm/llmswarm/moa"
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/node/client"
 )
 
@@ -89,9 +89,8 @@ func (n *Node) Status() (client.Status, error) {
 
 // Answer is a query's answer.
 type Answer struct {
-	// Result is the body POST /v1/swarm/query answers with: a *moa.Result,
-	// or the pipeline's result; both encode as JSON.
-	Result any
+	// Result is the body POST /v1/swarm/query answers with.
+	Result *answer.Result
 	// Text is the final answer, cut before the first stop string.
 	Text string
 	// PromptTokens and CompletionTokens are the final answer's model's
@@ -104,8 +103,8 @@ type Answer struct {
 
 // Query answers req as POST /v1/swarm/query does. on, when not nil, sees
 // what a streaming call sends as it happens, by event name: "agent" (a
-// client.AgentResponse), "agent_token" (client.AgentToken), "token" (the
-// text, a string) and the traces ("route", "hop", ...). Cancelling ctx
+// answer.Agent), "agent_token" (client.AgentToken), "token" (the text, a
+// string) and "trace" (answer.Trace, a pipeline's progress). Cancelling ctx
 // stops the generation. An error's HTTP status and type are ErrorKind's.
 func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event string, v any)) (*Answer, error) {
 	if n.Swarm() == nil {
@@ -119,7 +118,7 @@ func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event
 		return nil, err
 	}
 	if on != nil {
-		spec.onAgent = func(ar moa.AgentResponse) { on("agent", agentOut(ar)) }
+		spec.onAgent = func(a answer.Agent) { on("agent", a) }
 		spec.onToken = func(t string) { on("token", t) }
 		spec.onAgentToken = func(role, peer, text string) {
 			on("agent_token", client.AgentToken{Role: role, Peer: peer, Text: text})

@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/node/client"
@@ -45,7 +46,7 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 		req.Speculate = *q.speculate
 	}
 	if q.onTrace != nil {
-		req.OnTrace = func(ev pipeline.TraceEvent) { q.onTrace("trace", ev) }
+		req.OnTrace = func(ev answer.Trace) { q.onTrace("trace", ev) }
 	}
 	if q.timeout > 0 {
 		var cancel context.CancelFunc
@@ -79,11 +80,9 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 }
 
 // pipelineResult is the query body of a pipeline generation.
-func pipelineResult(prompt string, res *pipeline.GenerateResult) any {
-	return map[string]any{
-		"query": prompt, "mode": "pipeline", "final_answer": res.Text, "total_time_ms": res.TotalMS,
-		"agents_responded": 0, "agent_responses": []any{}, "pipeline": res,
-	}
+func pipelineResult(prompt string, res *answer.Pipeline) *answer.Result {
+	return &answer.Result{Query: prompt, Mode: "pipeline", FinalAnswer: res.Text, TotalTimeMS: res.TotalMS,
+		AgentResponses: []answer.Agent{}, Pipeline: res}
 }
 
 // hasPipelineModel reports whether some live peer announces shards.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/node/client"
 
 	"github.com/llmswarm/llmswarm/moa"
@@ -28,7 +29,7 @@ type querySpec struct {
 	maxTokens int
 	sampling  moa.Sampling
 	timeout   time.Duration
-	onAgent   func(moa.AgentResponse)
+	onAgent   func(answer.Agent)
 	// onAgentToken sees each agent's text as it is written (progress).
 	onAgentToken func(role, peer, text string)
 	onToken      func(string)
@@ -37,7 +38,7 @@ type querySpec struct {
 
 // outcome is a strategy's answer.
 type outcome struct {
-	result     any // JSON body of /v1/swarm/query
+	result     *answer.Result // the body of /v1/swarm/query
 	final      string
 	promptToks int
 	genToks    int
@@ -68,7 +69,7 @@ func (n *Node) answer(ctx context.Context, q querySpec) (*outcome, error) {
 	}
 	mq := moa.Query{Prompt: q.prompt, History: q.history, MaxTokens: q.maxTokens, Sampling: q.sampling,
 		Timeout: q.timeout, OnAgent: q.onAgent, OnAgentToken: q.onAgentToken, OnToken: q.onToken}
-	var res *moa.Result
+	var res *answer.Result
 	var err error
 	switch mode := q.mode; {
 	case mode == "pipeline", (mode == "" || mode == "auto") && (q.model != "" || !n.hasRoles()) && n.hasPipelineModel():

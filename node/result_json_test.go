@@ -11,50 +11,50 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/moa"
-	"github.com/llmswarm/llmswarm/pipeline"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files of testdata/result")
 
 // filledAgent is an agent's answer with every field set, each to a value
 // of its own, so that a swapped or renamed key shows.
-func filledAgent(role string) moa.AgentResponse {
-	return moa.AgentResponse{Role: role, Peer: "12D3KooWAgent" + role, Model: "qwen3-0.6b", ModelCID: "bagaaiera" + role,
+func filledAgent(role string) answer.Agent {
+	return answer.Agent{Role: role, Peer: "12D3KooWAgent" + role, Model: "qwen3-0.6b", ModelCID: "bagaaiera" + role,
 		Content: "the " + role + "'s answer", Tokens: 12, TokPerSec: 30.5, MS: 410.25, ServerMS: 400.5, TTFTMS: 35.75,
 		Prompt: 48, Weight: 0.75, Thermal: "fair", Battery: 80, Conn: "punched", Unverified: true, Partial: true,
 		PartialReason: "cut off by its deadline", Skipped: []string{"…KooWHung: hung: no pong (2s without progress)"},
-		Draft: &moa.AgentDraft{Peer: "12D3KooWDrafter", Drafted: 10, Accepted: 7, Rounds: 3, Error: "drafter gone"},
+		Draft: &answer.Draft{Peer: "12D3KooWDrafter", Drafted: 10, Accepted: 7, Rounds: 3, Error: "drafter gone"},
 		Err:   errors.New("never encoded")}
 }
 
-func filledMoA() *moa.Result {
+func filledMoA() *answer.Result {
 	failed := filledAgent("critic")
 	failed.Content, failed.Error = "", "critic on …KooWAgentcritic: timed out after 2s"
 	agg := filledAgent("aggregator")
-	return &moa.Result{Query: "why is the sky blue?", QueryType: moa.ComplexReasoning, Classifier: "spotter", Mode: moa.ModeMoA,
-		AgentResponses: []moa.AgentResponse{filledAgent("reasoner"), filledAgent("writer")},
-		FailedAgents:   []moa.AgentResponse{failed}, Aggregator: &agg, FinalAnswer: "the aggregator's answer",
+	return &answer.Result{Query: "why is the sky blue?", QueryType: string(moa.ComplexReasoning), Classifier: "spotter", Mode: string(moa.ModeMoA),
+		AgentResponses: []answer.Agent{filledAgent("reasoner"), filledAgent("writer")},
+		FailedAgents:   []answer.Agent{failed}, Aggregator: &agg, FinalAnswer: "the aggregator's answer",
 		TotalTimeMS: 1234.5, AgentsResponded: 2}
 }
 
-func filledRoute() []pipeline.Hop {
-	return []pipeline.Hop{{Peer: "12D3KooWStageA", Start: 0, End: 14}, {Peer: "12D3KooWStageB", Start: 14, End: 28}}
+func filledRoute() []answer.Hop {
+	return []answer.Hop{{Peer: "12D3KooWStageA", Start: 0, End: 14}, {Peer: "12D3KooWStageB", Start: 14, End: 28}}
 }
 
-func filledTrace() pipeline.TraceEvent {
-	return pipeline.TraceEvent{Kind: "reroute", Route: filledRoute(), Failed: "12D3KooWLiar", Layers: [2]int{14, 28},
+func filledTrace() answer.Trace {
+	return answer.Trace{Kind: "reroute", Route: filledRoute(), Failed: "12D3KooWLiar", Layers: [2]int{14, 28},
 		Reason: "stage error: reset", AtToken: 7, DetectMS: 12.5, ReplayMS: 80.25, CostMS: 92.75, Replay: 9, Standby: true,
 		Proven: true, Evidence: "stream", Suspects: []string{"12D3KooWSuspect"}, Drafted: []int32{5, 6}, Accepted: 1}
 }
 
-func filledGeneration() *pipeline.GenerateResult {
-	return &pipeline.GenerateResult{Model: "qwen3-0.6b", ModelCID: "bagaaieramodel", Text: "blue light scatters more",
+func filledGeneration() *answer.Pipeline {
+	return &answer.Pipeline{Model: "qwen3-0.6b", ModelCID: "bagaaieramodel", Text: "blue light scatters more",
 		Tokens: []int32{101, 102, 103}, PromptTokens: 9, DType: "f32",
-		Hops: []pipeline.HopStat{
+		Hops: []answer.HopStat{
 			{Peer: "12D3KooWStageA", Start: 0, End: 14, ComputeMS: 10.5, TransferMS: 0.25, Conn: "local"},
 			{Peer: "12D3KooWStageB", Start: 14, End: 28, ComputeMS: 11.5, TransferMS: 1.125, Conn: "relayed"}},
-		Reroutes: []pipeline.Reroute{{AtToken: 7, Failed: "12D3KooWLiar", Layers: [2]int{14, 28}, Reason: "stage error: reset",
+		Reroutes: []answer.Reroute{{AtToken: 7, Failed: "12D3KooWLiar", Layers: [2]int{14, 28}, Reason: "stage error: reset",
 			NewRoute: filledRoute(), ReplayTokens: 9, DetectMS: 12.5, ReplayMS: 80.25, CostMS: 92.75, Standby: true,
 			Proven: true, Evidence: "stream", Suspects: []string{"12D3KooWSuspect"}}},
 		TTFTMS: 40.5, PrefillMS: 30.25, DecodeTPS: 25.5, TotalMS: 500.75, Done: "stop", SpotChecked: 4,
@@ -77,7 +77,7 @@ func TestResultJSON(t *testing.T) {
 		exact bool // the same bytes, not only the same keys and values
 	}{
 		{"moa", filledMoA(), true},
-		{"agent_event", agentOut(filledAgent("reasoner")), true},
+		{"agent_event", filledAgent("reasoner"), true},
 		{"trace_event", filledTrace(), true},
 		{"pipeline", pipelineResult(spec.prompt, filledGeneration()), false},
 		{"stopped", stoppedResult(spec, nil, "blue light", took), false},

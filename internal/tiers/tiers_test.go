@@ -24,8 +24,8 @@ var tier = map[string]int{
 	"internal/netif":   0,
 	"shards":           0,
 	"bmc":              0,
-	"node/client":      0,
 	"answer":           0, // a query's result and trace: stdlib only
+	"node/client":      1, // the API client: answer's types, over HTTP
 	"dashboard":        0, // static files and their handler, served by api
 	"gossip":           1,
 	"swarm":            2,
