@@ -24,7 +24,7 @@ var tier = map[string]int{
 	"internal/netif":   0,
 	"shards":           0,
 	"bmc":              0,
-	"answer":           0, // a query's result and trace: stdlib only
+	"answer":           0, // a query's result and trace, and the kinds of failure: stdlib only
 	"node/client":      1, // the API client: answer's types, over HTTP
 	"dashboard":        0, // static files and their handler, served by api
 	"gossip":           1,
