@@ -210,7 +210,7 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 		return a
 	case err != nil:
 		if errors.Is(err, context.DeadlineExceeded) || (cctx.Err() != nil && ctx.Err() == nil) {
-			err = fmt.Errorf("timed out after %s", time.Since(start).Round(time.Millisecond))
+			err = &timeoutError{after: time.Since(start).Round(time.Millisecond)}
 		}
 		a.Error = err.Error()
 		a.Err = err
@@ -224,7 +224,8 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 	a.ServerMS = done.TotalMS
 	if done.Reason == "deadline" {
 		if strings.TrimSpace(a.Content) == "" {
-			a.Error = fmt.Sprintf("timed out after %s before its first token", time.Since(start).Round(time.Millisecond))
+			a.Err = &timeoutError{after: time.Since(start).Round(time.Millisecond), beforeFirstToken: true}
+			a.Error = a.Err.Error()
 			return a
 		}
 		a.Partial, a.PartialReason = true, "cut off by its deadline"

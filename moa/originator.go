@@ -267,6 +267,8 @@ func noResponse(failed []answer.Agent) error {
 			err = errors.New(f.Error)
 		}
 		e.Failed = append(e.Failed, &AgentError{Role: f.Role, Peer: f.Peer, Err: err})
+		var te *timeoutError
+		e.TimedOut = e.TimedOut || errors.As(err, &te)
 	}
 	return e
 }
