@@ -282,7 +282,7 @@ func checkObjCHeader(t *testing.T, path string) {
 		"- (BOOL)onToken:(NSString* _Nullable)text error:(NSError* _Nullable* _Nullable)error;",
 		"- (BOOL)onEvent:(NSString* _Nullable)name json:(NSString* _Nullable)json error:(NSError* _Nullable* _Nullable)error;",
 		"- (BOOL)onDone:(NSString* _Nullable)resultJSON error:(NSError* _Nullable* _Nullable)error;",
-		"- (BOOL)onError:(long)status kind:(NSString* _Nullable)kind message:(NSString* _Nullable)message error:(NSError* _Nullable* _Nullable)error;",
+		"- (BOOL)onError:(NSString* _Nullable)kind message:(NSString* _Nullable)message error:(NSError* _Nullable* _Nullable)error;",
 		"@protocol MobileLogger <NSObject>",
 		"- (BOOL)log:(NSString* _Nullable)level line:(NSString* _Nullable)line error:(NSError* _Nullable* _Nullable)error;",
 	} {

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -88,7 +87,7 @@ func contextFull(err error) error {
 	if !full {
 		return err
 	}
-	return &errHTTP{http.StatusBadRequest, "context_length_exceeded", errFmt("the prompt does not fit the model's context: %w", err)}
+	return answer.Errorf(answer.ContextFull, "the prompt does not fit the model's context: %w", err)
 }
 
 // stopCutter passes streamed text on until the first stop string, which it

@@ -17,8 +17,8 @@ import (
 // implementation behind both.
 
 // ErrNotRunning is returned by the methods below before Start or after
-// Close.
-var ErrNotRunning = errors.New("peer is not running")
+// Close: an answer.Unavailable failure.
+var ErrNotRunning error = &answer.Error{Kind: answer.Unavailable, Err: errors.New("peer is not running")}
 
 // ID describes this peer (GET /v1/swarm/id).
 func (n *Node) ID() (client.ID, error) {
@@ -105,7 +105,7 @@ type Answer struct {
 // what a streaming call sends as it happens, by event name: "agent" (a
 // answer.Agent), "agent_token" (client.AgentToken), "token" (the text, a
 // string) and "trace" (answer.Trace, a pipeline's progress). Cancelling ctx
-// stops the generation. An error's HTTP status and type are ErrorKind's.
+// stops the generation. An error says its kind (answer.KindOf).
 func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event string, v any)) (*Answer, error) {
 	if n.Swarm() == nil {
 		return nil, ErrNotRunning
@@ -131,15 +131,6 @@ func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event
 	}
 	return &Answer{Result: out.result, Text: out.final, PromptTokens: out.promptToks,
 		CompletionTokens: out.genToks, Finish: out.finish}, nil
-}
-
-// ErrorKind is the HTTP status and error type the local API answers err
-// with (e.g. 400 invalid_request_error, 429 busy, 503 no_agents).
-func ErrorKind(err error) (status int, typ string) {
-	if errors.Is(err, ErrNotRunning) {
-		return 503, "unavailable"
-	}
-	return statusOf(err)
 }
 
 // APIToken is the bearer token the local API requires (config api_token;

@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
 	"slices"
 	"sort"
 
@@ -25,7 +23,7 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 	o := n.pipeOrig
 	n.mu.Unlock()
 	if o == nil {
-		return nil, &errHTTP{http.StatusServiceUnavailable, "unavailable", errors.New("peer is shutting down")}
+		return nil, answer.Wrap(answer.Unavailable, errors.New("peer is shutting down"))
 	}
 	var msgs []engine.Message
 	for _, m := range q.history {
@@ -58,13 +56,13 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 		var gap *pipeline.GapError
 		switch {
 		case errors.As(err, &gap), errors.Is(err, pipeline.ErrNoModel):
-			return nil, &errHTTP{http.StatusServiceUnavailable, "no_route", err}
+			return nil, answer.Wrap(answer.NoRoute, err)
 		case errors.Is(err, context.DeadlineExceeded):
-			return nil, &errHTTP{http.StatusGatewayTimeout, "timeout", fmt.Errorf("pipeline: no answer within %s: %w", q.timeout, err)}
+			return nil, answer.Errorf(answer.Timeout, "pipeline: no answer within %s: %w", q.timeout, err)
 		case errors.Is(err, context.Canceled):
-			return nil, &errHTTP{499, "cancelled", err}
+			return nil, answer.Wrap(answer.Cancelled, err)
 		}
-		return nil, &errHTTP{http.StatusBadGateway, "pipeline_failed", err}
+		return nil, answer.Wrap(answer.PipelineFailed, err)
 	}
 	if m := n.metrics; m != nil {
 		m.failovers.Add(float64(len(res.Reroutes)))
@@ -157,7 +155,7 @@ func (n *Node) Shards() (client.Shards, error) {
 
 // Plan is what GET /v1/swarm/plan?model=NAME|CID answers: the placement
 // the partitioner recommends over the live peers. An unknown model's
-// ErrorKind is 404 model_not_found; no possible placement is 409 no_plan.
+// kind is answer.ModelNotFound; no possible placement is answer.NoPlan.
 // The model's shape, its head and embedding included, comes from its
 // manifest when it has one (fetched from a holder as a generation does).
 func (n *Node) Plan(model string) (client.Plan, error) {
@@ -173,12 +171,12 @@ func (n *Node) Plan(model string) (client.Plan, error) {
 	}
 	ref, holders, err := o.Resolve(model)
 	if err != nil {
-		return client.Plan{}, &errHTTP{http.StatusNotFound, "model_not_found", err}
+		return client.Plan{}, answer.Wrap(answer.ModelNotFound, err)
 	}
 	devs, shape := planInputs(s, h, n.excluded, ref, holders)
 	p, err := pipeline.Partition(devs, shape)
 	if err != nil {
-		return client.Plan{}, &errHTTP{http.StatusConflict, "no_plan", err}
+		return client.Plan{}, answer.Wrap(answer.NoPlan, err)
 	}
 	out := client.Plan{ModelCID: ref.CID, Name: ref.Name, Layers: ref.Layers, LayerBytes: shape.LayerBytes,
 		HeadLayers: shape.Ends.Head, EmbedLayers: shape.Ends.Embed, HeadBytes: shape.HeadBytes, EmbedBytes: shape.EmbedBytes,
