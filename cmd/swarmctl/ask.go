@@ -181,8 +181,7 @@ func (e *env) prompt(pos []string) (string, error) {
 // explainAsk names the deadline behind a timeout the swarm reports.
 func (e *env) explainAsk(err error) error {
 	var ae *client.APIError
-	if !errors.As(err, &ae) || !(ae.Status == http.StatusGatewayTimeout || ae.Type == "timeout" ||
-		strings.Contains(ae.Message, "timed out") || strings.Contains(ae.Message, "deadline exceeded")) {
+	if !errors.As(err, &ae) || !(ae.Status == http.StatusGatewayTimeout || ae.Type == string(answer.Timeout)) {
 		return err
 	}
 	if e.timeout > 0 {
