@@ -27,7 +27,7 @@ func (n *Node) ask(ctx context.Context, spec querySpec) (out *outcome, err error
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cut := &stopCutter{stops: stops, emit: spec.onToken, cancel: cancel}
+	cut := newStopCutter(stops, spec.onToken, cancel)
 	spec.onToken = cut.add
 	out, err = n.answer(ctx, spec)
 	if text, pieces, hit := cut.result(); hit {
@@ -44,7 +44,7 @@ func (n *Node) ask(ctx context.Context, spec querySpec) (out *outcome, err error
 		return nil, contextFull(err)
 	}
 	cut.flush()
-	if i, ok := firstStop(out.final, stops); ok { // a fallback answer not streamed as it was made
+	if i, ok := engine.FirstStop(out.final, stops); ok { // a fallback answer not streamed as it was made
 		out.final, out.finish = out.final[:i], "stop"
 	}
 	return out, nil
@@ -92,45 +92,42 @@ func contextFull(err error) error {
 
 // stopCutter passes streamed text on until the first stop string, which it
 // and everything after it never reach the caller. Text that could be the
-// start of a stop string is held back until the next piece decides.
+// start of a stop string is held back until the next piece decides
+// (engine.Stopper).
 type stopCutter struct {
-	stops  []string
 	emit   func(string) // may be nil
 	cancel func()
 
-	mu      sync.Mutex
-	pending string // held back: a prefix of some stop string
-	text    strings.Builder
-	pieces  int
-	hit     bool
+	mu     sync.Mutex
+	st     engine.Stopper
+	text   strings.Builder
+	pieces int
+}
+
+func newStopCutter(stops []string, emit func(string), cancel func()) *stopCutter {
+	return &stopCutter{emit: emit, cancel: cancel, st: engine.Stopper{Stops: stops}}
 }
 
 func (c *stopCutter) add(piece string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.hit {
+	if c.st.Hit() {
 		return
 	}
 	c.pieces++
-	buf := c.pending + piece
-	if i, ok := firstStop(buf, c.stops); ok {
-		c.hit, c.pending = true, ""
-		c.out(buf[:i])
+	out, hit := c.st.Add(piece)
+	c.out(out)
+	if hit {
 		c.cancel()
-		return
 	}
-	keep := heldBack(buf, c.stops)
-	c.pending = buf[len(buf)-keep:]
-	c.out(buf[:len(buf)-keep])
 }
 
 // flush passes on what was held back: the generation ended without a stop.
 func (c *stopCutter) flush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.hit {
-		c.out(c.pending)
-		c.pending = ""
+	if !c.st.Hit() {
+		c.out(c.st.Flush(""))
 	}
 }
 
@@ -149,33 +146,5 @@ func (c *stopCutter) out(s string) {
 func (c *stopCutter) result() (string, int, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.text.String(), c.pieces, c.hit
-}
-
-// firstStop is the index of the earliest stop string in s.
-func firstStop(s string, stops []string) (int, bool) {
-	best := -1
-	for _, st := range stops {
-		if i := strings.Index(s, st); i >= 0 && (best < 0 || i < best) {
-			best = i
-		}
-	}
-	return best, best >= 0
-}
-
-// heldBack is the length of the longest suffix of s that is a proper
-// prefix of a stop string: text that a later piece could complete.
-func heldBack(s string, stops []string) int {
-	longest := 0
-	for _, st := range stops {
-		longest = max(longest, len(st))
-	}
-	for i := max(0, len(s)-longest+1); i < len(s); i++ {
-		for _, st := range stops {
-			if strings.HasPrefix(st, s[i:]) {
-				return len(s) - i
-			}
-		}
-	}
-	return 0
+	return c.text.String(), c.pieces, c.st.Hit()
 }
