@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/wire"
-	"github.com/llmswarm/llmswarm/node"
 	"github.com/llmswarm/llmswarm/node/client"
 )
 
@@ -20,7 +21,8 @@ import (
 const maxBody = 1 << 20
 
 // apiError carries the status and type an error of this package answers
-// with; the node's errors carry theirs (node.ErrorKind).
+// with; the node's errors carry their kind (answer.KindOf), which
+// statusOf maps to a status.
 type apiError struct {
 	status int
 	typ    string
@@ -31,10 +33,39 @@ func (e *apiError) Error() string { return e.err.Error() }
 func (e *apiError) Unwrap() error { return e.err }
 
 func badRequest(format string, args ...any) error {
-	return &apiError{http.StatusBadRequest, "invalid_request_error", fmt.Errorf(format, args...)}
+	return &apiError{http.StatusBadRequest, string(answer.BadRequest), fmt.Errorf(format, args...)}
 }
 
-// statusOf is the HTTP status and error type err answers with.
+// statusClientClosed is the status of a request its caller cancelled
+// (nginx's 499: no standard status says it).
+const statusClientClosed = 499
+
+// statusOfKind is the HTTP status each kind of failure answers with.
+var statusOfKind = map[answer.Kind]int{
+	answer.BadRequest:     http.StatusBadRequest,
+	answer.ContextFull:    http.StatusBadRequest,
+	answer.NotFound:       http.StatusNotFound,
+	answer.ModelNotFound:  http.StatusNotFound,
+	answer.Unavailable:    http.StatusServiceUnavailable,
+	answer.NoAgents:       http.StatusServiceUnavailable,
+	answer.NoRoute:        http.StatusServiceUnavailable,
+	answer.NoResponse:     http.StatusServiceUnavailable, // 504 when an agent ran out of time: see statusOf
+	answer.Busy:           http.StatusTooManyRequests,
+	answer.Timeout:        http.StatusGatewayTimeout,
+	answer.Cancelled:      statusClientClosed,
+	answer.PipelineFailed: http.StatusBadGateway,
+	answer.NoPlan:         http.StatusConflict,
+	answer.NoMemory:       http.StatusInsufficientStorage,
+	answer.NoStorage:      http.StatusInsufficientStorage,
+	answer.HubAuth:        http.StatusForbidden,
+	answer.HubCorrupt:     http.StatusBadGateway,
+	answer.HubFailed:      http.StatusBadGateway,
+	answer.NotAModel:      http.StatusUnprocessableEntity,
+	answer.Internal:       http.StatusInternalServerError,
+}
+
+// statusOf is the HTTP status and error type err answers with: the one
+// place where a failure becomes a status.
 func statusOf(err error) (int, string) {
 	var ae *apiError
 	var re *wire.RequestError
@@ -42,9 +73,19 @@ func statusOf(err error) (int, string) {
 	case errors.As(err, &ae):
 		return ae.status, ae.typ
 	case errors.As(err, &re):
-		return http.StatusBadRequest, "invalid_request_error"
+		return http.StatusBadRequest, string(answer.BadRequest)
 	}
-	return node.ErrorKind(err)
+	kind := answer.KindOf(err)
+	status, ok := statusOfKind[kind]
+	switch {
+	case !ok:
+		status = http.StatusInternalServerError
+	case kind == answer.NoResponse && errors.Is(err, context.DeadlineExceeded):
+		// Every agent failed, and one of them for want of time: the
+		// gateway's timeout.
+		status = http.StatusGatewayTimeout
+	}
+	return status, string(kind)
 }
 
 // decodeBody reads a JSON body strictly into v: an application/json

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/node"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 func newID() string {
@@ -82,7 +82,7 @@ func (a *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 				content(t)
 			}
 		case "agent":
-			if ar, ok := v.(client.AgentResponse); ok {
+			if ar, ok := v.(answer.Agent); ok {
 				s.comment("agent " + ar.Role + " done")
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/node/client"
 )
 
@@ -33,7 +34,7 @@ func (a *server) query(w http.ResponseWriter, r *http.Request) {
 			// An answering agent means an answer (the best agent's, at
 			// worst): it starts the stream. Failures and traces wait for
 			// it or for a token.
-			if ar, ok := v.(client.AgentResponse); ok && ar.Error != "" {
+			if ar, ok := v.(answer.Agent); ok && ar.Error != "" {
 				s.hold("agent", v)
 			} else {
 				s.event("agent", v)

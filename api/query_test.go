@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/nodetest"
 	"github.com/llmswarm/llmswarm/node/client"
 )
@@ -18,7 +19,7 @@ func TestQueryHistoryAndStop(t *testing.T) {
 	addr := nodetest.Start(t, cfg).APIAddr()
 	waitModel(t, addr, "reasoner")
 	c := client.New(addr, "")
-	ask := func(req client.QueryRequest) *client.QueryResult {
+	ask := func(req client.QueryRequest) *answer.Result {
 		t.Helper()
 		req.Mode, req.MaxTokens = "reasoner", 24
 		var streamed strings.Builder

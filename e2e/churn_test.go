@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/node/client"
 )
 
@@ -31,15 +31,6 @@ func synthModel(t *testing.T, arch, size, typ string) string {
 	}
 	archModels[key] = p
 	return p
-}
-
-// churnReroute is a failover as the query result reports it.
-type churnReroute struct {
-	Failed   string  `json:"failed_peer"`
-	Reason   string  `json:"reason"`
-	DetectMS float64 `json:"detect_ms"`
-	ReplayMS float64 `json:"replay_ms"`
-	CostMS   float64 `json:"cost_ms"`
 }
 
 // TestPipelineChurn: three layer ranges, each held by two peers, and an
@@ -79,7 +70,7 @@ func churn(t *testing.T, typ string, asks, tokens, faults, wantReroutes int) {
 	rp := float32(1.5)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ask := func(p string) (*client.QueryResult, error) {
+	ask := func(p string) (*answer.Result, error) {
 		return c.Query(ctx, client.QueryRequest{Query: p, Mode: "pipeline", MaxTokens: tokens, RepeatPenalty: &rp}, nil)
 	}
 	// References, undisturbed; prompts whose answer runs the whole length.
@@ -90,11 +81,7 @@ func churn(t *testing.T, typ string, asks, tokens, faults, wantReroutes int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var pr struct {
-			Done string `json:"done"`
-		}
-		json.Unmarshal(res.Pipeline, &pr)
-		if pr.Done == "length" {
+		if res.Pipeline != nil && res.Pipeline.Done == "length" {
 			refs[p] = res.FinalAnswer
 			prompts = append(prompts, p)
 		}
@@ -108,7 +95,7 @@ func churn(t *testing.T, typ string, asks, tokens, faults, wantReroutes int) {
 
 	type outcome struct {
 		prompt string
-		res    *client.QueryResult
+		res    *answer.Result
 		err    error
 		took   time.Duration
 	}
@@ -139,7 +126,7 @@ func churn(t *testing.T, typ string, asks, tokens, faults, wantReroutes int) {
 	onRoute := map[string]bool{} // peers of the route the last ask took
 	next := time.Now().Add(time.Second)
 	kills, stops, failures, differ := 0, 0, 0, 0
-	var reroutes []churnReroute
+	var reroutes []answer.Reroute
 	var took []time.Duration
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -171,13 +158,10 @@ func churn(t *testing.T, typ string, asks, tokens, faults, wantReroutes int) {
 				differ++
 				t.Errorf("text differs from the undisturbed run (%d vs %d bytes)", len(o.res.FinalAnswer), len(refs[o.prompt]))
 			}
-			var pr struct {
-				Reroutes []churnReroute `json:"reroutes"`
-				Hops     []struct {
-					Peer string `json:"peer"`
-				} `json:"hops"`
+			pr := o.res.Pipeline
+			if pr == nil {
+				pr = &answer.Pipeline{}
 			}
-			json.Unmarshal(o.res.Pipeline, &pr)
 			reroutes = append(reroutes, pr.Reroutes...)
 			if n := len(pr.Hops); n > 0 {
 				onRoute = map[string]bool{}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/node/client"
 )
 
@@ -141,14 +142,14 @@ func TestPipelineFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var req client.QueryRequest
-	var ref *client.QueryResult
+	var ref *answer.Result
 	for _, p := range pipePrompts {
 		req = client.QueryRequest{Query: p, Mode: "pipeline", MaxTokens: 1000, DType: "f32", RepeatPenalty: &rp, Stream: true}
 		r, err := c.Query(ctx, req, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(string(r.Pipeline), `"done":"length"`) {
+		if r.Pipeline != nil && r.Pipeline.Done == "length" {
 			ref = r
 			break
 		}
@@ -163,12 +164,7 @@ func TestPipelineFailover(t *testing.T) {
 	res, err := c.Query(ctx, req, func(ev client.Event) {
 		switch ev.Type {
 		case "trace":
-			var tr struct {
-				Kind  string                  `json:"kind"`
-				Route []struct{ Peer string } `json:"route"`
-			}
-			json.Unmarshal(ev.Raw, &tr)
-			if tr.Kind == "route" {
+			if tr := ev.Trace; tr.Kind == "route" {
 				middle = tr.Route[1].Peer
 			}
 		case "token":

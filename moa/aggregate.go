@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/llmswarm/llmswarm/answer"
 )
 
 // Fitting the aggregator's prompt to its context. The question is kept
@@ -25,9 +27,9 @@ const (
 )
 
 // aggregate asks the aggregator to merge the answers into one.
-func (o *Originator) aggregate(ctx context.Context, q Query, answers []AgentResponse, onToken func(string)) AgentResponse {
+func (o *Originator) aggregate(ctx context.Context, q Query, answers []answer.Agent, onToken func(string)) answer.Agent {
 	budget := o.answerBudget(q)
-	var agg AgentResponse
+	var agg answer.Agent
 	for range fitAttempts {
 		prompt := aggregationPrompt(q.Prompt, answers, budget)
 		streamed := false
@@ -110,7 +112,7 @@ func fairCap(lengths []int, budget int) int {
 }
 
 // quoted returns the answers as they go into the prompt.
-func quoted(answers []AgentResponse, budget int) []string {
+func quoted(answers []answer.Agent, budget int) []string {
 	texts := make([]string, len(answers))
 	lengths := make([]int, len(answers))
 	for i, a := range answers {
@@ -131,7 +133,7 @@ func quoted(answers []AgentResponse, budget int) []string {
 	return texts
 }
 
-func quotedChars(answers []AgentResponse, budget int) int {
+func quotedChars(answers []answer.Agent, budget int) int {
 	n := 0
 	for _, t := range quoted(answers, budget) {
 		n += len(t)
@@ -139,7 +141,7 @@ func quotedChars(answers []AgentResponse, budget int) int {
 	return n
 }
 
-func aggregationPrompt(question string, answers []AgentResponse, budget int) string {
+func aggregationPrompt(question string, answers []answer.Agent, budget int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Question: %s\n\nAnswers from the agents:\n", question)
 	for i, text := range quoted(answers, budget) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/swarm"
@@ -40,7 +41,7 @@ func TestFairCap(t *testing.T) {
 
 func TestAggregationPromptKeepsQuestionAndLabelsPartial(t *testing.T) {
 	q := strings.Repeat("why ", 300)
-	answers := []AgentResponse{{Role: Reasoner, Content: strings.Repeat("a", 5000)}, {Role: Critic, Content: "short", Partial: true}}
+	answers := []answer.Agent{{Role: Reasoner, Content: strings.Repeat("a", 5000)}, {Role: Critic, Content: "short", Partial: true}}
 	p := aggregationPrompt(q, answers, 1000)
 	if !strings.Contains(p, q) {
 		t.Fatal("the question was cut")
@@ -96,7 +97,7 @@ func TestAggregatorPromptFitsItsContext(t *testing.T) {
 // TestNoEmptyAnswerOverNonEmpty: the highest-weight answer is empty; the
 // final answer is a non-empty one.
 func TestNoEmptyAnswerOverNonEmpty(t *testing.T) {
-	as := []AgentResponse{{Role: Reasoner, Weight: 1, Content: "  "}, {Role: Concise, Weight: 0.2, Content: "Paris"},
+	as := []answer.Agent{{Role: Reasoner, Weight: 1, Content: "  "}, {Role: Concise, Weight: 0.2, Content: "Paris"},
 		{Role: Writer, Weight: 0.9, Content: "Par", Partial: true}}
 	if got := bestAnswer(as); got.Content != "Paris" {
 		t.Fatalf("best answer %q, want the complete non-empty one", got.Content)
@@ -104,7 +105,7 @@ func TestNoEmptyAnswerOverNonEmpty(t *testing.T) {
 	if got := bestAnswer(as[:1]); got.Role != Reasoner {
 		t.Fatal("a lone empty answer must still be returned")
 	}
-	if got := bestAnswer([]AgentResponse{as[0], as[2]}); got.Content != "Par" {
+	if got := bestAnswer([]answer.Agent{as[0], as[2]}); got.Content != "Par" {
 		t.Fatalf("best answer %q, want the partial non-empty one over the empty one", got.Content)
 	}
 }

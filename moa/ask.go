@@ -10,6 +10,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -93,21 +94,21 @@ func (o *Originator) expect(c candidate) (time.Duration, float64) {
 // peer is busy, unreachable or hung, until ctx ends. final says whether
 // onToken's text reaches the user (then, once text was sent, a failure
 // stands: another peer's answer cannot follow it without garbling it).
-func (o *Originator) askRole(ctx context.Context, role string, req *Request, onToken func(peer, text string), final bool) AgentResponse {
+func (o *Originator) askRole(ctx context.Context, role string, req *Request, onToken func(peer, text string), final bool) answer.Agent {
 	return o.askModel(ctx, role, "", req, onToken, final)
 }
 
 // askModel is askRole restricted to peers running model ("" for any). A
 // partial answer (cut off by a deadline, or by a peer that hung mid-answer)
 // is kept when no other peer does better.
-func (o *Originator) askModel(ctx context.Context, role, model string, req *Request, onToken func(peer, text string), final bool) AgentResponse {
+func (o *Originator) askModel(ctx context.Context, role, model string, req *Request, onToken func(peer, text string), final bool) answer.Agent {
 	return o.askAmong(ctx, role, o.modelCandidates(role, model), req, onToken, final)
 }
 
 // askAmong is askModel over the given holders of role, best first.
-func (o *Originator) askAmong(ctx context.Context, role string, cands []candidate, req *Request, onToken func(peer, text string), final bool) AgentResponse {
-	a := AgentResponse{Role: role, Error: "no live peer serves " + role}
-	var partial *AgentResponse
+func (o *Originator) askAmong(ctx context.Context, role string, cands []candidate, req *Request, onToken func(peer, text string), final bool) answer.Agent {
+	a := answer.Agent{Role: role, Error: "no live peer serves " + role}
+	var partial *answer.Agent
 	var skipped []string
 	for _, c := range cands {
 		if ctx.Err() != nil {
@@ -115,7 +116,7 @@ func (o *Originator) askAmong(ctx context.Context, role string, cands []candidat
 		}
 		if err := o.vetted(ctx, &c); err != nil {
 			o.log().Info("agent not asked: its check did not pass", "role", role, "peer", c.peer.ID, "err", err)
-			a = AgentResponse{Role: role, Peer: c.peer.ID.String(), Model: c.role.ModelName, ModelCID: c.role.ModelCID,
+			a = answer.Agent{Role: role, Peer: c.peer.ID.String(), Model: c.role.ModelName, ModelCID: c.role.ModelCID,
 				Error: "not asked: " + err.Error(), Err: err}
 			skipped = append(skipped, shortPeer(c.peer.ID.String())+": "+a.Error)
 			continue
@@ -152,8 +153,8 @@ func (o *Originator) askAmong(ctx context.Context, role string, cands []candidat
 // askPeer asks one peer, within the caller's deadline, under a progress
 // watch that resets the call when the peer goes silent and stops answering
 // pings.
-func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onToken func(string)) AgentResponse {
-	a := AgentResponse{Role: c.role.Role, Peer: c.peer.ID.String(), Model: c.role.ModelName, ModelCID: c.role.ModelCID,
+func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onToken func(string)) answer.Agent {
+	a := answer.Agent{Role: c.role.Role, Peer: c.peer.ID.String(), Model: c.role.ModelName, ModelCID: c.role.ModelCID,
 		Weight: c.weight, Thermal: c.peer.Cap.Thermal, Unverified: !c.verified}
 	// With a user deadline, the server's own deadline ends first, so that
 	// what it made comes back as a clean partial answer rather than a reset
@@ -209,7 +210,7 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 		return a
 	case err != nil:
 		if errors.Is(err, context.DeadlineExceeded) || (cctx.Err() != nil && ctx.Err() == nil) {
-			err = fmt.Errorf("timed out after %s", time.Since(start).Round(time.Millisecond))
+			err = &timeoutError{after: time.Since(start).Round(time.Millisecond)}
 		}
 		a.Error = err.Error()
 		a.Err = err
@@ -217,13 +218,14 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 	}
 	a.Tokens, a.TokPerSec, a.TTFTMS, a.Battery, a.Prompt = done.Tokens, done.TokPerSec, done.TTFTMS, done.Battery, done.PromptTokens
 	if req.Draft != nil {
-		a.Draft = &AgentDraft{Peer: req.Draft.Peer, Drafted: done.Drafted, Accepted: done.DraftAccepted,
+		a.Draft = &answer.Draft{Peer: req.Draft.Peer, Drafted: done.Drafted, Accepted: done.DraftAccepted,
 			Rounds: done.DraftRounds, Error: done.DraftError}
 	}
 	a.ServerMS = done.TotalMS
 	if done.Reason == "deadline" {
 		if strings.TrimSpace(a.Content) == "" {
-			a.Error = fmt.Sprintf("timed out after %s before its first token", time.Since(start).Round(time.Millisecond))
+			a.Err = &timeoutError{after: time.Since(start).Round(time.Millisecond), beforeFirstToken: true}
+			a.Error = a.Err.Error()
 			return a
 		}
 		a.Partial, a.PartialReason = true, "cut off by its deadline"

@@ -1,9 +1,11 @@
 package moa
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 var (
@@ -50,6 +52,16 @@ func (e *TooLongError) Unwrap() error { return ErrTooLong }
 // NoResponseError: every agent asked failed or timed out.
 type NoResponseError struct {
 	Failed []*AgentError
+	// TimedOut: some agent ran out of time (its deadline passed before
+	// its answer ended, or before its first token). The error then
+	// matches context.DeadlineExceeded.
+	TimedOut bool
+}
+
+// Is makes a NoResponseError whose agents ran out of time match
+// context.DeadlineExceeded.
+func (e *NoResponseError) Is(target error) bool {
+	return e.TimedOut && target == context.DeadlineExceeded
 }
 
 func (e *NoResponseError) Error() string {
@@ -68,6 +80,20 @@ func (e *NoResponseError) All(target error) bool {
 		}
 	}
 	return len(e.Failed) > 0
+}
+
+// timeoutError is an agent that ran out of time: its deadline passed
+// before its answer ended (or, beforeFirstToken, before it began).
+type timeoutError struct {
+	after            time.Duration
+	beforeFirstToken bool
+}
+
+func (e *timeoutError) Error() string {
+	if e.beforeFirstToken {
+		return fmt.Sprintf("timed out after %s before its first token", e.after)
+	}
+	return fmt.Sprintf("timed out after %s", e.after)
 }
 
 func shortPeer(id string) string {

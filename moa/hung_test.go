@@ -7,6 +7,7 @@ import (
 
 	manet "github.com/multiformats/go-multiaddr/net"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/nettest"
 	"github.com/llmswarm/llmswarm/swarm"
@@ -52,16 +53,16 @@ func TestHungAgentMovesToNextHolder(t *testing.T) {
 	o := &Originator{Host: origin.h, View: v, Progress: swarm.Progress{Floor: 500 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond}}
 	o.stats.observe(hung.h.ID(), 0, 1000) // measured fastest earlier: ranks first
 	o.stats.observe(live.h.ID(), 0, 4)    // a slow Pi, ranked second
-	var agents []AgentResponse
+	var agents []answer.Agent
 	o.Log = nil
 	start := time.Now()
 	res, err := o.Ask(t.Context(), Query{Prompt: "What is the capital of Australia?", MaxTokens: 8,
-		OnAgent: func(a AgentResponse) { agents = append(agents, a) }})
+		OnAgent: func(a answer.Agent) { agents = append(agents, a) }})
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reasoner *AgentResponse
+	var reasoner *answer.Agent
 	for i := range res.AgentResponses {
 		if res.AgentResponses[i].Role == Reasoner {
 			reasoner = &res.AgentResponses[i]

@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/swarm"
@@ -115,13 +116,13 @@ func TestAskFanOutAndAggregate(t *testing.T) {
 	c := newTestPeer(t, 4, Aggregator)
 	o := &Originator{Host: origin.h, View: viewOf(origin, b, c)}
 	var streamed strings.Builder
-	var agents []AgentResponse
+	var agents []answer.Agent
 	res, err := o.Ask(t.Context(), Query{Prompt: "What is the capital of France?", MaxTokens: 8,
-		OnToken: func(s string) { streamed.WriteString(s) }, OnAgent: func(a AgentResponse) { agents = append(agents, a) }})
+		OnToken: func(s string) { streamed.WriteString(s) }, OnAgent: func(a answer.Agent) { agents = append(agents, a) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.QueryType != SimpleFact || res.Classifier != "rules" || res.AgentsResponded != 2 {
+	if res.QueryType != string(SimpleFact) || res.Classifier != "rules" || res.AgentsResponded != 2 {
 		t.Fatalf("result: type %s by %s, %d agents", res.QueryType, res.Classifier, res.AgentsResponded)
 	}
 	for _, a := range res.AgentResponses {
@@ -351,7 +352,7 @@ func TestSpotterAnswerIsParsedStrictly(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A random-weight spotter does not answer with a category: the rules decide.
-	if res.Classifier != "rules" || res.QueryType != Math {
+	if res.Classifier != "rules" || res.QueryType != string(Math) {
 		t.Fatalf("classified %s by %s", res.QueryType, res.Classifier)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/swarm"
 )
@@ -53,74 +54,13 @@ type Query struct {
 	// configured Timeouts if any, else none (each agent gets the time its
 	// device needs, and hung peers are caught by the progress watch).
 	Timeout time.Duration
-	Model   string              // Direct only: ask only peers running this model (name or CID)
-	OnAgent func(AgentResponse) // called as each agent finishes (serialized)
+	Model   string             // Direct only: ask only peers running this model (name or CID)
+	OnAgent func(answer.Agent) // called as each agent finishes (serialized)
 	// OnAgentToken receives the agents' text as they write it (serialized),
 	// for progress displays; the peer tells apart a second holder's answer
 	// after the first one failed.
 	OnAgentToken func(role, peer, text string)
 	OnToken      func(string) // the final answer's text as it is produced (serialized)
-}
-
-// AgentResponse is one agent's answer, or its failure.
-type AgentResponse struct {
-	Role      string  `json:"role"`
-	Peer      string  `json:"peer"`
-	Model     string  `json:"model"`
-	ModelCID  string  `json:"model_cid,omitempty"`
-	Content   string  `json:"content"`
-	Tokens    int     `json:"tokens"`
-	TokPerSec float64 `json:"tok_s"`
-	MS        float64 `json:"ms"`        // wall time seen by the originator
-	ServerMS  float64 `json:"server_ms"` // the agent's own time, as it reports
-	TTFTMS    float64 `json:"ttft_ms"`
-	Prompt    int     `json:"prompt_tokens"`
-	Weight    float64 `json:"weight"`
-	Thermal   string  `json:"thermal,omitempty"`
-	Battery   int     `json:"battery,omitempty"`
-	// Conn is how this peer reached the agent: "local", "direct",
-	// "punched" or "relayed" (see Originator.ConnKind).
-	Conn string `json:"conn,omitempty"`
-	// Unverified: the answer came from a peer whose claim to its role
-	// model this peer has not verified (no copy here to check it with).
-	Unverified bool `json:"unverified,omitempty"`
-	// Partial: the answer was cut off (by its deadline, or by a peer that
-	// hung mid-answer) and is used as far as it goes.
-	Partial       bool   `json:"partial,omitempty"`
-	PartialReason string `json:"partial_reason,omitempty"`
-	// Skipped are the holders of the role tried before this answer, each
-	// with why it was left ("…peer: hung: ...").
-	Skipped []string `json:"skipped,omitempty"`
-	// Draft: the answer was drafted by another model (speed mode).
-	Draft *AgentDraft `json:"draft,omitempty"`
-	Error string      `json:"error,omitempty"`
-	Err   error       `json:"-"`
-}
-
-// AgentDraft is how a speculative speed-mode answer was drafted: by which
-// peer's drafter, how many tokens it proposed, how many of them the
-// answering model accepted, in how many verify steps, and why drafting
-// did not start or stopped early ("": it did not).
-type AgentDraft struct {
-	Peer     string `json:"peer"`
-	Drafted  int    `json:"drafted"`
-	Accepted int    `json:"accepted"`
-	Rounds   int    `json:"rounds"`
-	Error    string `json:"error,omitempty"`
-}
-
-// Result is the answer and how it was reached.
-type Result struct {
-	Query           string          `json:"query"`
-	QueryType       QueryType       `json:"query_type"`
-	Classifier      string          `json:"classifier"` // spotter or rules
-	Mode            Mode            `json:"mode"`
-	AgentResponses  []AgentResponse `json:"agent_responses"`
-	FailedAgents    []AgentResponse `json:"failed_agents,omitempty"`
-	Aggregator      *AgentResponse  `json:"aggregator,omitempty"`
-	FinalAnswer     string          `json:"final_answer"`
-	TotalTimeMS     float64         `json:"total_time_ms"`
-	AgentsResponded int             `json:"agents_responded"`
 }
 
 func (o *Originator) log() *slog.Logger {
@@ -131,7 +71,7 @@ func (o *Originator) log() *slog.Logger {
 }
 
 // Ask answers q.
-func (o *Originator) Ask(ctx context.Context, q Query) (*Result, error) {
+func (o *Originator) Ask(ctx context.Context, q Query) (*answer.Result, error) {
 	if strings.TrimSpace(q.Prompt) == "" {
 		return nil, fmt.Errorf("%w: empty prompt", ErrBadRequest)
 	}
@@ -142,10 +82,10 @@ func (o *Originator) Ask(ctx context.Context, q Query) (*Result, error) {
 		return nil, err // too many messages, too much text: the caller's fault, not the agents'
 	}
 	start := time.Now()
-	res := &Result{Query: q.Prompt, Mode: q.Mode, AgentResponses: []AgentResponse{}}
+	res := &answer.Result{Query: q.Prompt, Mode: string(q.Mode), AgentResponses: []answer.Agent{}}
 	var mu sync.Mutex
 	onAgent, onAgentToken := q.OnAgent, q.OnAgentToken
-	q.OnAgent = func(a AgentResponse) {
+	q.OnAgent = func(a answer.Agent) {
 		if onAgent != nil {
 			mu.Lock()
 			onAgent(a)
@@ -175,7 +115,7 @@ func (o *Originator) Ask(ctx context.Context, q Query) (*Result, error) {
 
 // Direct asks one role (the best live peer serving it) and streams its
 // answer: the OpenAI API's model field can name a role.
-func (o *Originator) Direct(ctx context.Context, role string, q Query) (*Result, error) {
+func (o *Originator) Direct(ctx context.Context, role string, q Query) (*answer.Result, error) {
 	if !IsRole(role) {
 		return nil, fmt.Errorf("%w: unknown role %q", ErrBadRequest, role)
 	}
@@ -189,8 +129,9 @@ func (o *Originator) Direct(ctx context.Context, role string, q Query) (*Result,
 		return nil, fmt.Errorf("%w (no live peer serves %s%s%s)", ErrNoAgents, role, withModel(q.Model), o.idleHolders(role))
 	}
 	start := time.Now()
-	res := &Result{Query: q.Prompt, Mode: Mode(role), QueryType: ClassifyRules(q.Prompt), Classifier: "rules"}
-	dctx, cancel := o.deadline(ctx, q, ModeMoA, res.QueryType)
+	qt := ClassifyRules(q.Prompt)
+	res := &answer.Result{Query: q.Prompt, Mode: role, QueryType: string(qt), Classifier: "rules"}
+	dctx, cancel := o.deadline(ctx, q, ModeMoA, qt)
 	defer cancel()
 	a := o.askModel(dctx, role, q.Model, o.request(role, q, q.Prompt), func(_, t string) { emit(q.OnToken, t) }, true)
 	if q.OnAgent != nil {
@@ -203,9 +144,10 @@ func (o *Originator) Direct(ctx context.Context, role string, q Query) (*Result,
 }
 
 // mixture: classify, fan out, aggregate.
-func (o *Originator) mixture(ctx context.Context, q Query, res *Result) error {
-	res.QueryType, res.Classifier = o.classify(ctx, q.Prompt)
-	roles := Targets(res.QueryType)
+func (o *Originator) mixture(ctx context.Context, q Query, res *answer.Result) error {
+	qt, classifier := o.classify(ctx, q.Prompt)
+	res.QueryType, res.Classifier = string(qt), classifier
+	roles := Targets(qt)
 	var present []string
 	for _, r := range roles {
 		if len(o.candidates(r)) > 0 {
@@ -213,11 +155,11 @@ func (o *Originator) mixture(ctx context.Context, q Query, res *Result) error {
 		}
 	}
 	if len(present) == 0 {
-		return fmt.Errorf("%w (%s needs %s%s)", ErrNoAgents, res.QueryType, strings.Join(roles, ", "), o.idleHolders(roles...))
+		return fmt.Errorf("%w (%s needs %s%s)", ErrNoAgents, qt, strings.Join(roles, ", "), o.idleHolders(roles...))
 	}
-	fctx, cancel := o.deadline(ctx, q, ModeMoA, res.QueryType)
+	fctx, cancel := o.deadline(ctx, q, ModeMoA, qt)
 	defer cancel()
-	answers := make([]AgentResponse, len(present))
+	answers := make([]answer.Agent, len(present))
 	var wg sync.WaitGroup
 	for i, role := range present {
 		wg.Add(1)
@@ -275,8 +217,8 @@ func (o *Originator) deadline(ctx context.Context, q Query, mode Mode, qt QueryT
 
 // bestAnswer is the highest-weight non-empty answer, a complete one before
 // a partial one; an empty answer only when all are empty.
-func bestAnswer(as []AgentResponse) AgentResponse {
-	rank := func(a AgentResponse) float64 {
+func bestAnswer(as []answer.Agent) answer.Agent {
+	rank := func(a answer.Agent) float64 {
 		r := a.Weight
 		if strings.TrimSpace(a.Content) == "" {
 			r -= 1000
@@ -295,8 +237,8 @@ func bestAnswer(as []AgentResponse) AgentResponse {
 	return best
 }
 
-func nonEmpty(as []AgentResponse) []AgentResponse {
-	var out []AgentResponse
+func nonEmpty(as []answer.Agent) []answer.Agent {
+	var out []answer.Agent
 	for _, a := range as {
 		if strings.TrimSpace(a.Content) != "" {
 			out = append(out, a)
@@ -305,7 +247,7 @@ func nonEmpty(as []AgentResponse) []AgentResponse {
 	return out
 }
 
-func (o *Originator) finishSingle(res *Result, a AgentResponse) error {
+func (o *Originator) finishSingle(res *answer.Result, a answer.Agent) error {
 	if a.Error != "" {
 		res.FailedAgents = append(res.FailedAgents, a)
 		return noResponse(res.FailedAgents)
@@ -315,7 +257,7 @@ func (o *Originator) finishSingle(res *Result, a AgentResponse) error {
 	return nil
 }
 
-func noResponse(failed []AgentResponse) error {
+func noResponse(failed []answer.Agent) error {
 	e := &NoResponseError{}
 	for _, f := range failed {
 		err := f.Err
@@ -323,6 +265,8 @@ func noResponse(failed []AgentResponse) error {
 			err = errors.New(f.Error)
 		}
 		e.Failed = append(e.Failed, &AgentError{Role: f.Role, Peer: f.Peer, Err: err})
+		var te *timeoutError
+		e.TimedOut = e.TimedOut || errors.As(err, &te)
 	}
 	return e
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/answer"
 )
 
 // speed answers fast. Where a drafter and a reasoner share a tokenizer,
@@ -15,9 +17,10 @@ import (
 // decoding across two peers: the reasoner's own answer, several tokens per
 // step); otherwise the drafter answers and the best reasoner verifies or
 // corrects the text.
-func (o *Originator) speed(ctx context.Context, q Query, res *Result) error {
-	res.QueryType, res.Classifier = ClassifyRules(q.Prompt), "rules"
-	sctx, cancel := o.deadline(ctx, q, ModeSpeed, res.QueryType)
+func (o *Originator) speed(ctx context.Context, q Query, res *answer.Result) error {
+	qt := ClassifyRules(q.Prompt)
+	res.QueryType, res.Classifier = string(qt), "rules"
+	sctx, cancel := o.deadline(ctx, q, ModeSpeed, qt)
 	defer cancel()
 	hasDrafter, hasReasoner := len(o.candidates(Drafter)) > 0, len(o.candidates(Reasoner)) > 0
 	if !hasDrafter && !hasReasoner {
@@ -94,7 +97,7 @@ func (o *Originator) draftPair() (candidate, []candidate) {
 // speculativeSpeed has a reasoner answer, drafted by the drafter dc. The
 // reasoner checks the tokenizer again and answers plainly when the
 // drafter fails or lies; if the reasoners fail, the drafter answers alone.
-func (o *Originator) speculativeSpeed(ctx context.Context, q Query, res *Result, dc candidate, reasoners []candidate) error {
+func (o *Originator) speculativeSpeed(ctx context.Context, q Query, res *answer.Result, dc candidate, reasoners []candidate) error {
 	req := o.request(Reasoner, q, q.Prompt)
 	req.Draft = &DraftPeer{Peer: dc.peer.ID.String()}
 	if o.Host != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
 )
@@ -118,7 +119,7 @@ func synthOther(t *testing.T, arch string, seed uint64) string {
 // answered once: the draft opens beside the answer, which never waits for
 // it, and on a loaded machine a short answer may end first, showing
 // neither rounds nor an error.
-func askDrafted(t *testing.T, o *Originator, q Query) (*Result, string) {
+func askDrafted(t *testing.T, o *Originator, q Query) (*answer.Result, string) {
 	t.Helper()
 	for i := 0; ; i++ {
 		var streamed strings.Builder
@@ -217,7 +218,7 @@ func TestSpeculativeSpeedModeLiars(t *testing.T) {
 				want = plainReasoner(t, o, reasoner, q)
 			}
 			connect(t, reasoner, l)
-			ask := func() (AgentResponse, time.Duration) {
+			ask := func() (answer.Agent, time.Duration) {
 				start := time.Now()
 				res, err := o.Ask(t.Context(), q)
 				if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/node"
 )
 
@@ -18,7 +19,7 @@ import (
 // implementation comes back to Go as that error instead of staying
 // pending on a thread the Go runtime attached (Android's CheckJNI aborts
 // the app on the next JNI call). An error from OnToken or OnEvent cancels
-// the request, which then ends with OnError(499, "handler_error", ...);
+// the request, which then ends with OnError("handler_error", ...);
 // one from OnDone or OnError is dropped: the request has ended.
 type AskHandler interface {
 	// OnToken is a piece of the final answer as it is written; the pieces,
@@ -32,10 +33,12 @@ type AskHandler interface {
 	// OnDone is the result, as POST /v1/swarm/query answers: for MoA and
 	// role modes {"final_answer", "agent_responses", ...}.
 	OnDone(resultJSON string) error
-	// OnError ends a request that failed, with the status and type the
-	// local API would answer it with: 499 cancelled (Cancel or Stop), 503
-	// no_agents, 429 busy, 504 no_response, 400 invalid_request_error, ...
-	OnError(status int, kind, message string) error
+	// OnError ends a request that failed, with the kind of failure (the
+	// error type the local API would answer it with): "cancelled" (Cancel
+	// or Stop), "no_agents", "busy", "no_response", "timeout",
+	// "invalid_request_error", ... (answer.Kind), or "handler_error" (the
+	// handler failed).
+	OnError(kind, message string) error
 }
 
 // Request is a running Ask, made by Ask (a Request made otherwise, as
@@ -46,7 +49,7 @@ type Request struct {
 }
 
 // Cancel stops the request: generation stops, and the handler gets
-// OnError(499, "cancelled", ...) unless the request had already ended.
+// OnError("cancelled", ...) unless the request had already ended.
 // It may be called any number of times, from any thread.
 func (r *Request) Cancel() {
 	if r.cancel != nil {
@@ -94,19 +97,19 @@ func (m *Node) Ask(requestJSON string, h AskHandler) (*Request, error) {
 		defer cancel()
 		res, err := m.n.Query(ctx, req, q.event)
 		if err != nil {
-			status, kind := node.ErrorKind(err)
+			kind := answer.KindOf(err)
 			if ctx.Err() != nil {
 				// Cancel or Stop: the caller's doing, whatever the
 				// strategy made of the agents it lost to it (moa
 				// reports them as not answering).
-				status, kind = 499, "cancelled"
+				kind = answer.Cancelled
 			}
-			q.end(item{status: status, name: kind, text: err.Error()})
+			q.end(item{name: string(kind), text: err.Error(), failed: true})
 			return
 		}
 		b, err := json.Marshal(res.Result)
 		if err != nil {
-			q.end(item{status: 500, name: "internal_error", text: "mobile: encoding the result: " + err.Error()})
+			q.end(item{name: string(answer.Internal), text: "mobile: encoding the result: " + err.Error(), failed: true})
 			return
 		}
 		q.end(item{name: "done", text: string(b)})
@@ -118,7 +121,7 @@ func (m *Node) Ask(requestJSON string, h AskHandler) (*Request, error) {
 type item struct {
 	name   string // event name; "token"; at the end "done" or the error kind
 	text   string // the token, the event's JSON, the result or the message
-	status int    // at the end: the error's status; 0 for done
+	failed bool   // at the end: the request failed (name is the kind)
 	end    bool
 }
 
@@ -208,10 +211,10 @@ func (q *queue) deliver() {
 func (q *queue) finish(it item) {
 	switch {
 	case q.failed != nil:
-		_ = q.h.OnError(499, "handler_error", "mobile: the handler failed: "+q.failed.Error())
-	case it.status == 0:
+		_ = q.h.OnError("handler_error", "mobile: the handler failed: "+q.failed.Error())
+	case !it.failed:
 		_ = q.h.OnDone(it.text)
 	default:
-		_ = q.h.OnError(it.status, it.name, it.text)
+		_ = q.h.OnError(it.name, it.text)
 	}
 }

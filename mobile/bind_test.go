@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/nodetest"
 	"github.com/llmswarm/llmswarm/node/client"
 )
@@ -238,7 +239,7 @@ func seesBattery(t *testing.T, role *nodetest.Peer, id string, pct int) {
 // log reached the Java logger.
 func checkJavaOutput(t *testing.T, out string) {
 	t.Helper()
-	var res client.QueryResult
+	var res answer.Result
 	if err := json.Unmarshal(readFile(t, filepath.Join(out, "result.json")), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func checkObjCHeader(t *testing.T, path string) {
 		"- (BOOL)onToken:(NSString* _Nullable)text error:(NSError* _Nullable* _Nullable)error;",
 		"- (BOOL)onEvent:(NSString* _Nullable)name json:(NSString* _Nullable)json error:(NSError* _Nullable* _Nullable)error;",
 		"- (BOOL)onDone:(NSString* _Nullable)resultJSON error:(NSError* _Nullable* _Nullable)error;",
-		"- (BOOL)onError:(long)status kind:(NSString* _Nullable)kind message:(NSString* _Nullable)message error:(NSError* _Nullable* _Nullable)error;",
+		"- (BOOL)onError:(NSString* _Nullable)kind message:(NSString* _Nullable)message error:(NSError* _Nullable* _Nullable)error;",
 		"@protocol MobileLogger <NSObject>",
 		"- (BOOL)log:(NSString* _Nullable)level line:(NSString* _Nullable)line error:(NSError* _Nullable* _Nullable)error;",
 	} {

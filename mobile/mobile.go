@@ -93,8 +93,8 @@ func phoneConfig(configJSON, dataDir string) (node.Config, error) {
 	return cfg, nil
 }
 
-// Stop stops the peer: requests still running end with OnError (499
-// cancelled), then the peer leaves the swarm. It is idempotent: a call
+// Stop stops the peer: requests still running end with OnError
+// ("cancelled"), then the peer leaves the swarm. It is idempotent: a call
 // while another is stopping the peer returns once it has (with its
 // error), so a new Start on the same data dir finds it free. It does not
 // wait for handlers to return, so a handler may call it.

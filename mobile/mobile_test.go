@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/internal/nettest"
 	"github.com/llmswarm/llmswarm/internal/nodetest"
@@ -130,7 +131,6 @@ type recorder struct {
 	tokens  []string
 	events  map[string]int
 	result  string
-	status  int
 	kind    string
 	message string
 	ends    int
@@ -190,11 +190,11 @@ func (r *recorder) OnDone(result string) error {
 	return errors.New("an error after the end goes nowhere")
 }
 
-func (r *recorder) OnError(status int, kind, message string) error {
+func (r *recorder) OnError(kind, message string) error {
 	r.enter()
 	defer r.leave()
 	r.mu.Lock()
-	r.status, r.kind, r.message, r.ends = status, kind, message, r.ends+1
+	r.kind, r.message, r.ends = kind, message, r.ends+1
 	r.mu.Unlock()
 	return errors.New("an error after the end goes nowhere")
 }
@@ -215,9 +215,9 @@ func TestAskStreams(t *testing.T) {
 	req.WaitDone()
 	req.Cancel() // after the end: nothing happens
 	if rec.ends != 1 || rec.result == "" {
-		t.Fatalf("ends %d, error %d %s %s", rec.ends, rec.status, rec.kind, rec.message)
+		t.Fatalf("ends %d, error %s %s", rec.ends, rec.kind, rec.message)
 	}
-	var res client.QueryResult
+	var res answer.Result
 	if err := json.Unmarshal([]byte(rec.result), &res); err != nil {
 		t.Fatalf("result %s: %v", rec.result, err)
 	}
@@ -276,7 +276,7 @@ func TestAskStreams(t *testing.T) {
 	}
 }
 
-// TestCancelAndStop: Cancel ends a request with 499 cancelled; Stop,
+// TestCancelAndStop: Cancel ends a request as cancelled; Stop,
 // called from inside a handler, ends the requests still running and
 // leaves every method saying the node is stopped.
 func TestCancelAndStop(t *testing.T) {
@@ -295,8 +295,8 @@ func TestCancelAndStop(t *testing.T) {
 	}
 	close(ready)
 	req.WaitDone()
-	if rec.ends != 1 || rec.status != 499 || rec.kind != "cancelled" || len(rec.tokens) == 0 || len(rec.tokens) >= 400 {
-		t.Fatalf("cancelled: ends %d, %d %s %q, %d tokens", rec.ends, rec.status, rec.kind, rec.message, len(rec.tokens))
+	if rec.ends != 1 || rec.kind != "cancelled" || len(rec.tokens) == 0 || len(rec.tokens) >= 400 {
+		t.Fatalf("cancelled: ends %d, %s %q, %d tokens", rec.ends, rec.kind, rec.message, len(rec.tokens))
 	}
 
 	stopped := make(chan error, 1)
@@ -311,8 +311,8 @@ func TestCancelAndStop(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	if rec2.ends != 1 || rec2.status != 499 {
-		t.Fatalf("stopped mid-answer: ends %d, %d %s %q", rec2.ends, rec2.status, rec2.kind, rec2.message)
+	if rec2.ends != 1 || rec2.kind != "cancelled" {
+		t.Fatalf("stopped mid-answer: ends %d, %s %q", rec2.ends, rec2.kind, rec2.message)
 	}
 	if err := phone.Stop(); err != nil {
 		t.Fatalf("second Stop: %v", err)
@@ -330,7 +330,7 @@ func TestCancelAndStop(t *testing.T) {
 
 // TestHandlerError: a handler whose OnToken fails (a Java exception, come
 // back as an error) cancels its request, is called no more but for the
-// end, OnError(499, "handler_error"), and the node goes on.
+// end, OnError("handler_error", ...), and the node goes on.
 func TestHandlerError(t *testing.T) {
 	role := rolePeer(t)
 	phone := startPhone(t, phoneJSON(t, role.Addr(t)), nil)
@@ -342,8 +342,8 @@ func TestHandlerError(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.WaitDone()
-	if rec.ends != 1 || len(rec.tokens) != 1 || rec.status != 499 || rec.kind != "handler_error" || !strings.Contains(rec.message, "boom") {
-		t.Fatalf("ends %d, %d tokens, %d %s %q", rec.ends, len(rec.tokens), rec.status, rec.kind, rec.message)
+	if rec.ends != 1 || len(rec.tokens) != 1 || rec.kind != "handler_error" || !strings.Contains(rec.message, "boom") {
+		t.Fatalf("ends %d, %d tokens, %s %q", rec.ends, len(rec.tokens), rec.kind, rec.message)
 	}
 	ok := newRecorder(t)
 	req, err = phone.Ask(`{"query":"Tell me a story.","mode":"reasoner","max_tokens":8,"temperature":0}`, ok)
@@ -352,7 +352,7 @@ func TestHandlerError(t *testing.T) {
 	}
 	req.WaitDone()
 	if ok.ends != 1 || ok.result == "" {
-		t.Fatalf("the next request: ends %d, %d %s %q", ok.ends, ok.status, ok.kind, ok.message)
+		t.Fatalf("the next request: ends %d, %s %q", ok.ends, ok.kind, ok.message)
 	}
 }
 
@@ -422,24 +422,23 @@ func TestBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || r != nil {
 			t.Errorf("Ask(%s): %v, want an error with %q", tc.req, err, tc.want)
 		}
-		status, kind := node.ErrorKind(err)
-		if status != 400 || kind != "invalid_request_error" {
-			t.Errorf("Ask(%s): error kind %d %s, want 400 invalid_request_error", tc.req, status, kind)
+		if kind := answer.KindOf(err); kind != answer.BadRequest {
+			t.Errorf("Ask(%s): error kind %s, want invalid_request_error", tc.req, kind)
 		}
 	}
 	if _, err := phone.Ask(`{"query":"hi"}`, nil); err == nil {
 		t.Error("Ask with no handler accepted")
 	}
 
-	// A query no peer can answer ends in OnError with the API's status.
+	// A query no peer can answer ends in OnError with the API's error type.
 	rec := newRecorder(t)
 	r, err := phone.Ask(`{"query":"hi","mode":"critic"}`, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.WaitDone()
-	if rec.ends != 1 || rec.status != 503 || rec.kind != "no_agents" || rec.message == "" {
-		t.Fatalf("no critic in the swarm: ends %d, %d %s %q", rec.ends, rec.status, rec.kind, rec.message)
+	if rec.ends != 1 || rec.kind != "no_agents" || rec.message == "" {
+		t.Fatalf("no critic in the swarm: ends %d, %s %q", rec.ends, rec.kind, rec.message)
 	}
 }
 

@@ -3,12 +3,11 @@ package node
 import (
 	"context"
 	"errors"
-	"maps"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/pipeline"
@@ -28,7 +27,7 @@ func (n *Node) ask(ctx context.Context, spec querySpec) (out *outcome, err error
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cut := &stopCutter{stops: stops, emit: spec.onToken, cancel: cancel}
+	cut := newStopCutter(stops, spec.onToken, cancel)
 	spec.onToken = cut.add
 	out, err = n.answer(ctx, spec)
 	if text, pieces, hit := cut.result(); hit {
@@ -45,7 +44,7 @@ func (n *Node) ask(ctx context.Context, spec querySpec) (out *outcome, err error
 		return nil, contextFull(err)
 	}
 	cut.flush()
-	if i, ok := firstStop(out.final, stops); ok { // a fallback answer not streamed as it was made
+	if i, ok := engine.FirstStop(out.final, stops); ok { // a fallback answer not streamed as it was made
 		out.final, out.finish = out.final[:i], "stop"
 	}
 	return out, nil
@@ -54,25 +53,18 @@ func (n *Node) ask(ctx context.Context, spec querySpec) (out *outcome, err error
 // stoppedResult is the query body of an answer a stop string ended: the
 // strategy's, when the cancellation left it one, with the final answer cut
 // before the stop string; else the answer alone.
-func stoppedResult(spec querySpec, out *outcome, text string, took time.Duration) any {
-	if out != nil {
-		switch r := out.result.(type) {
-		case *moa.Result:
-			cp := *r
-			cp.FinalAnswer = text
-			return &cp
-		case map[string]any:
-			cp := maps.Clone(r)
-			cp["final_answer"] = text
-			return cp
-		}
+func stoppedResult(spec querySpec, out *outcome, text string, took time.Duration) *answer.Result {
+	if out != nil && out.result != nil {
+		cp := *out.result
+		cp.FinalAnswer = text
+		return &cp
 	}
 	mode := spec.mode
 	if mode == "" {
 		mode = "auto"
 	}
-	return map[string]any{"query": spec.prompt, "mode": mode, "final_answer": text, "stopped": true,
-		"total_time_ms": float64(took.Microseconds()) / 1000, "agents_responded": 0, "agent_responses": []any{}}
+	return &answer.Result{Query: spec.prompt, Mode: mode, FinalAnswer: text, Stopped: true,
+		TotalTimeMS: float64(took.Microseconds()) / 1000, AgentResponses: []answer.Agent{}}
 }
 
 // contextFull turns a prompt too long for the model into a 400.
@@ -95,50 +87,47 @@ func contextFull(err error) error {
 	if !full {
 		return err
 	}
-	return &errHTTP{http.StatusBadRequest, "context_length_exceeded", errFmt("the prompt does not fit the model's context: %w", err)}
+	return answer.Errorf(answer.ContextFull, "the prompt does not fit the model's context: %w", err)
 }
 
 // stopCutter passes streamed text on until the first stop string, which it
 // and everything after it never reach the caller. Text that could be the
-// start of a stop string is held back until the next piece decides.
+// start of a stop string is held back until the next piece decides
+// (engine.Stopper).
 type stopCutter struct {
-	stops  []string
 	emit   func(string) // may be nil
 	cancel func()
 
-	mu      sync.Mutex
-	pending string // held back: a prefix of some stop string
-	text    strings.Builder
-	pieces  int
-	hit     bool
+	mu     sync.Mutex
+	st     engine.Stopper
+	text   strings.Builder
+	pieces int
+}
+
+func newStopCutter(stops []string, emit func(string), cancel func()) *stopCutter {
+	return &stopCutter{emit: emit, cancel: cancel, st: engine.Stopper{Stops: stops}}
 }
 
 func (c *stopCutter) add(piece string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.hit {
+	if c.st.Hit() {
 		return
 	}
 	c.pieces++
-	buf := c.pending + piece
-	if i, ok := firstStop(buf, c.stops); ok {
-		c.hit, c.pending = true, ""
-		c.out(buf[:i])
+	out, hit := c.st.Add(piece)
+	c.out(out)
+	if hit {
 		c.cancel()
-		return
 	}
-	keep := heldBack(buf, c.stops)
-	c.pending = buf[len(buf)-keep:]
-	c.out(buf[:len(buf)-keep])
 }
 
 // flush passes on what was held back: the generation ended without a stop.
 func (c *stopCutter) flush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.hit {
-		c.out(c.pending)
-		c.pending = ""
+	if !c.st.Hit() {
+		c.out(c.st.Flush(""))
 	}
 }
 
@@ -157,33 +146,5 @@ func (c *stopCutter) out(s string) {
 func (c *stopCutter) result() (string, int, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.text.String(), c.pieces, c.hit
-}
-
-// firstStop is the index of the earliest stop string in s.
-func firstStop(s string, stops []string) (int, bool) {
-	best := -1
-	for _, st := range stops {
-		if i := strings.Index(s, st); i >= 0 && (best < 0 || i < best) {
-			best = i
-		}
-	}
-	return best, best >= 0
-}
-
-// heldBack is the length of the longest suffix of s that is a proper
-// prefix of a stop string: text that a later piece could complete.
-func heldBack(s string, stops []string) int {
-	longest := 0
-	for _, st := range stops {
-		longest = max(longest, len(st))
-	}
-	for i := max(0, len(s)-longest+1); i < len(s); i++ {
-		for _, st := range stops {
-			if strings.HasPrefix(st, s[i:]) {
-				return len(s) - i
-			}
-		}
-	}
-	return 0
+	return c.text.String(), c.pieces, c.st.Hit()
 }

@@ -30,14 +30,14 @@ func TestStopCutter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var streamed strings.Builder
 			cancelled := false
-			c := &stopCutter{stops: tc.stops, emit: func(s string) {
+			c := newStopCutter(tc.stops, func(s string) {
 				streamed.WriteString(s)
 				for _, st := range tc.stops {
 					if strings.Contains(streamed.String(), st) {
 						t.Fatalf("stop %q reached the caller: %q", st, streamed.String())
 					}
 				}
-			}, cancel: func() { cancelled = true }}
+			}, func() { cancelled = true })
 			for _, p := range tc.pieces {
 				c.add(p)
 			}

@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/nodetest"
 	"github.com/llmswarm/llmswarm/node"
 	"github.com/llmswarm/llmswarm/node/client"
@@ -23,19 +23,6 @@ func q8Model(t *testing.T) string { return nodetest.TinyModel(t, "q8_0") }
 
 // tinyModelOf is the tiny synthetic qwen3 in typ.
 func tinyModelOf(t *testing.T, typ string) string { return nodetest.TinyModel(t, typ) }
-
-type routed struct {
-	Pipeline struct {
-		Hops []struct {
-			Peer string `json:"peer"`
-		} `json:"hops"`
-		Reroutes []struct {
-			Failed string `json:"failed_peer"`
-			Reason string `json:"reason"`
-		} `json:"reroutes"`
-		Done string `json:"done"`
-	} `json:"pipeline"`
-}
 
 // TestBMCRoutingObeys: a pipeline never routes through a peer the
 // authoritative BMC table declares dead, though gossip shows it alive; and
@@ -60,18 +47,17 @@ func TestBMCRoutingObeys(t *testing.T) {
 	nodetest.Eventually(t, 10*time.Second, "origin sees every stage", func() bool { return nodetest.SeesShards(origin, all...) })
 
 	c := client.New(origin.APIAddr(), "")
-	ask := func(maxTokens int, onEvent func(client.Event)) routed {
+	ask := func(maxTokens int, onEvent func(client.Event)) *answer.Result {
 		t.Helper()
 		res, err := c.Query(t.Context(), client.QueryRequest{Query: "Tell me about the swarm.", Mode: "pipeline",
 			MaxTokens: maxTokens, Stream: onEvent != nil}, onEvent)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r routed
-		if err := json.Unmarshal(res.Pipeline, &r.Pipeline); err != nil {
-			t.Fatal(err)
+		if res.Pipeline == nil {
+			t.Fatalf("pipeline answer without its pipeline: %+v", res)
 		}
-		return r
+		return res
 	}
 	used := ask(4, nil).Pipeline.Hops[1].Peer
 	other := spare.ID()
@@ -121,14 +107,7 @@ func TestBMCRoutingObeys(t *testing.T) {
 	started := false
 	res := ask(3000, func(ev client.Event) {
 		if ev.Type == "trace" && !started {
-			var tr struct {
-				Kind  string `json:"kind"`
-				Route []struct {
-					Peer string `json:"peer"`
-				} `json:"route"`
-			}
-			json.Unmarshal(ev.Raw, &tr)
-			if tr.Kind == "route" {
+			if tr := ev.Trace; tr.Kind == "route" {
 				started = true
 				running = tr.Route[1].Peer
 				id, _ := peer.Decode(running)

@@ -2,24 +2,24 @@ package node
 
 import (
 	"errors"
-	"net/http"
 	"sort"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/bmc/authority"
 	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // BMC is what GET /v1/swarm/bmc answers: the authoritative table, its
 // signer and age, and the BMC peers this peer listens to. Without a BMC
-// configured it is an error whose ErrorKind is 404 not_found.
+// configured it is an answer.NotFound error.
 func (n *Node) BMC() (client.BMC, error) {
 	n.mu.Lock()
 	s := n.bmc
 	n.mu.Unlock()
 	if s == nil {
-		return client.BMC{}, &errHTTP{http.StatusNotFound, "not_found",
-			errors.New("no BMC configured on this peer: set bmc_peers (--bmc-peer) to accept BMC tables, or bmc_serial (--bmc-serial) to be a bridge")}
+		return client.BMC{}, answer.Wrap(answer.NotFound,
+			errors.New("no BMC configured on this peer: set bmc_peers (--bmc-peer) to accept BMC tables, or bmc_serial (--bmc-serial) to be a bridge"))
 	}
 	now := time.Now()
 	return bmcOut(s.Snapshot(now), now), nil

@@ -24,7 +24,7 @@ func ParseConfig(b []byte) (Config, error) {
 // ParseQuery decodes and checks a query as POST /v1/swarm/query does,
 // with the same errors: an unknown field, a field of the wrong type, an
 // empty query or a value out of range is an error that names it, whose
-// ErrorKind is 400 invalid_request_error.
+// kind is answer.BadRequest.
 func ParseQuery(b []byte) (client.QueryRequest, error) {
 	var req client.QueryRequest
 	if err := wire.DecodeRequest(b, &req); err != nil {

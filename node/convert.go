@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
-	"github.com/llmswarm/llmswarm/moa"
 
 	"github.com/libp2p/go-libp2p/core/host"
 
@@ -54,13 +53,4 @@ func queueOut(q engine.QueueStats) client.Queue {
 		out.MeanWaitMS = float64(q.WaitTime.Microseconds()) / 1000 / float64(q.Waited)
 	}
 	return out
-}
-
-// agentOut is an agent's answer as the API reports it.
-func agentOut(a moa.AgentResponse) client.AgentResponse {
-	return client.AgentResponse{Role: a.Role, Peer: a.Peer, Model: a.Model, ModelCID: a.ModelCID, Content: a.Content,
-		Tokens: a.Tokens, TokPerSec: a.TokPerSec, MS: a.MS, ServerMS: a.ServerMS, TTFTMS: a.TTFTMS, Prompt: a.Prompt,
-		Weight: a.Weight, Thermal: a.Thermal, Battery: a.Battery, Conn: a.Conn, Unverified: a.Unverified,
-		Partial: a.Partial, PartialReason: a.PartialReason, Skipped: a.Skipped, Draft: (*client.AgentDraft)(a.Draft),
-		Error: a.Error}
 }

@@ -1,13 +1,13 @@
 package node_test
 
 import (
-	"encoding/json"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/nodetest"
 	"github.com/llmswarm/llmswarm/node"
 	"github.com/llmswarm/llmswarm/node/client"
@@ -43,25 +43,18 @@ func TestSpeculativeQuery(t *testing.T) {
 		return nodetest.SeesShards(origin, []peer.ID{a.ID(), b.ID()}...)
 	})
 	c := client.New(origin.APIAddr(), "")
-	type result struct {
-		Tokens        []int32 `json:"tokens"`
-		Drafted       int     `json:"drafted"`
-		DraftAccepted int     `json:"draft_accepted"`
-		DraftRounds   int     `json:"draft_rounds"`
-	}
 	zero := float32(0)
-	ask := func(speculate *bool) result {
+	ask := func(speculate *bool) *answer.Pipeline {
 		t.Helper()
 		res, err := c.Query(t.Context(), client.QueryRequest{Query: "Tell me about the swarm.", Mode: "pipeline",
 			MaxTokens: 24, Temperature: &zero, Speculate: speculate}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r result
-		if err := json.Unmarshal(res.Pipeline, &r); err != nil {
-			t.Fatal(err)
+		if res.Pipeline == nil {
+			t.Fatalf("pipeline answer without its pipeline: %+v", res)
 		}
-		return r
+		return res.Pipeline
 	}
 	off := false
 	plain, spec := ask(&off), ask(nil)
@@ -117,13 +110,9 @@ func TestSpeculativeQueryFromSwarm(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r struct {
-			Tokens      []int32 `json:"tokens"`
-			Drafted     int     `json:"drafted"`
-			DraftRounds int     `json:"draft_rounds"`
-		}
-		if err := json.Unmarshal(res.Pipeline, &r); err != nil {
-			t.Fatal(err)
+		r := res.Pipeline
+		if r == nil {
+			t.Fatalf("pipeline answer without its pipeline: %+v", res)
 		}
 		return r.Tokens, r.Drafted, r.DraftRounds
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 
-	"github.com/llmswarm/llmswarm/moa"
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/nat"
 	"github.com/llmswarm/llmswarm/node/client"
 )
@@ -18,8 +18,8 @@ import (
 // implementation behind both.
 
 // ErrNotRunning is returned by the methods below before Start or after
-// Close.
-var ErrNotRunning = errors.New("peer is not running")
+// Close: an answer.Unavailable failure.
+var ErrNotRunning error = &answer.Error{Kind: answer.Unavailable, Err: errors.New("peer is not running")}
 
 // ID describes this peer (GET /v1/swarm/id).
 func (n *Node) ID() (client.ID, error) {
@@ -90,9 +90,8 @@ func (n *Node) Status() (client.Status, error) {
 
 // Answer is a query's answer.
 type Answer struct {
-	// Result is the body POST /v1/swarm/query answers with: a *moa.Result,
-	// or the pipeline's result; both encode as JSON.
-	Result any
+	// Result is the body POST /v1/swarm/query answers with.
+	Result *answer.Result
 	// Text is the final answer, cut before the first stop string.
 	Text string
 	// PromptTokens and CompletionTokens are the final answer's model's
@@ -105,9 +104,9 @@ type Answer struct {
 
 // Query answers req as POST /v1/swarm/query does. on, when not nil, sees
 // what a streaming call sends as it happens, by event name: "agent" (a
-// client.AgentResponse), "agent_token" (client.AgentToken), "token" (the
-// text, a string) and the traces ("route", "hop", ...). Cancelling ctx
-// stops the generation. An error's HTTP status and type are ErrorKind's.
+// answer.Agent), "agent_token" (client.AgentToken), "token" (the text, a
+// string) and "trace" (answer.Trace, a pipeline's progress). Cancelling ctx
+// stops the generation. An error says its kind (answer.KindOf).
 func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event string, v any)) (*Answer, error) {
 	if n.Swarm() == nil {
 		return nil, ErrNotRunning
@@ -120,7 +119,7 @@ func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event
 		return nil, err
 	}
 	if on != nil {
-		spec.onAgent = func(ar moa.AgentResponse) { on("agent", agentOut(ar)) }
+		spec.onAgent = func(a answer.Agent) { on("agent", a) }
 		spec.onToken = func(t string) { on("token", t) }
 		spec.onAgentToken = func(role, peer, text string) {
 			on("agent_token", client.AgentToken{Role: role, Peer: peer, Text: text})
@@ -133,15 +132,6 @@ func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event
 	}
 	return &Answer{Result: out.result, Text: out.final, PromptTokens: out.promptToks,
 		CompletionTokens: out.genToks, Finish: out.finish}, nil
-}
-
-// ErrorKind is the HTTP status and error type the local API answers err
-// with (e.g. 400 invalid_request_error, 429 busy, 503 no_agents).
-func ErrorKind(err error) (status int, typ string) {
-	if errors.Is(err, ErrNotRunning) {
-		return 503, "unavailable"
-	}
-	return statusOf(err)
 }
 
 // APIToken is the bearer token the local API requires (config api_token;

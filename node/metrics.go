@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmswarm/llmswarm/answer"
 )
 
 // metrics are this peer's Prometheus metrics (GET /metrics): counters the
@@ -52,7 +54,7 @@ func (m *metrics) answered(mode string, out *outcome, err error, took time.Durat
 	}
 	outcome := "ok"
 	if err != nil {
-		_, outcome = ErrorKind(err)
+		outcome = string(answer.KindOf(err))
 	}
 	m.requests.WithLabelValues(mode, outcome).Inc()
 	m.seconds.WithLabelValues(mode).Observe(took.Seconds())

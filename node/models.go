@@ -1,9 +1,7 @@
 package node
 
 import (
-	"fmt"
-	"net/http"
-
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/node/client"
 )
@@ -18,7 +16,7 @@ const (
 // ResolveModel maps a model name (the OpenAI API's model field) to a
 // query mode and model: swarm, swarm-moa, swarm-speed, a role name, or the
 // name or CID of a model some live peer serves as a role or in layers. An
-// unknown name's ErrorKind is 404 model_not_found.
+// unknown name is an answer.ModelNotFound error.
 func (n *Node) ResolveModel(name string) (mode, model string, err error) {
 	switch name {
 	case "", ModelAuto:
@@ -53,8 +51,7 @@ func (n *Node) ResolveModel(name string) (mode, model string, err error) {
 			}
 		}
 	}
-	return "", "", &errHTTP{http.StatusNotFound, "model_not_found",
-		fmt.Errorf("model %q not found: use swarm, swarm-moa, swarm-speed, a role name, or a model listed by GET /v1/models (role models and pipeline models)", name)}
+	return "", "", answer.Errorf(answer.ModelNotFound, "model %q not found: use swarm, swarm-moa, swarm-speed, a role name, or a model listed by GET /v1/models (role models and pipeline models)", name)
 }
 
 // Models is what GET /v1/models lists: the swarm modes, every role served

@@ -3,14 +3,13 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
 	"slices"
 	"sort"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/node/client"
@@ -24,7 +23,7 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 	o := n.pipeOrig
 	n.mu.Unlock()
 	if o == nil {
-		return nil, &errHTTP{http.StatusServiceUnavailable, "unavailable", errors.New("peer is shutting down")}
+		return nil, answer.Wrap(answer.Unavailable, errors.New("peer is shutting down"))
 	}
 	var msgs []engine.Message
 	for _, m := range q.history {
@@ -43,7 +42,7 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 		req.Speculate = *q.speculate
 	}
 	if q.onTrace != nil {
-		req.OnTrace = func(ev pipeline.TraceEvent) { q.onTrace("trace", ev) }
+		req.OnTrace = func(ev answer.Trace) { q.onTrace("trace", ev) }
 	}
 	if q.timeout > 0 {
 		var cancel context.CancelFunc
@@ -55,13 +54,13 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 		var gap *pipeline.GapError
 		switch {
 		case errors.As(err, &gap), errors.Is(err, pipeline.ErrNoModel):
-			return nil, &errHTTP{http.StatusServiceUnavailable, "no_route", err}
+			return nil, answer.Wrap(answer.NoRoute, err)
 		case errors.Is(err, context.DeadlineExceeded):
-			return nil, &errHTTP{http.StatusGatewayTimeout, "timeout", fmt.Errorf("pipeline: no answer within %s: %w", q.timeout, err)}
+			return nil, answer.Errorf(answer.Timeout, "pipeline: no answer within %s: %w", q.timeout, err)
 		case errors.Is(err, context.Canceled):
-			return nil, &errHTTP{499, "cancelled", err}
+			return nil, answer.Wrap(answer.Cancelled, err)
 		}
-		return nil, &errHTTP{http.StatusBadGateway, "pipeline_failed", err}
+		return nil, answer.Wrap(answer.PipelineFailed, err)
 	}
 	if m := n.metrics; m != nil {
 		m.failovers.Add(float64(len(res.Reroutes)))
@@ -72,11 +71,14 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 	if res.Done == "length" {
 		out.finish = "length"
 	}
-	out.result = map[string]any{
-		"query": q.prompt, "mode": "pipeline", "final_answer": res.Text, "total_time_ms": res.TotalMS,
-		"agents_responded": 0, "agent_responses": []any{}, "pipeline": res,
-	}
+	out.result = pipelineResult(q.prompt, res)
 	return out, nil
+}
+
+// pipelineResult is the query body of a pipeline generation.
+func pipelineResult(prompt string, res *answer.Pipeline) *answer.Result {
+	return &answer.Result{Query: prompt, Mode: "pipeline", FinalAnswer: res.Text, TotalTimeMS: res.TotalMS,
+		AgentResponses: []answer.Agent{}, Pipeline: res}
 }
 
 // hasPipelineModel reports whether some live peer announces shards.
@@ -151,7 +153,7 @@ func (n *Node) Shards() (client.Shards, error) {
 
 // Plan is what GET /v1/swarm/plan?model=NAME|CID answers: the placement
 // the partitioner recommends over the live peers. An unknown model's
-// ErrorKind is 404 model_not_found; no possible placement is 409 no_plan.
+// kind is answer.ModelNotFound; no possible placement is answer.NoPlan.
 // The model's shape, its head and embedding included, comes from its
 // manifest when it has one (fetched from a holder as a generation does).
 func (n *Node) Plan(model string) (client.Plan, error) {
@@ -167,12 +169,12 @@ func (n *Node) Plan(model string) (client.Plan, error) {
 	}
 	ref, holders, err := o.Resolve(model)
 	if err != nil {
-		return client.Plan{}, &errHTTP{http.StatusNotFound, "model_not_found", err}
+		return client.Plan{}, answer.Wrap(answer.ModelNotFound, err)
 	}
 	devs, shape := planInputs(s, h, n.excluded, ref, holders)
 	p, err := pipeline.Partition(devs, shape)
 	if err != nil {
-		return client.Plan{}, &errHTTP{http.StatusConflict, "no_plan", err}
+		return client.Plan{}, answer.Wrap(answer.NoPlan, err)
 	}
 	out := client.Plan{ModelCID: ref.CID, Name: ref.Name, Layers: ref.Layers, LayerBytes: shape.LayerBytes,
 		HeadLayers: shape.Ends.Head, EmbedLayers: shape.Ends.Embed, HeadBytes: shape.HeadBytes, EmbedBytes: shape.EmbedBytes,

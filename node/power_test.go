@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -80,9 +79,9 @@ func TestLowBatteryPeerGetsNoNewWork(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rt routed
-		if err := json.Unmarshal(res.Pipeline, &rt.Pipeline); err != nil {
-			t.Fatal(err)
+		rt := res
+		if rt.Pipeline == nil {
+			t.Fatalf("pipeline answer without its pipeline: %+v", rt)
 		}
 		for _, h := range rt.Pipeline.Hops {
 			if h.Peer == phone.ID().String() {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/node/client"
 	"github.com/llmswarm/llmswarm/shards"
 )
@@ -94,9 +94,8 @@ func (n *Node) pull(ctx context.Context, st *shards.Store, hub *shards.Hub, ref 
 			have = st.Size()
 		}
 		if free, ok := shards.DiskFree(dir); ok && f.Size-have+diskMargin > free {
-			return out, &errHTTP{http.StatusInsufficientStorage, "insufficient_storage",
-				fmt.Errorf("%s is %s; %s has %s free (a pull leaves %s): free some space or move data_dir",
-					f.Path, ByteSize(f.Size), dir, ByteSize(free), ByteSize(diskMargin))}
+			return out, answer.Errorf(answer.NoStorage, "%s is %s; %s has %s free (a pull leaves %s): free some space or move data_dir",
+				f.Path, ByteSize(f.Size), dir, ByteSize(free), ByteSize(diskMargin))
 		}
 		t.update("download", have, f.Size)
 		err := hub.Download(ctx, ref, f, dst, func(done, total int64) { t.update("download", done, total) })
@@ -116,28 +115,28 @@ func (n *Node) pull(ctx context.Context, st *shards.Store, hub *shards.Hub, ref 
 	return out, nil
 }
 
-// pullError gives a failed pull its API status.
+// pullError says which kind of failure a failed pull is.
 func pullError(err error) error {
-	var eh *errHTTP
+	var known *answer.Error
 	switch {
-	case errors.As(err, &eh):
+	case errors.As(err, &known):
 		return err
 	case errors.Is(err, context.Canceled):
-		return &errHTTP{499, "cancelled", err}
+		return answer.Wrap(answer.Cancelled, err)
 	case errors.Is(err, shards.ErrHubNotFound):
-		return &errHTTP{http.StatusNotFound, "model_not_found", err}
+		return answer.Wrap(answer.ModelNotFound, err)
 	case errors.Is(err, shards.ErrHubAmbiguous):
-		return &errHTTP{http.StatusBadRequest, "invalid_request_error", err}
+		return answer.Wrap(answer.BadRequest, err)
 	case errors.Is(err, shards.ErrHubTooBig):
-		return &errHTTP{http.StatusInsufficientStorage, "no_memory", err}
+		return answer.Wrap(answer.NoMemory, err)
 	case errors.Is(err, shards.ErrHubAuth):
-		return &errHTTP{http.StatusForbidden, "hub_auth", err}
+		return answer.Wrap(answer.HubAuth, err)
 	case errors.Is(err, shards.ErrHubHash):
-		return &errHTTP{http.StatusBadGateway, "hub_corrupt", err}
+		return answer.Wrap(answer.HubCorrupt, err)
 	case errors.Is(err, shards.ErrNotFullModel):
-		return &errHTTP{http.StatusUnprocessableEntity, "not_a_model", err}
+		return answer.Wrap(answer.NotAModel, err)
 	}
-	return &errHTTP{http.StatusBadGateway, "hub_failed", err}
+	return answer.Wrap(answer.HubFailed, err)
 }
 
 // storedModels are the full models in st, provided in the DHT

@@ -5,11 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/node/client"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
@@ -29,7 +28,7 @@ type querySpec struct {
 	maxTokens int
 	sampling  engine.Sampling
 	timeout   time.Duration
-	onAgent   func(moa.AgentResponse)
+	onAgent   func(answer.Agent)
 	// onAgentToken sees each agent's text as it is written (progress).
 	onAgentToken func(role, peer, text string)
 	onToken      func(string)
@@ -38,25 +37,16 @@ type querySpec struct {
 
 // outcome is a strategy's answer.
 type outcome struct {
-	result     any // JSON body of /v1/swarm/query
+	result     *answer.Result // the body of /v1/swarm/query
 	final      string
 	promptToks int
 	genToks    int
 	finish     string // OpenAI finish_reason: stop or length
 }
 
-// errHTTP carries the status an API error maps to.
-type errHTTP struct {
-	status int
-	typ    string
-	err    error
-}
-
-func (e *errHTTP) Error() string { return e.err.Error() }
-func (e *errHTTP) Unwrap() error { return e.err }
-
+// badRequest is the caller's mistake, formatted as fmt.Errorf does.
 func badRequest(format string, args ...any) error {
-	return &errHTTP{http.StatusBadRequest, "invalid_request_error", fmt.Errorf(format, args...)}
+	return answer.Errorf(answer.BadRequest, format, args...)
 }
 
 // answer runs a query with the strategy its mode names.
@@ -65,11 +55,11 @@ func (n *Node) answer(ctx context.Context, q querySpec) (*outcome, error) {
 	o := n.originator
 	n.mu.Unlock()
 	if o == nil {
-		return nil, &errHTTP{http.StatusServiceUnavailable, "unavailable", errors.New("peer is shutting down")}
+		return nil, answer.Wrap(answer.Unavailable, errors.New("peer is shutting down"))
 	}
 	mq := moa.Query{Prompt: q.prompt, History: q.history, MaxTokens: q.maxTokens, Sampling: q.sampling,
 		Timeout: q.timeout, OnAgent: q.onAgent, OnAgentToken: q.onAgentToken, OnToken: q.onToken}
-	var res *moa.Result
+	var res *answer.Result
 	var err error
 	switch mode := q.mode; {
 	case mode == "pipeline", (mode == "" || mode == "auto") && (q.model != "" || !n.hasRoles()) && n.hasPipelineModel():
@@ -108,51 +98,39 @@ func (n *Node) answer(ctx context.Context, q querySpec) (*outcome, error) {
 	return out, nil
 }
 
-// classify maps strategy errors to HTTP statuses.
+// classify says which kind of failure a strategy's error is.
 func classify(err error) error {
 	var nr *moa.NoResponseError
-	var eh *errHTTP
+	var known *answer.Error
 	switch {
-	case errors.As(err, &eh):
+	case errors.As(err, &known):
 		return err
 	case errors.Is(err, context.Canceled):
 		// The caller went away: whatever the agents did after that is
 		// not the swarm's failure.
-		return &errHTTP{499, "cancelled", err}
+		return answer.Wrap(answer.Cancelled, err)
 	case errors.Is(err, moa.ErrBadRequest):
-		return &errHTTP{http.StatusBadRequest, "invalid_request_error", err}
+		return answer.Wrap(answer.BadRequest, err)
 	case errors.Is(err, moa.ErrNoAgents):
-		return &errHTTP{http.StatusServiceUnavailable, "no_agents", err}
+		return answer.Wrap(answer.NoAgents, err)
 	case errors.As(err, &nr) && nr.All(moa.ErrBusy):
-		return &errHTTP{http.StatusTooManyRequests, "busy", err}
+		return answer.Wrap(answer.Busy, err)
 	case errors.As(err, &nr):
-		status := http.StatusServiceUnavailable
-		if strings.Contains(err.Error(), "timed out") {
-			status = http.StatusGatewayTimeout
-		}
-		return &errHTTP{status, "no_response", err}
+		// nr matches context.DeadlineExceeded when an agent ran out of
+		// time (moa.NoResponseError.TimedOut).
+		return answer.Wrap(answer.NoResponse, err)
 	}
-	return &errHTTP{http.StatusInternalServerError, "internal_error", err}
+	return answer.Wrap(answer.Internal, err)
 }
 
-func statusOf(err error) (int, string) {
-	var eh *errHTTP
-	if errors.As(err, &eh) {
-		return eh.status, eh.typ
-	}
-	return http.StatusInternalServerError, "internal_error"
-}
-
-func errFmt(format string, args ...any) error { return fmt.Errorf(format, args...) }
-
-// requestError is what wire.DecodeRequest found wrong with a request, as a
-// 400.
+// requestError is what wire.DecodeRequest found wrong with a request: the
+// caller's mistake.
 func requestError(err error) error {
-	var eh *errHTTP
-	if errors.As(err, &eh) {
+	var known *answer.Error
+	if errors.As(err, &known) {
 		return err
 	}
-	return &errHTTP{http.StatusBadRequest, "invalid_request_error", err}
+	return answer.Wrap(answer.BadRequest, err)
 }
 
 func specFromQuery(req client.QueryRequest) (querySpec, error) {

@@ -3,10 +3,9 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
 	"strings"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/node/client"
 )
@@ -35,9 +34,9 @@ func (n *Node) AddRole(ctx context.Context, role, path string) (client.Role, err
 	rm, err := n.loadRole(ctx, role, path)
 	if err != nil {
 		if errors.Is(err, errNoMemory) {
-			return client.Role{}, &errHTTP{http.StatusInsufficientStorage, "no_memory", err}
+			return client.Role{}, answer.Wrap(answer.NoMemory, err)
 		}
-		return client.Role{}, &errHTTP{http.StatusBadRequest, "invalid_request_error", err}
+		return client.Role{}, answer.Wrap(answer.BadRequest, err)
 	}
 	if old != nil {
 		n.removeRole(role) // its requests running finish on it
@@ -63,7 +62,7 @@ func (n *Node) removeRole(role string) error {
 	rm := n.servedRole(role)
 	served, freed := n.moaServer.Remove(role)
 	if !served {
-		return &errHTTP{http.StatusNotFound, "not_found", fmt.Errorf("role %s is not served here", role)}
+		return answer.Errorf(answer.NotFound, "role %s is not served here", role)
 	}
 	n.log.Info("role no longer served", "role", role)
 	if freed != nil {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/node/client"
 )
@@ -37,11 +37,11 @@ func (n *Node) AddShard(ctx context.Context, spec string) (client.Shard, error) 
 	}
 	switch {
 	case errors.Is(err, errNoMemory):
-		return client.Shard{}, &errHTTP{http.StatusInsufficientStorage, "no_memory", err}
+		return client.Shard{}, answer.Wrap(answer.NoMemory, err)
 	case err != nil && ctx.Err() != nil:
-		return client.Shard{}, &errHTTP{499, "cancelled", err}
+		return client.Shard{}, answer.Wrap(answer.Cancelled, err)
 	case err != nil:
-		return client.Shard{}, &errHTTP{http.StatusBadRequest, "invalid_request_error", err}
+		return client.Shard{}, answer.Wrap(answer.BadRequest, err)
 	}
 	local := n.pipe.stages.Local()
 	if len(local) > before {
@@ -73,7 +73,7 @@ func (n *Node) RemoveShard(model string, a, b int) error {
 	}
 	served, freed := n.pipe.stages.Remove(model, a, b)
 	if !served {
-		return &errHTTP{http.StatusNotFound, "not_found", fmt.Errorf("layers [%d,%d) of %s are not served here", a, b, model)}
+		return answer.Errorf(answer.NotFound, "layers [%d,%d) of %s are not served here", a, b, model)
 	}
 	n.log.Info("shard no longer served", "model", model, "layers", fmt.Sprintf("[%d,%d)", a, b))
 	go func() {

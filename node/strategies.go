@@ -8,6 +8,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/shards"
@@ -99,7 +100,7 @@ func (n *Node) waitStartLoads(ctx context.Context) error {
 		select {
 		case <-n.loadsDone:
 		case <-ctx.Done():
-			return &errHTTP{499, "cancelled", fmt.Errorf("while this peer's models were loading: %w", ctx.Err())}
+			return answer.Errorf(answer.Cancelled, "while this peer's models were loading: %w", ctx.Err())
 		}
 	}
 	// Routing reads the view: wait (two heartbeats at most) for this

@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/swarm"
 )
@@ -84,7 +85,7 @@ func TestBadNumbersProven(t *testing.T) {
 			var first []Hop
 			think := false
 			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
-				OnTrace: func(ev TraceEvent) {
+				OnTrace: func(ev answer.Trace) {
 					if ev.Kind == "route" {
 						first = ev.Route
 					}
@@ -153,10 +154,10 @@ func TestLiarBlamesHonestPeer(t *testing.T) {
 				l.hidden = wrongHidden
 				o.Referee = refereeFor(t, o, full)
 			}
-			var accusations []TraceEvent
+			var accusations []answer.Trace
 			think := false
 			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
-				OnTrace: func(ev TraceEvent) {
+				OnTrace: func(ev answer.Trace) {
 					if ev.Kind == "accusation" {
 						accusations = append(accusations, ev)
 					}
@@ -210,7 +211,7 @@ func contains(xs []string, x string) bool {
 }
 
 // provenFailed reports whether a generation left p out as proven failed.
-func provenFailed(res *GenerateResult, p string) bool {
+func provenFailed(res *answer.Pipeline, p string) bool {
 	for _, rr := range res.Reroutes {
 		if rr.Failed == p && rr.Proven {
 			return true

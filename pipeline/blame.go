@@ -10,6 +10,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -119,7 +120,7 @@ func (g *generation) judge(ctx context.Context, cause error, hops []Hop, input [
 	}
 	g.o.log().Warn("pipeline: unproven accusation: avoiding the accused and the hops that can have made it up for this generation",
 		"peer", se.Peer, "layers", se.Layers, "code", se.Code, "suspects", f.suspects, "err", f.reason)
-	g.trace(TraceEvent{Kind: "accusation", Failed: se.Peer, Layers: se.Layers, Reason: f.reason, AtToken: len(g.res.Tokens),
+	g.trace(answer.Trace{Kind: "accusation", Failed: se.Peer, Layers: se.Layers, Reason: f.reason, AtToken: len(g.res.Tokens),
 		Evidence: f.evidence, Suspects: f.suspects})
 	return f, nil
 }
@@ -263,8 +264,8 @@ func remotePeers(hops []Hop, self string) []string {
 }
 
 // reroute records a failover away from f onto hops.
-func (g *generation) reroute(f *fault, at int, hops []Hop, detect time.Duration) Reroute {
-	return Reroute{AtToken: at, Failed: f.peer, Layers: f.layers, Reason: f.reason, NewRoute: hops, DetectMS: ms(detect),
+func (g *generation) reroute(f *fault, at int, hops []Hop, detect time.Duration) answer.Reroute {
+	return answer.Reroute{AtToken: at, Failed: f.peer, Layers: f.layers, Reason: f.reason, NewRoute: hops, DetectMS: ms(detect),
 		Proven: f.proven, Evidence: f.evidence, Suspects: f.suspects}
 }
 

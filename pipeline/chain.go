@@ -27,7 +27,7 @@ type chain struct {
 	// vocab checks every result: a token below it, or this many logits.
 	// openChain sets the first hop's word; Generate sets the tokenizer's.
 	vocab int
-	conns []string // how this peer reached each hop when the chain opened (HopStat.Conn)
+	conns []string // how this peer reached each hop when the chain opened (answer.HopStat.Conn)
 }
 
 // openChain opens a session along route. If the first hop is this peer,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/swarm"
 )
@@ -23,13 +24,13 @@ type generation struct {
 	tok     *engine.Tokenizer
 	sampler *engine.Sampler
 	prompt  []int32
-	res     *GenerateResult
+	res     *answer.Pipeline
 
 	hops    []Hop
 	chain   *chain
 	compute []float64 // per hop, summed over decode steps
 	xfer    []float64
-	conns   []string // per hop of the current route: how this peer reaches it (see HopStat.Conn)
+	conns   []string // per hop of the current route: how this peer reaches it (see answer.HopStat.Conn)
 	decodes int
 	stepEst time.Duration // a decode step's time on this route (moving average)
 	sb      *standby      // the warm standby or check route, or nil
@@ -47,7 +48,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 	g.hops = hops
 	g.resetStats()
 	g.avoid, g.passed = map[string]int{}, map[Hop]bool{}
-	g.trace(TraceEvent{Kind: "route", Route: hops})
+	g.trace(answer.Trace{Kind: "route", Route: hops})
 	if g.check = g.drawCheck(hops); g.check {
 		// Checked routes return logits, which is worth it only with a
 		// second route to compare them with.
@@ -240,7 +241,7 @@ func (g *generation) emit(piece string, text *[]byte) {
 	}
 }
 
-func (g *generation) trace(ev TraceEvent) {
+func (g *generation) trace(ev answer.Trace) {
 	if g.req.OnTrace != nil {
 		g.req.OnTrace(ev)
 	}
@@ -327,7 +328,7 @@ func (g *generation) recover(ctx context.Context, cause error, detect time.Durat
 		last := &g.res.Reroutes[len(g.res.Reroutes)-1]
 		last.ReplayTokens, last.ReplayMS = len(replay), ms(time.Since(r0))
 		last.CostMS = last.DetectMS + msSince(t0)
-		g.trace(TraceEvent{Kind: "reroute", Route: hops, Failed: f.peer, Layers: f.layers, Reason: last.Reason,
+		g.trace(answer.Trace{Kind: "reroute", Route: hops, Failed: f.peer, Layers: f.layers, Reason: last.Reason,
 			AtToken: at, DetectMS: last.DetectMS, ReplayMS: last.ReplayMS, CostMS: last.CostMS, Replay: len(replay),
 			Proven: f.proven, Evidence: f.evidence, Suspects: f.suspects})
 		g.switchTo(hops, c)
@@ -386,7 +387,7 @@ func (g *generation) takeOver(ctx context.Context, f *fault, input []int32, at i
 	rr.ReplayMS, rr.ReplayTokens, rr.Standby = ms(time.Since(r0)), len(input), true
 	rr.CostMS = rr.DetectMS + msSince(t0)
 	g.res.Reroutes = append(g.res.Reroutes, rr)
-	g.trace(TraceEvent{Kind: "reroute", Route: s.hops, Failed: f.peer, Layers: f.layers, Reason: rr.Reason,
+	g.trace(answer.Trace{Kind: "reroute", Route: s.hops, Failed: f.peer, Layers: f.layers, Reason: rr.Reason,
 		AtToken: at, DetectMS: rr.DetectMS, ReplayMS: rr.ReplayMS, CostMS: rr.CostMS, Replay: len(input), Standby: true,
 		Proven: f.proven, Evidence: f.evidence, Suspects: f.suspects})
 	g.switchTo(s.hops, c)

@@ -1,6 +1,10 @@
 package pipeline
 
-import "time"
+import (
+	"time"
+
+	"github.com/llmswarm/llmswarm/answer"
+)
 
 // account adds one decode step's per-hop times. Result hops come last hop
 // first; hop i's transfer is what its upstream waited beyond hop i's own
@@ -30,7 +34,7 @@ func (g *generation) account(res *Result, took time.Duration) {
 // stats folds the current route's accounting into the result.
 func (g *generation) stats() {
 	for i, h := range g.hops {
-		hs := HopStat{Peer: h.Peer, Start: h.Start, End: h.End}
+		hs := answer.HopStat{Peer: h.Peer, Start: h.Start, End: h.End}
 		if i < len(g.conns) {
 			hs.Conn = g.conns[i]
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -147,7 +148,7 @@ func TestWarmStandbyTakesOver(t *testing.T) {
 			standbys := 0
 			think := false
 			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Standby: true,
-				OnTrace: func(ev TraceEvent) {
+				OnTrace: func(ev answer.Trace) {
 					onTrace(ev)
 					if ev.Kind == "standby" {
 						standbys++
@@ -194,10 +195,10 @@ func failable(t testing.TB, kind string, peers ...*stagePeer) map[string]func() 
 
 // failHopAt returns generation hooks that fail hop i of the first route
 // after `at` streamed tokens, and that route once the trace has shown it.
-func failHopAt(at, i int, fail map[string]func()) (route *[]Hop, onTrace func(TraceEvent), onToken func(string)) {
+func failHopAt(at, i int, fail map[string]func()) (route *[]Hop, onTrace func(answer.Trace), onToken func(string)) {
 	route = new([]Hop)
 	seen := 0
-	onTrace = func(ev TraceEvent) {
+	onTrace = func(ev answer.Trace) {
 		if ev.Kind == "route" && *route == nil {
 			*route = ev.Route
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/swarm"
@@ -115,7 +116,7 @@ type Request struct {
 	Logits   bool
 	OnLogits func(step int, logits []float32)
 	OnToken  func(text string)
-	OnTrace  func(TraceEvent)
+	OnTrace  func(answer.Trace)
 	// Standby keeps a second route over other peers warm (fed every step):
 	// a failover then costs a step instead of a replay, for twice the
 	// compute. Used when such a route exists.
@@ -130,102 +131,6 @@ type Request struct {
 	// measured cost (engine.NewSpecCost): 0 and 8 by default. A DraftMin
 	// above 0 drafts even where plain decoding is measured faster.
 	DraftMin, DraftMax int
-}
-
-// TraceEvent is progress worth showing: "route", "standby" (a warm standby
-// route opened), "reroute", "spot_check" (a second route opened to check
-// this one), "mismatch" (the two disagreed; Failed is the liar found, if
-// any), "accusation" (an error frame named a peer that answers pings).
-type TraceEvent struct {
-	Kind     string  `json:"kind"`
-	Route    []Hop   `json:"route,omitempty"`
-	Failed   string  `json:"failed,omitempty"`
-	Layers   [2]int  `json:"layers,omitempty"`
-	Reason   string  `json:"reason,omitempty"`
-	AtToken  int     `json:"at_token"`
-	DetectMS float64 `json:"detect_ms,omitempty"`
-	ReplayMS float64 `json:"replay_ms,omitempty"`
-	CostMS   float64 `json:"cost_ms,omitempty"`
-	Replay   int     `json:"replay_tokens,omitempty"`
-	Standby  bool    `json:"standby,omitempty"`
-	// Proven and Evidence: how the originator knows of the failure (see
-	// Reroute); Suspects: peers avoided without proof.
-	Proven   bool     `json:"proven,omitempty"`
-	Evidence string   `json:"evidence,omitempty"`
-	Suspects []string `json:"suspects,omitempty"`
-	// Drafted and Accepted, for a "draft" event (one speculative round at
-	// AtToken): the tokens the draft proposed and how many of them the
-	// route accepted.
-	Drafted  []int32 `json:"drafted,omitempty"`
-	Accepted int     `json:"accepted,omitempty"`
-}
-
-// HopStat is one hop's cost, averaged over the decode steps.
-type HopStat struct {
-	Peer       string  `json:"peer"`
-	Start      int     `json:"start"`
-	End        int     `json:"end"`
-	ComputeMS  float64 `json:"compute_ms_per_token"`
-	TransferMS float64 `json:"transfer_ms_per_token"` // to this hop and back, beyond the hops after it
-	// Conn is how the previous hop (the originator, for the first) reaches
-	// this one: "local", "direct", "punched" or "relayed"; known, and set,
-	// only where that is this peer.
-	Conn string `json:"conn,omitempty"`
-}
-
-// Reroute records a failover. DetectMS is how long the failed step ran
-// before the failure was known (a reset stream: at once; a hung peer: the
-// progress deadline and a ping); ReplayMS is the new route's open and
-// replay; CostMS is both.
-type Reroute struct {
-	AtToken      int     `json:"at_token"`
-	Failed       string  `json:"failed_peer"`
-	Layers       [2]int  `json:"failed_layers"`
-	Reason       string  `json:"reason"`
-	NewRoute     []Hop   `json:"new_route"`
-	ReplayTokens int     `json:"replay_tokens"`
-	DetectMS     float64 `json:"detect_ms"`
-	ReplayMS     float64 `json:"replay_ms"`
-	CostMS       float64 `json:"cost_ms"`
-	Standby      bool    `json:"standby,omitempty"` // the warm standby took over (no replay)
-	// Proven: the originator saw the failure itself (Evidence says how:
-	// its own stream, ping or check, the view, the first hop's own report,
-	// a spot-check or the referee), and the failed peer is left out. Not
-	// proven (Evidence accusation, stall or undecided): nobody is left out
-	// or penalised; Suspects are avoided for the rest of the generation
-	// where other peers cover their layers.
-	Proven   bool     `json:"proven"`
-	Evidence string   `json:"evidence"`
-	Suspects []string `json:"suspects,omitempty"`
-}
-
-// GenerateResult is the outcome of Generate.
-type GenerateResult struct {
-	Model        string    `json:"model"`
-	ModelCID     string    `json:"model_cid"`
-	Text         string    `json:"text"`
-	Tokens       []int32   `json:"tokens"`
-	PromptTokens int       `json:"prompt_tokens"`
-	DType        string    `json:"dtype"`
-	Hops         []HopStat `json:"hops"`
-	Reroutes     []Reroute `json:"reroutes,omitempty"`
-	TTFTMS       float64   `json:"ttft_ms"`
-	PrefillMS    float64   `json:"prefill_ms"`
-	DecodeTPS    float64   `json:"decode_tok_s"`
-	TotalMS      float64   `json:"total_ms"`
-	Done         string    `json:"done"` // stop, length, cancel
-	// SpotChecked is how many steps a second route confirmed, SpotMaxDiff
-	// the largest difference between the two among those, and Mismatches
-	// how many it contradicted (see SpotCheck).
-	SpotChecked int     `json:"spot_checked,omitempty"`
-	SpotMaxDiff float64 `json:"spot_max_diff,omitempty"`
-	Mismatches  int     `json:"mismatches,omitempty"`
-	// Drafted is how many tokens a speculating generation's draft proposed,
-	// DraftAccepted how many of them the route accepted, Rounds its verify
-	// steps.
-	Drafted       int `json:"drafted,omitempty"`
-	DraftAccepted int `json:"draft_accepted,omitempty"`
-	DraftRounds   int `json:"draft_rounds,omitempty"`
 }
 
 func (o *Originator) log() *slog.Logger {
@@ -393,7 +298,7 @@ func (o *Originator) newOpen(ref ModelRef, hops []Hop, req Request) Open {
 }
 
 // Generate runs one generation through the swarm.
-func (o *Originator) Generate(ctx context.Context, req Request) (*GenerateResult, error) {
+func (o *Originator) Generate(ctx context.Context, req Request) (*answer.Pipeline, error) {
 	start := time.Now()
 	if req.DType == "" {
 		req.DType = DTypeF32
@@ -427,7 +332,7 @@ func (o *Originator) Generate(ctx context.Context, req Request) (*GenerateResult
 		return nil, errors.New("pipeline: empty prompt")
 	}
 	g := &generation{o: o, req: req, ref: ref, holders: holders, failed: failed, tok: tok, prompt: prompt,
-		res:     &GenerateResult{Model: ref.Name, ModelCID: ref.CID, PromptTokens: len(prompt), DType: req.DType, Tokens: []int32{}},
+		res:     &answer.Pipeline{Model: ref.Name, ModelCID: ref.CID, PromptTokens: len(prompt), DType: req.DType, Tokens: []int32{}},
 		sampler: engine.NewSampler(req.Sampling.Options()),
 	}
 	err = g.run(ctx, hops, start)

@@ -19,6 +19,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/internal/nettest"
@@ -327,11 +328,11 @@ func TestFailoverToReplica(t *testing.T) {
 	b.serve(t, arch, 3, 4)
 	spare.serve(t, arch, 1, 3)
 	o := originatorFor(t, arch, origin, a, mid, b, spare)
-	var traces []TraceEvent
+	var traces []answer.Trace
 	var routeMid string
 	killed, seen := false, 0
 	res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, DType: DTypeF32,
-		Sampling: greedy, OnTrace: func(ev TraceEvent) {
+		Sampling: greedy, OnTrace: func(ev answer.Trace) {
 			traces = append(traces, ev)
 			if ev.Kind == "route" {
 				routeMid = ev.Route[1].Peer

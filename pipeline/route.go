@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/llmswarm/llmswarm/answer"
 )
 
 // DefaultMsPerLayer is the per-layer time assumed for a device or holder
@@ -35,12 +37,9 @@ type Holder struct {
 	RTTms      float64
 }
 
-// Hop runs layers [Start,End) on Peer.
-type Hop struct {
-	Peer  string `json:"peer"`
-	Start int    `json:"start"`
-	End   int    `json:"end"`
-}
+// Hop runs layers [Start,End) on Peer. It is answer's type: traces and
+// results report the routes made of it.
+type Hop = answer.Hop
 
 // Route is a chain of hops covering [0,n) in order.
 type Route struct {

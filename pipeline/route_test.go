@@ -28,23 +28,23 @@ func TestAssembleRoute(t *testing.T) {
 		{
 			name: "exact cover", n: 28,
 			holders: []Holder{h("c", 20, 28, 1, 1), h("a", 0, 10, 1, 1), h("b", 10, 20, 1, 1)},
-			want:    []Hop{{"a", 0, 10}, {"b", 10, 20}, {"c", 20, 28}}, wantCost: 31,
+			want:    []Hop{{Peer: "a", Start: 0, End: 10}, {Peer: "b", Start: 10, End: 20}, {Peer: "c", Start: 20, End: 28}}, wantCost: 31,
 		},
 		{
 			name: "overlap runs on the fastest holder", n: 28,
 			holders: []Holder{h("slow", 10, 28, 2, 1), h("fast", 0, 16, 1, 1)},
-			want:    []Hop{{"fast", 0, 16}, {"slow", 16, 28}}, wantCost: 16 + 1 + 24 + 1,
+			want:    []Hop{{Peer: "fast", Start: 0, End: 16}, {Peer: "slow", Start: 16, End: 28}}, wantCost: 16 + 1 + 24 + 1,
 		},
 		{
 			name: "one fast holder beats two hops", n: 28,
 			holders: []Holder{h("a", 0, 14, 1, 10), h("b", 14, 28, 1, 10), h("all", 0, 28, 1.2, 10)},
-			want:    []Hop{{"all", 0, 28}}, wantCost: 28*1.2 + 10,
+			want:    []Hop{{Peer: "all", Start: 0, End: 28}}, wantCost: 28*1.2 + 10,
 		},
 		{
 			name: "dead peer replaced by another holder of its range", n: 28,
 			holders: []Holder{h("a", 0, 14, 1, 1), h("b", 14, 28, 1, 1), h("spare", 14, 28, 2, 1)},
 			dead:    []string{"b"},
-			want:    []Hop{{"a", 0, 14}, {"spare", 14, 28}}, wantCost: 15 + 29,
+			want:    []Hop{{Peer: "a", Start: 0, End: 14}, {Peer: "spare", Start: 14, End: 28}}, wantCost: 15 + 29,
 		},
 		{
 			name: "excluding the only holder of a range", n: 28,
@@ -64,12 +64,12 @@ func TestAssembleRoute(t *testing.T) {
 		{
 			name: "one layer", n: 1,
 			holders: []Holder{h("a", 0, 1, 0.5, 0.25)},
-			want:    []Hop{{"a", 0, 1}}, wantCost: 0.75,
+			want:    []Hop{{Peer: "a", Start: 0, End: 1}}, wantCost: 0.75,
 		},
 		{
 			name: "holder reaching past n is ignored", n: 28,
 			holders: []Holder{h("other-model", 0, 40, 0.1, 0), h("b", 0, 28, 1, 1)},
-			want:    []Hop{{"b", 0, 28}}, wantCost: 29,
+			want:    []Hop{{Peer: "b", Start: 0, End: 28}}, wantCost: 29,
 		},
 		{
 			name: "only a holder reaching past n", n: 28,
@@ -80,22 +80,22 @@ func TestAssembleRoute(t *testing.T) {
 			name: "malformed holders ignored", n: 4,
 			holders: []Holder{h("", 0, 4, 0.1, 0), h("nan", 0, 4, math.NaN(), 0), h("empty", 2, 2, 0.1, 0),
 				h("neg", -1, 4, 0.1, 0), h("negrtt", 0, 4, 0.1, -1), h("ok", 0, 4, 1, 0)},
-			want: []Hop{{"ok", 0, 4}}, wantCost: 4,
+			want: []Hop{{Peer: "ok", Start: 0, End: 4}}, wantCost: 4,
 		},
 		{
 			name: "tie broken by peer ID", n: 8,
 			holders: []Holder{h("b", 0, 8, 1, 1), h("a", 0, 8, 1, 1), h("c", 0, 8, 1, 1)},
-			want:    []Hop{{"a", 0, 8}}, wantCost: 9,
+			want:    []Hop{{Peer: "a", Start: 0, End: 8}}, wantCost: 9,
 		},
 		{
 			name: "unmeasured holder costs DefaultMsPerLayer", n: 10,
 			holders: []Holder{h("unmeasured", 0, 10, 0, 0), h("slower", 0, 10, DefaultMsPerLayer+1, 0)},
-			want:    []Hop{{"unmeasured", 0, 10}}, wantCost: 10 * DefaultMsPerLayer,
+			want:    []Hop{{Peer: "unmeasured", Start: 0, End: 10}}, wantCost: 10 * DefaultMsPerLayer,
 		},
 		{
 			name: "measured holder beats unmeasured", n: 10,
 			holders: []Holder{h("unmeasured", 0, 10, 0, 0), h("measured", 0, 10, DefaultMsPerLayer-1, 0)},
-			want:    []Hop{{"measured", 0, 10}}, wantCost: 10 * (DefaultMsPerLayer - 1),
+			want:    []Hop{{Peer: "measured", Start: 0, End: 10}}, wantCost: 10 * (DefaultMsPerLayer - 1),
 		},
 		{
 			name: "touching shards of one peer cannot hand off to itself", n: 20,
@@ -108,12 +108,12 @@ func TestAssembleRoute(t *testing.T) {
 			// first hop ends first wins.
 			name: "peer revisited non-adjacently around its own seam", n: 20,
 			holders: []Holder{h("a", 0, 10, 1, 1), h("a", 10, 20, 1, 1), h("c", 5, 15, 3, 1)},
-			want:    []Hop{{"a", 0, 9}, {"c", 9, 10}, {"a", 10, 20}}, wantCost: 10 + 4 + 11,
+			want:    []Hop{{Peer: "a", Start: 0, End: 9}, {Peer: "c", Start: 9, End: 10}, {Peer: "a", Start: 10, End: 20}}, wantCost: 10 + 4 + 11,
 		},
 		{
 			name: "fast middle peer visited between two hops on one peer", n: 30,
 			holders: []Holder{h("a", 0, 30, 2, 1), h("b", 10, 20, 0.5, 1)},
-			want:    []Hop{{"a", 0, 10}, {"b", 10, 20}, {"a", 20, 30}}, wantCost: 21 + 6 + 21,
+			want:    []Hop{{Peer: "a", Start: 0, End: 10}, {Peer: "b", Start: 10, End: 20}, {Peer: "a", Start: 20, End: 30}}, wantCost: 21 + 6 + 21,
 		},
 		{
 			// Each peer holds both halves; without a head the two mirror
@@ -121,18 +121,18 @@ func TestAssembleRoute(t *testing.T) {
 			// goes to the faster peer: b [0,4) 8+5, a [4,8) (4+2)×1+5.
 			name: "the faster peer runs the head", n: 8, ends: EndCost{Head: 2},
 			holders: []Holder{h("a", 0, 4, 1, 5), h("a", 4, 8, 1, 5), h("b", 0, 4, 2, 5), h("b", 4, 8, 2, 5)},
-			want:    []Hop{{"b", 0, 4}, {"a", 4, 8}}, wantCost: 13 + 11,
+			want:    []Hop{{Peer: "b", Start: 0, End: 4}, {Peer: "a", Start: 4, End: 8}}, wantCost: 13 + 11,
 		},
 		{
 			name: "mirror routes without a head: peer order", n: 8,
 			holders: []Holder{h("a", 0, 4, 1, 5), h("a", 4, 8, 1, 5), h("b", 0, 4, 2, 5), h("b", 4, 8, 2, 5)},
-			want:    []Hop{{"a", 0, 4}, {"b", 4, 8}}, wantCost: 9 + 13,
+			want:    []Hop{{Peer: "a", Start: 0, End: 4}, {Peer: "b", Start: 4, End: 8}}, wantCost: 9 + 13,
 		},
 		{
 			// A single hop runs both ends: 4 layers + 3 + 0.5.
 			name: "one hop runs head and embedding", n: 4, ends: EndCost{Head: 3, Embed: 0.5},
 			holders: []Holder{h("a", 0, 4, 2, 1)},
-			want:    []Hop{{"a", 0, 4}}, wantCost: 7.5*2 + 1,
+			want:    []Hop{{Peer: "a", Start: 0, End: 4}}, wantCost: 7.5*2 + 1,
 		},
 		{name: "NaN head", n: 4, ends: EndCost{Head: math.NaN()}, holders: []Holder{h("a", 0, 4, 1, 0)}, wantErr: ErrBadShape},
 		{name: "negative embedding", n: 4, ends: EndCost{Embed: -1}, holders: []Holder{h("a", 0, 4, 1, 0)}, wantErr: ErrBadShape},
@@ -313,7 +313,7 @@ func bruteForceRoute(n int, ends EndCost, holders []Holder, exclude func(string)
 				continue
 			}
 			for e := l + 1; e <= h.End; e++ {
-				cur = append(cur, Hop{h.Peer, l, e})
+				cur = append(cur, Hop{Peer: h.Peer, Start: l, End: e})
 				rec(e, cost+hopCost(h, l, e))
 				cur = cur[:len(cur)-1]
 			}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 )
 
@@ -209,7 +210,7 @@ func (g *generation) specStep(ctx context.Context) ([]int32, time.Duration, erro
 	g.res.Drafted += len(drafts)
 	g.res.DraftAccepted += accepted
 	g.res.DraftRounds++
-	g.trace(TraceEvent{Kind: "draft", AtToken: len(g.res.Tokens), Drafted: drafts,
+	g.trace(answer.Trace{Kind: "draft", AtToken: len(g.res.Tokens), Drafted: drafts,
 		Accepted: accepted})
 	return add, took, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/swarm"
@@ -507,7 +508,7 @@ func TestSpeculativeSpotCheck(t *testing.T) {
 			if !sameTokens(res.Tokens, want) {
 				t.Fatalf("tokens differ from one machine:\n got %v\nwant %v", res.Tokens, want)
 			}
-			var mismatches []TraceEvent
+			var mismatches []answer.Trace
 			checked := false
 			for _, ev := range *events {
 				switch ev.Kind {
@@ -571,9 +572,9 @@ func TestSpeculativeSpotCheckQuantized(t *testing.T) {
 				o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
 			}
 			o.Drafter = drafterOf(full, nil)
-			var mismatches []TraceEvent
+			var mismatches []answer.Trace
 			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
-				Speculate: true, DraftMin: 4, DraftMax: 4, OnTrace: func(ev TraceEvent) {
+				Speculate: true, DraftMin: 4, DraftMax: 4, OnTrace: func(ev answer.Trace) {
 					if ev.Kind == "mismatch" {
 						mismatches = append(mismatches, ev)
 					}
@@ -599,14 +600,14 @@ func TestSpeculativeSpotCheckQuantized(t *testing.T) {
 // tracedSpec is a greedy speculative request for n tokens at draft length
 // 4 that records its trace events; with fail, the route's second hop fails
 // (fail's function for its peer) at token n/2.
-func tracedSpec(n int, fail map[string]func()) (Request, *[]TraceEvent) {
+func tracedSpec(n int, fail map[string]func()) (Request, *[]answer.Trace) {
 	think := false
-	events := new([]TraceEvent)
+	events := new([]answer.Trace)
 	req := Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true, DraftMin: 4, DraftMax: 4,
-		OnTrace: func(ev TraceEvent) { *events = append(*events, ev) }}
+		OnTrace: func(ev answer.Trace) { *events = append(*events, ev) }}
 	if fail != nil {
 		_, onTrace, onToken := failHopAt(n/2, 1, fail)
-		req.OnTrace = func(ev TraceEvent) { onTrace(ev); *events = append(*events, ev) }
+		req.OnTrace = func(ev answer.Trace) { onTrace(ev); *events = append(*events, ev) }
 		req.OnToken = onToken
 	}
 	return req, events

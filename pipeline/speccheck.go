@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 )
 
@@ -238,7 +239,7 @@ func (g *generation) judgeVerify(k int, res *Result) {
 				}
 			}
 			g.res.Mismatches++
-			g.trace(TraceEvent{Kind: "mismatch", AtToken: k, Reason: f.reason, Evidence: f.evidence, Suspects: f.suspects})
+			g.trace(answer.Trace{Kind: "mismatch", AtToken: k, Reason: f.reason, Evidence: f.evidence, Suspects: f.suspects})
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/swarm"
 )
@@ -282,7 +283,7 @@ func (g *generation) mismatch(ctx context.Context, k int, diff, tol float64, inp
 		f = &fault{code: "mismatch", layers: where, evidence: EvidenceUndecided, suspects: suspects,
 			reason: fmt.Sprintf("two routes disagree at token %d (by %.3g, tolerance %g) and nothing here shows which lied", k, diff, tol)}
 	}
-	g.trace(TraceEvent{Kind: "mismatch", AtToken: k, Failed: f.peer, Layers: f.layers, Reason: f.reason, Proven: f.proven,
+	g.trace(answer.Trace{Kind: "mismatch", AtToken: k, Failed: f.peer, Layers: f.layers, Reason: f.reason, Proven: f.proven,
 		Evidence: f.evidence, Suspects: f.suspects})
 	c, res, err := g.recover(ctx, f, 0, input, a)
 	g.chain = c

@@ -5,6 +5,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -32,8 +33,8 @@ func TestSpotCheckHonestRoutes(t *testing.T) {
 				o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
 			}
 			think := false
-			var checks []TraceEvent
-			req := Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, DType: dt, OnTrace: func(ev TraceEvent) {
+			var checks []answer.Trace
+			req := Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, DType: dt, OnTrace: func(ev answer.Trace) {
 				if ev.Kind == "spot_check" || ev.Kind == "mismatch" {
 					checks = append(checks, ev)
 				}
@@ -101,10 +102,10 @@ func TestSpotCheckFindsWrongHiddenStates(t *testing.T) {
 			if judge == "referee" {
 				o.Referee = refereeFor(t, o, full)
 			}
-			var mismatches []TraceEvent
+			var mismatches []answer.Trace
 			think := false
 			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
-				OnTrace: func(ev TraceEvent) {
+				OnTrace: func(ev answer.Trace) {
 					if ev.Kind == "mismatch" {
 						mismatches = append(mismatches, ev)
 					}

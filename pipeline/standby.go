@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/llmswarm/llmswarm/answer"
 )
 
 // A warm standby is a second route, over peers the primary route does not
@@ -62,7 +64,7 @@ type standby struct {
 func (g *generation) startStandby(ctx context.Context, history bool) *standby {
 	if g.check {
 		if g.checks >= maxChecks {
-			g.trace(TraceEvent{Kind: "spot_check", AtToken: len(g.res.Tokens),
+			g.trace(answer.Trace{Kind: "spot_check", AtToken: len(g.res.Tokens),
 				Reason: fmt.Sprintf("the generation's %d check routes are used: not checked from here", maxChecks)})
 			return nil
 		}
@@ -88,7 +90,7 @@ func (g *generation) startStandby(ctx context.Context, history bool) *standby {
 	if s.check {
 		kind = "spot_check"
 	}
-	g.trace(TraceEvent{Kind: kind, Route: hops, AtToken: len(g.res.Tokens)})
+	g.trace(answer.Trace{Kind: kind, Route: hops, AtToken: len(g.res.Tokens)})
 	return s
 }
 
@@ -103,7 +105,7 @@ func (g *generation) secondRoute(ctx context.Context) ([]Hop, bool) {
 	hops, err := g.plan(ctx, avoid)
 	if err != nil || sharesPeer(hops, avoid) {
 		if g.check {
-			g.trace(TraceEvent{Kind: "spot_check", AtToken: len(g.res.Tokens), Reason: "no second route over other peers: not checked"})
+			g.trace(answer.Trace{Kind: "spot_check", AtToken: len(g.res.Tokens), Reason: "no second route over other peers: not checked"})
 		}
 		return nil, false
 	}

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -192,7 +191,7 @@ func (p *prober) due(now time.Time, n int) ([]peer.ID, time.Duration) {
 func (p *prober) probe(ctx context.Context, id peer.ID) {
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	err := Ping(pctx, p.h, id)
-	if err != nil && (errors.Is(err, lpswarm.ErrDialBackoff) || strings.Contains(err.Error(), "dial backoff")) {
+	if err != nil && errors.Is(err, lpswarm.ErrDialBackoff) {
 		// libp2p remembers a failed dial for seconds (two peers that found
 		// each other on the LAN and dialled at once fail that way), which
 		// says nothing about the peer now: dial it directly, past that.

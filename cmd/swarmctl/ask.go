@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/cli"
 	"github.com/llmswarm/llmswarm/node/client"
 )
@@ -89,7 +90,7 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 }
 
 // queryFooter says on stderr who answered (with trace, a pipeline's hops too).
-func (e *env) queryFooter(res *client.QueryResult, trace bool) error {
+func (e *env) queryFooter(res *answer.Result, trace bool) error {
 	if res.Mode == "pipeline" {
 		return pipelineFooter(e, res, trace)
 	}
@@ -102,7 +103,7 @@ func (e *env) queryFooter(res *client.QueryResult, trace bool) error {
 // a terminal's stderr until then, and with trace each agent's (or
 // pipeline hop's) line to stderr as it finishes, the aggregator's last.
 // The footer is the caller's.
-func (e *env) streamQuery(ctx context.Context, req client.QueryRequest, trace bool) (*client.QueryResult, error) {
+func (e *env) streamQuery(ctx context.Context, req client.QueryRequest, trace bool) (*answer.Result, error) {
 	req.Stream = true
 	wrote := false
 	var progress *agentProgress
@@ -127,7 +128,7 @@ func (e *env) streamQuery(ctx context.Context, req client.QueryRequest, trace bo
 			}
 		case "trace":
 			if trace {
-				tracePipelineEvent(e, ev.Raw)
+				tracePipelineEvent(e, ev.Trace)
 			}
 		}
 	})
@@ -180,8 +181,7 @@ func (e *env) prompt(pos []string) (string, error) {
 // explainAsk names the deadline behind a timeout the swarm reports.
 func (e *env) explainAsk(err error) error {
 	var ae *client.APIError
-	if !errors.As(err, &ae) || !(ae.Status == http.StatusGatewayTimeout || ae.Type == "timeout" ||
-		strings.Contains(ae.Message, "timed out") || strings.Contains(ae.Message, "deadline exceeded")) {
+	if !errors.As(err, &ae) || !(ae.Status == http.StatusGatewayTimeout || ae.Type == string(answer.Timeout)) {
 		return err
 	}
 	if e.timeout > 0 {
@@ -190,7 +190,7 @@ func (e *env) explainAsk(err error) error {
 	return fmt.Errorf("the swarm did not answer within the deadline set in the originator's config (moa.*_timeout): %s", ae.Message)
 }
 
-func traceAgent(e *env, kind string, a *client.AgentResponse) {
+func traceAgent(e *env, kind string, a *answer.Agent) {
 	if a.Error != "" {
 		fmt.Fprintf(e.stderr, "%-10s %-11s %-12s failed after %s: %s\n", kind, a.Role, shortID(a.Peer), msDur(a.MS), a.Error)
 		return
@@ -204,7 +204,7 @@ func traceAgent(e *env, kind string, a *client.AgentResponse) {
 }
 
 // drafted says how a speculative speed-mode answer was drafted.
-func drafted(a *client.AgentResponse) string {
+func drafted(a *answer.Agent) string {
 	d := a.Draft
 	if d == nil {
 		return ""
@@ -217,7 +217,7 @@ func drafted(a *client.AgentResponse) string {
 }
 
 // footer says who answered, so a degraded answer is visible as such.
-func footer(res *client.QueryResult) string {
+func footer(res *answer.Result) string {
 	var who []string
 	for _, a := range res.AgentResponses {
 		w := fmt.Sprintf("%s@%s%s", a.Role, shortID(a.Peer), unverified(&a))
@@ -242,7 +242,7 @@ func footer(res *client.QueryResult) string {
 
 // unverified marks an answer from a peer whose role the originator could
 // not check.
-func unverified(a *client.AgentResponse) string {
+func unverified(a *answer.Agent) string {
 	if a.Unverified {
 		return " (unverified)"
 	}

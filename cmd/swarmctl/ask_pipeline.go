@@ -1,40 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/answer"
 )
-
-type pipeHop struct {
-	Peer       string  `json:"peer"`
-	Start      int     `json:"start"`
-	End        int     `json:"end"`
-	ComputeMS  float64 `json:"compute_ms_per_token"`
-	TransferMS float64 `json:"transfer_ms_per_token"`
-	Conn       string  `json:"conn"`
-}
-
-type pipeTrace struct {
-	Kind     string    `json:"kind"`
-	Route    []pipeHop `json:"route"`
-	Failed   string    `json:"failed"`
-	Layers   [2]int    `json:"layers"`
-	Reason   string    `json:"reason"`
-	AtToken  int       `json:"at_token"`
-	DetectMS float64   `json:"detect_ms"`
-	ReplayMS float64   `json:"replay_ms"`
-	CostMS   float64   `json:"cost_ms"`
-	Replay   int       `json:"replay_tokens"`
-	Standby  bool      `json:"standby"`
-	Proven   bool      `json:"proven"`
-	Evidence string    `json:"evidence"`
-	Suspects []string  `json:"suspects"`
-	Drafted  []int32   `json:"drafted"`
-	Accepted int       `json:"accepted"`
-}
 
 // blame says how a failure is known.
 func blame(proven bool, evidence string, suspects []string) string {
@@ -44,33 +15,7 @@ func blame(proven bool, evidence string, suspects []string) string {
 	return fmt.Sprintf("not proven: %s; %d suspects avoided", evidence, len(suspects))
 }
 
-type pipeResult struct {
-	Model        string    `json:"model"`
-	ModelCID     string    `json:"model_cid"`
-	Tokens       []int32   `json:"tokens"`
-	PromptTokens int       `json:"prompt_tokens"`
-	DType        string    `json:"dtype"`
-	Hops         []pipeHop `json:"hops"`
-	Reroutes     []struct {
-		AtToken      int     `json:"at_token"`
-		Failed       string  `json:"failed_peer"`
-		Layers       [2]int  `json:"failed_layers"`
-		ReplayTokens int     `json:"replay_tokens"`
-		DetectMS     float64 `json:"detect_ms"`
-		ReplayMS     float64 `json:"replay_ms"`
-		CostMS       float64 `json:"cost_ms"`
-	} `json:"reroutes"`
-	TTFTMS        float64 `json:"ttft_ms"`
-	DecodeTPS     float64 `json:"decode_tok_s"`
-	TotalMS       float64 `json:"total_ms"`
-	SpotChecked   int     `json:"spot_checked"`
-	Mismatches    int     `json:"mismatches"`
-	Drafted       int     `json:"drafted"`
-	DraftAccepted int     `json:"draft_accepted"`
-	DraftRounds   int     `json:"draft_rounds"`
-}
-
-func routeString(hops []pipeHop) string {
+func routeString(hops []answer.Hop) string {
 	var parts []string
 	for _, h := range hops {
 		parts = append(parts, fmt.Sprintf("%s [%d,%d)", shortID(h.Peer), h.Start, h.End))
@@ -78,11 +23,7 @@ func routeString(hops []pipeHop) string {
 	return strings.Join(parts, " → ")
 }
 
-func tracePipelineEvent(e *env, raw json.RawMessage) {
-	var ev pipeTrace
-	if json.Unmarshal(raw, &ev) != nil {
-		return
-	}
+func tracePipelineEvent(e *env, ev *answer.Trace) {
 	switch ev.Kind {
 	case "route":
 		fmt.Fprintf(e.stderr, "route      %s\n", routeString(ev.Route))
@@ -112,9 +53,9 @@ func tracePipelineEvent(e *env, raw json.RawMessage) {
 	}
 }
 
-func pipelineFooter(e *env, res *client.QueryResult, trace bool) error {
-	var p pipeResult
-	if err := decodeRaw(res.Pipeline, &p); err != nil {
+func pipelineFooter(e *env, res *answer.Result, trace bool) error {
+	p, err := pipelineOf(res)
+	if err != nil {
 		return err
 	}
 	if trace {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/cli"
 	"github.com/llmswarm/llmswarm/node/client"
 )
@@ -107,20 +108,8 @@ func benchMoA(ctx context.Context, e *env, n, maxTokens int, prompt string) erro
 // benchPipeline reports decode speed and per-hop costs from the trace of
 // pipeline queries.
 func benchPipeline(ctx context.Context, e *env, n, maxTokens int, model, dtype, prompt string) error {
-	type hop struct {
-		Peer       string  `json:"peer"`
-		Start      int     `json:"start"`
-		End        int     `json:"end"`
-		ComputeMS  float64 `json:"compute_ms_per_token"`
-		TransferMS float64 `json:"transfer_ms_per_token"`
-	}
-	type gen struct {
-		DecodeTPS float64 `json:"decode_tok_s"`
-		TTFTMS    float64 `json:"ttft_ms"`
-		Hops      []hop   `json:"hops"`
-	}
 	var tps, ttft []float64
-	var hops []hop
+	var hops []answer.HopStat
 	var per [][]float64
 	for i := 0; i < n; i++ {
 		res, err := e.client.Query(ctx, client.QueryRequest{Query: prompt, Mode: "pipeline", Model: model, DType: dtype,
@@ -128,8 +117,8 @@ func benchPipeline(ctx context.Context, e *env, n, maxTokens int, model, dtype, 
 		if err != nil {
 			return err
 		}
-		var g gen
-		if err := decodeRaw(res.Pipeline, &g); err != nil {
+		g, err := pipelineOf(res)
+		if err != nil {
 			return err
 		}
 		tps = append(tps, g.DecodeTPS)
@@ -184,10 +173,12 @@ func benchConcurrent(ctx context.Context, e *env, n, conc, maxTokens int, model,
 					toks <- 0
 					return
 				}
-				var g struct {
-					Tokens []int32 `json:"tokens"`
+				g, err := pipelineOf(res)
+				errs <- err
+				if err != nil {
+					toks <- 0
+					return
 				}
-				errs <- decodeRaw(res.Pipeline, &g)
 				toks <- len(g.Tokens)
 			}()
 		}

@@ -13,12 +13,6 @@ import (
 // both decode rates, their ratio and how many drafted tokens the routes
 // accepted.
 func benchSpeculate(ctx context.Context, e *env, n, maxTokens int, model, dtype, prompt string) error {
-	type gen struct {
-		DecodeTPS     float64 `json:"decode_tok_s"`
-		Drafted       int     `json:"drafted"`
-		DraftAccepted int     `json:"draft_accepted"`
-		DraftRounds   int     `json:"draft_rounds"`
-	}
 	zero := float32(0)
 	var plain, spec []float64
 	drafted, accepted, rounds := 0, 0, 0
@@ -29,8 +23,8 @@ func benchSpeculate(ctx context.Context, e *env, n, maxTokens int, model, dtype,
 			if err != nil {
 				return err
 			}
-			var g gen
-			if err := decodeRaw(res.Pipeline, &g); err != nil {
+			g, err := pipelineOf(res)
+			if err != nil {
 				return err
 			}
 			if !on {

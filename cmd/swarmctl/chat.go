@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/cli"
 	"github.com/llmswarm/llmswarm/node/client"
 )
@@ -353,7 +354,7 @@ func (s *chatSession) ask(ctx context.Context, question string, intr <-chan os.S
 
 // degraded reports an MoA answer some agent failed, was cut short in, or
 // gave unverified.
-func degraded(res *client.QueryResult) bool {
+func degraded(res *answer.Result) bool {
 	if res.Mode == "pipeline" {
 		return false
 	}
@@ -370,7 +371,7 @@ func degraded(res *client.QueryResult) bool {
 
 // chatSummary is a traced turn's last line: the mode it was asked in, the
 // messages sent (the history and the question) and the answer's tokens.
-func chatSummary(req client.QueryRequest, res *client.QueryResult, took time.Duration) string {
+func chatSummary(req client.QueryRequest, res *answer.Result, took time.Duration) string {
 	f := fmt.Sprintf("— %s: %s sent", req.Mode, plural(len(req.History)+1, "message"))
 	if prompt, generated, ok := answerTokens(res); ok {
 		f += fmt.Sprintf(", %d prompt + %d generated tokens", prompt, generated)
@@ -389,10 +390,10 @@ func plural(n int, noun string) string {
 // answerTokens are the prompt and generated tokens of whoever wrote the
 // final answer: the pipeline, the aggregator, or the agent whose answer
 // it is.
-func answerTokens(res *client.QueryResult) (prompt, generated int, ok bool) {
+func answerTokens(res *answer.Result) (prompt, generated int, ok bool) {
 	if res.Mode == "pipeline" {
-		var p pipeResult
-		if decodeRaw(res.Pipeline, &p) != nil {
+		p, err := pipelineOf(res)
+		if err != nil {
 			return 0, 0, false
 		}
 		return p.PromptTokens, len(p.Tokens), true

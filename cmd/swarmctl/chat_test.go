@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net"
 	"os"
 	"reflect"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/node/client"
 )
 
@@ -106,25 +106,25 @@ func TestChatHistory(t *testing.T) {
 func TestChatSummary(t *testing.T) {
 	one := client.QueryRequest{Query: "q", Mode: "concise"}
 	three := client.QueryRequest{Query: "q", Mode: "moa", History: make([]client.Message, 2)}
-	agents := []client.AgentResponse{{Role: "reasoner", Content: "a", Prompt: 30, Tokens: 5}, {Role: "concise", Content: "b", Prompt: 20, Tokens: 4}}
+	agents := []answer.Agent{{Role: "reasoner", Content: "a", Prompt: 30, Tokens: 5}, {Role: "concise", Content: "b", Prompt: 20, Tokens: 4}}
 	cases := []struct {
 		name string
 		req  client.QueryRequest
-		res  client.QueryResult
+		res  answer.Result
 		want string
 	}{
-		{"one agent", one, client.QueryResult{Mode: "concise", FinalAnswer: "b", AgentResponses: agents[1:]},
+		{"one agent", one, answer.Result{Mode: "concise", FinalAnswer: "b", AgentResponses: agents[1:]},
 			"— concise: 1 message sent, 20 prompt + 4 generated tokens, 1.5s"},
-		{"aggregated", three, client.QueryResult{Mode: "moa", FinalAnswer: "c", AgentResponses: agents,
-			Aggregator: &client.AgentResponse{Content: "c", Prompt: 90, Tokens: 6}},
+		{"aggregated", three, answer.Result{Mode: "moa", FinalAnswer: "c", AgentResponses: agents,
+			Aggregator: &answer.Agent{Content: "c", Prompt: 90, Tokens: 6}},
 			"— moa: 3 messages sent, 90 prompt + 6 generated tokens, 1.5s"},
-		{"failed aggregator: the agent's answer", three, client.QueryResult{Mode: "moa", FinalAnswer: "a", AgentResponses: agents,
-			Aggregator: &client.AgentResponse{Error: "busy"}},
+		{"failed aggregator: the agent's answer", three, answer.Result{Mode: "moa", FinalAnswer: "a", AgentResponses: agents,
+			Aggregator: &answer.Agent{Error: "busy"}},
 			"— moa: 3 messages sent, 30 prompt + 5 generated tokens, 1.5s"},
-		{"pipeline", one, client.QueryResult{Mode: "pipeline", FinalAnswer: "x",
-			Pipeline: json.RawMessage(`{"model":"tiny","tokens":[1,2,3],"prompt_tokens":11}`)},
+		{"pipeline", one, answer.Result{Mode: "pipeline", FinalAnswer: "x",
+			Pipeline: &answer.Pipeline{Model: "tiny", Tokens: []int32{1, 2, 3}, PromptTokens: 11}},
 			"— concise: 1 message sent, 11 prompt + 3 generated tokens, 1.5s"},
-		{"nobody wrote it", one, client.QueryResult{Mode: "concise", FinalAnswer: "?", AgentResponses: agents},
+		{"nobody wrote it", one, answer.Result{Mode: "concise", FinalAnswer: "?", AgentResponses: agents},
 			"— concise: 1 message sent, 1.5s"},
 	}
 	for _, c := range cases {
@@ -196,16 +196,16 @@ func TestChatUsageErrors(t *testing.T) {
 }
 
 func TestChatDegraded(t *testing.T) {
-	ok := &client.QueryResult{Mode: "moa", AgentResponses: []client.AgentResponse{{Role: "writer"}}}
+	ok := &answer.Result{Mode: "moa", AgentResponses: []answer.Agent{{Role: "writer"}}}
 	cases := map[string]struct {
-		res  *client.QueryResult
+		res  *answer.Result
 		want bool
 	}{
 		"all well":   {ok, false},
-		"failed":     {&client.QueryResult{Mode: "moa", FailedAgents: []client.AgentResponse{{Role: "critic", Error: "busy"}}}, true},
-		"unverified": {&client.QueryResult{Mode: "moa", AgentResponses: []client.AgentResponse{{Role: "writer", Unverified: true}}}, true},
-		"partial":    {&client.QueryResult{Mode: "speed", AgentResponses: []client.AgentResponse{{Role: "drafter", Partial: true}}}, true},
-		"pipeline":   {&client.QueryResult{Mode: "pipeline"}, false},
+		"failed":     {&answer.Result{Mode: "moa", FailedAgents: []answer.Agent{{Role: "critic", Error: "busy"}}}, true},
+		"unverified": {&answer.Result{Mode: "moa", AgentResponses: []answer.Agent{{Role: "writer", Unverified: true}}}, true},
+		"partial":    {&answer.Result{Mode: "speed", AgentResponses: []answer.Agent{{Role: "drafter", Partial: true}}}, true},
+		"pipeline":   {&answer.Result{Mode: "pipeline"}, false},
 	}
 	for name, tc := range cases {
 		if got := degraded(tc.res); got != tc.want {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/llmswarm/llmswarm/answer"
 )
 
 func printJSON(w io.Writer, v any) error {
@@ -12,9 +14,10 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func decodeRaw(raw []byte, v any) error {
-	if len(raw) == 0 {
-		return fmt.Errorf("the answer has no pipeline trace")
+// pipelineOf is the pipeline generation of a pipeline-mode answer.
+func pipelineOf(res *answer.Result) (*answer.Pipeline, error) {
+	if res.Pipeline == nil {
+		return nil, fmt.Errorf("the answer has no pipeline trace")
 	}
-	return json.Unmarshal(raw, v)
+	return res.Pipeline, nil
 }

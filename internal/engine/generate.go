@@ -123,7 +123,7 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 	res.Metrics.PromptTokens = len(prompt)
 	sampler := NewSampler(req.Sampling)
 	dec := m.tok.NewStreamDecoder()
-	st := stopper{stops: req.Stop}
+	st := Stopper{Stops: req.Stop}
 	history := append([]int32(nil), prompt...)
 	var visible strings.Builder
 	emit := func(id int32, text string) error {
@@ -155,7 +155,7 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 				return true, err
 			}
 		}
-		out, stopped := st.add(piece)
+		out, stopped := st.Add(piece)
 		if err := emit(id, out); err != nil {
 			return true, err
 		}
@@ -262,8 +262,8 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 			break
 		}
 	}
-	if !st.hit { // emit text held back for stop strings or mid-character
-		if rest := st.flush(dec.Flush()); rest != "" {
+	if !st.Hit() { // emit text held back for stop strings or mid-character
+		if rest := st.Flush(dec.Flush()); rest != "" {
 			visible.WriteString(rest)
 			if onToken != nil {
 				if err := onToken(Token{ID: -1, Text: rest}); err != nil {
@@ -288,39 +288,35 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 	return res, nil
 }
 
-// stopper holds back text that may be the start of a stop string.
-type stopper struct {
-	stops   []string
+// Stopper cuts streamed text before the first of its stop strings: it
+// holds back text that may be the start of one until the next piece
+// decides. Set Stops before the first Add; it is not safe for concurrent
+// use. Generate cuts its text with one; a caller cutting text streamed
+// from elsewhere (a node's answers, whatever strategy wrote them) uses one
+// too, so that both cut alike.
+type Stopper struct {
+	Stops   []string
 	pending string
 	hit     bool
 }
 
-// add appends text and returns what can be shown, and whether a stop string
+// Add appends text and returns what can be shown, and whether a stop string
 // was found (the text before it is returned; the rest is dropped).
-func (s *stopper) add(text string) (string, bool) {
+func (s *Stopper) Add(text string) (string, bool) {
 	s.pending += text
-	if len(s.stops) == 0 {
+	if len(s.Stops) == 0 {
 		out := s.pending
 		s.pending = ""
 		return out, false
 	}
-	cut := -1
-	for _, stop := range s.stops {
-		if stop == "" {
-			continue
-		}
-		if i := strings.Index(s.pending, stop); i >= 0 && (cut < 0 || i < cut) {
-			cut = i
-		}
-	}
-	if cut >= 0 {
+	if cut, ok := FirstStop(s.pending, s.Stops); ok {
 		out := s.pending[:cut]
 		s.pending = ""
 		s.hit = true
 		return out, true
 	}
 	keep := 0
-	for _, stop := range s.stops {
+	for _, stop := range s.Stops {
 		for k := min(len(stop)-1, len(s.pending)); k > keep; k-- {
 			if strings.HasSuffix(s.pending, stop[:k]) {
 				keep = k
@@ -333,16 +329,34 @@ func (s *stopper) add(text string) (string, bool) {
 	return out, false
 }
 
-// flush returns held-back text plus tail when generation ends without a stop
+// Hit reports whether a stop string was found.
+func (s *Stopper) Hit() bool { return s.hit }
+
+// Flush returns held-back text plus tail when generation ends without a stop
 // string.
-func (s *stopper) flush(tail string) string {
-	out, stopped := s.add(tail)
+func (s *Stopper) Flush(tail string) string {
+	out, stopped := s.Add(tail)
 	if stopped {
 		return out
 	}
 	out += s.pending
 	s.pending = ""
 	return out
+}
+
+// FirstStop is the index in s of the earliest of the stop strings (empty
+// ones are ignored), and whether there is one.
+func FirstStop(s string, stops []string) (int, bool) {
+	cut := -1
+	for _, stop := range stops {
+		if stop == "" {
+			continue
+		}
+		if i := strings.Index(s, stop); i >= 0 && (cut < 0 || i < cut) {
+			cut = i
+		}
+	}
+	return cut, cut >= 0
 }
 
 // draftOpening is a draft being opened beside a generation.

@@ -203,11 +203,11 @@ func TestStopper(t *testing.T) {
 		{[]string{"\n\n", "END"}, []string{"a\n", "\nb"}, "a", true},
 	}
 	for i, c := range cases {
-		s := stopper{stops: c.stops}
+		s := Stopper{Stops: c.stops}
 		var got string
 		hit := false
 		for _, p := range c.pieces {
-			out, stop := s.add(p)
+			out, stop := s.Add(p)
 			got += out
 			if stop {
 				hit = true
@@ -215,7 +215,7 @@ func TestStopper(t *testing.T) {
 			}
 		}
 		if !hit {
-			got += s.flush("")
+			got += s.Flush("")
 		}
 		if got != c.want || hit != c.hit {
 			t.Errorf("case %d: got %q hit %v, want %q %v", i, got, hit, c.want, c.hit)

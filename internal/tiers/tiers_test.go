@@ -24,7 +24,8 @@ var tier = map[string]int{
 	"internal/netif":   0,
 	"shards":           0,
 	"bmc":              0,
-	"node/client":      0,
+	"answer":           0, // a query's result and trace, and the kinds of failure: stdlib only
+	"node/client":      1, // the API client: answer's types, over HTTP
 	"dashboard":        0, // static files and their handler, served by api
 	"gossip":           1,
 	"swarm":            2,
@@ -43,9 +44,10 @@ var tier = map[string]int{
 	"internal/nodetest": 6,
 }
 
-// swarmctlMay are the module's packages swarmctl may link: the API client
-// and the standard-library-only helpers both commands share.
-var swarmctlMay = map[string]bool{"node/client": true, "internal/cli": true, "internal/version": true}
+// swarmctlMay are the module's packages swarmctl may link: the API client,
+// the answers it returns, and the standard-library-only helpers both
+// commands share.
+var swarmctlMay = map[string]bool{"node/client": true, "answer": true, "internal/cli": true, "internal/version": true}
 
 // exempt packages are test harnesses, not product code, unless the tier
 // map lists them.

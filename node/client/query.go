@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/llmswarm/llmswarm/answer"
 )
 
 // QueryRequest is POST /v1/swarm/query.
@@ -44,50 +46,6 @@ type Message struct {
 	Content string `json:"content"`
 }
 
-// AgentResponse is one agent's answer (or failure) in a query result.
-type AgentResponse struct {
-	Role      string  `json:"role"`
-	Peer      string  `json:"peer"`
-	Model     string  `json:"model"`
-	ModelCID  string  `json:"model_cid,omitempty"`
-	Content   string  `json:"content"`
-	Tokens    int     `json:"tokens"`
-	TokPerSec float64 `json:"tok_s"`
-	MS        float64 `json:"ms"`
-	ServerMS  float64 `json:"server_ms"`
-	TTFTMS    float64 `json:"ttft_ms"`
-	Prompt    int     `json:"prompt_tokens"`
-	Weight    float64 `json:"weight"`
-	Thermal   string  `json:"thermal,omitempty"`
-	Battery   int     `json:"battery,omitempty"`
-	// Conn is how the originator reached the agent: "local", "direct",
-	// "punched" or "relayed".
-	Conn string `json:"conn,omitempty"`
-	// Unverified: from a peer whose claim to its role model the
-	// originator has not verified (it had no copy to check it with).
-	Unverified bool `json:"unverified,omitempty"`
-	// Partial: cut off (by its deadline, or a holder that hung mid-answer)
-	// and used as far as it goes.
-	Partial       bool     `json:"partial,omitempty"`
-	PartialReason string   `json:"partial_reason,omitempty"`
-	Skipped       []string `json:"skipped,omitempty"` // holders tried first, with why they were left
-	// Draft: the answer was drafted by another model (speed mode).
-	Draft *AgentDraft `json:"draft,omitempty"`
-	Error string      `json:"error,omitempty"`
-}
-
-// AgentDraft is how a speculative speed-mode answer was drafted: by which
-// peer's drafter, how many tokens it proposed, how many of them the
-// answering model accepted, in how many verify steps, and why drafting
-// did not start or stopped early ("": it did not).
-type AgentDraft struct {
-	Peer     string `json:"peer"`
-	Drafted  int    `json:"drafted"`
-	Accepted int    `json:"accepted"`
-	Rounds   int    `json:"rounds"`
-	Error    string `json:"error,omitempty"`
-}
-
 // AgentToken is a piece of an agent's answer as it is written (the
 // agent_token event of a streamed query).
 type AgentToken struct {
@@ -96,44 +54,30 @@ type AgentToken struct {
 	Text string `json:"text"`
 }
 
-// QueryResult is the answer of POST /v1/swarm/query.
-type QueryResult struct {
-	Query           string          `json:"query"`
-	QueryType       string          `json:"query_type"`
-	Classifier      string          `json:"classifier"`
-	Mode            string          `json:"mode"`
-	AgentResponses  []AgentResponse `json:"agent_responses"`
-	FailedAgents    []AgentResponse `json:"failed_agents,omitempty"`
-	Aggregator      *AgentResponse  `json:"aggregator,omitempty"`
-	FinalAnswer     string          `json:"final_answer"`
-	TotalTimeMS     float64         `json:"total_time_ms"`
-	AgentsResponded int             `json:"agents_responded"`
-	// Pipeline is set in pipeline mode.
-	Pipeline json.RawMessage `json:"pipeline,omitempty"`
-}
-
 // Event is one server-sent event of a streamed query: "agent" (an agent
 // finished; Agent set), "agent_token" (an agent's text as it writes;
 // AgentToken set), "token" (final answer text; Text set), "trace"
-// (pipeline progress; Raw set), "result" (Result set) or "error".
+// (pipeline progress; Trace set), "result" (Result set) or "error". Raw
+// is the event's JSON.
 type Event struct {
 	Type       string
-	Agent      *AgentResponse
+	Agent      *answer.Agent
 	AgentToken *AgentToken
 	Text       string
-	Result     *QueryResult
+	Trace      *answer.Trace
+	Result     *answer.Result
 	Raw        json.RawMessage
 }
 
 // Query runs a query. With req.Stream, onEvent sees each event as it
 // arrives; the result is returned either way.
-func (c *Client) Query(ctx context.Context, req QueryRequest, onEvent func(Event)) (*QueryResult, error) {
+func (c *Client) Query(ctx context.Context, req QueryRequest, onEvent func(Event)) (*answer.Result, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
 	if !req.Stream {
-		var out QueryResult
+		var out answer.Result
 		if err := c.do(ctx, http.MethodPost, "/v1/swarm/query", bytes.NewReader(body), &out); err != nil {
 			return nil, err
 		}
@@ -144,18 +88,23 @@ func (c *Client) Query(ctx context.Context, req QueryRequest, onEvent func(Event
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var result *QueryResult
+	var result *answer.Result
 	err = readSSE(resp, func(event string, data []byte) error {
 		ev := Event{Type: event, Raw: data}
 		switch event {
 		case "agent":
-			ev.Agent = &AgentResponse{}
+			ev.Agent = &answer.Agent{}
 			if err := json.Unmarshal(data, ev.Agent); err != nil {
 				return err
 			}
 		case "agent_token":
 			ev.AgentToken = &AgentToken{}
 			if err := json.Unmarshal(data, ev.AgentToken); err != nil {
+				return err
+			}
+		case "trace":
+			ev.Trace = &answer.Trace{}
+			if err := json.Unmarshal(data, ev.Trace); err != nil {
 				return err
 			}
 		case "token":
@@ -167,7 +116,7 @@ func (c *Client) Query(ctx context.Context, req QueryRequest, onEvent func(Event
 			}
 			ev.Text = t.Text
 		case "result":
-			result = &QueryResult{}
+			result = &answer.Result{}
 			if err := json.Unmarshal(data, result); err != nil {
 				return err
 			}

@@ -39,7 +39,6 @@ public final class BindTest {
 		final CountDownLatch end = new CountDownLatch(1);
 		volatile int nTokens, ends;
 		volatile String result;
-		volatile long status;
 		volatile String kind, message;
 
 		@Override public void onToken(String text) {
@@ -60,9 +59,8 @@ public final class BindTest {
 			end.countDown();
 		}
 
-		@Override public void onError(long status, String kind, String message) {
+		@Override public void onError(String kind, String message) {
 			ends++;
-			this.status = status;
 			this.kind = kind;
 			this.message = message;
 			end.countDown();
@@ -116,7 +114,7 @@ public final class BindTest {
 		Collect c = new Collect();
 		Request r = node.ask("{\"query\":\"Tell me a story.\",\"mode\":\"reasoner\",\"max_tokens\":24,\"temperature\":0}", c);
 		r.waitDone();
-		check(c.ends == 1 && c.result != null, "ask ended with " + c.status + " " + c.kind + " " + c.message);
+		check(c.ends == 1 && c.result != null, "ask ended with " + c.kind + " " + c.message);
 		check(c.nTokens > 1, "tokens: " + c.nTokens);
 		check(c.events.contains("agent"), "events: " + c.events);
 		Files.writeString(out.resolve("tokens.txt"), c.tokens.toString(), StandardCharsets.UTF_8);
@@ -129,8 +127,8 @@ public final class BindTest {
 		check(cc.first.await(60, TimeUnit.SECONDS), "no first token");
 		rc.cancel();
 		check(cc.end.await(60, TimeUnit.SECONDS), "no end after cancel");
-		check(cc.ends == 1 && cc.status == 499 && "cancelled".equals(cc.kind),
-				"cancelled: " + cc.ends + " " + cc.status + " " + cc.kind + " " + cc.message);
+		check(cc.ends == 1 && "cancelled".equals(cc.kind),
+				"cancelled: " + cc.ends + " " + cc.kind + " " + cc.message);
 		System.out.println("CANCELLED after " + cc.nTokens + " tokens");
 
 		// An exception thrown in a handler comes back to Go as an error:
@@ -142,9 +140,9 @@ public final class BindTest {
 			}
 		};
 		node.ask("{\"query\":\"Tell me a long story.\",\"mode\":\"reasoner\",\"max_tokens\":400,\"temperature\":0}", thrower).waitDone();
-		check(thrower.ends == 1 && thrower.nTokens == 1 && thrower.status == 499 && "handler_error".equals(thrower.kind)
+		check(thrower.ends == 1 && thrower.nTokens == 1 && "handler_error".equals(thrower.kind)
 				&& thrower.message.contains("boom in onToken"),
-				"thrown: " + thrower.nTokens + " tokens, " + thrower.status + " " + thrower.kind + " " + thrower.message);
+				"thrown: " + thrower.nTokens + " tokens, " + thrower.kind + " " + thrower.message);
 		System.out.println("THROWN " + thrower.message);
 
 		// 10% and not charging: the peer stops taking work and says why.
