@@ -327,12 +327,16 @@ func checkFile(path string) (meta *fsggml.GGML, err error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, &FileError{path, err}
 	}
+	probe := &endProbe{ReadSeeker: f}
 	func() {
 		defer recoverErr(&err, "decoding GGUF header")
-		meta, err = fsggml.Decode(f, 0)
+		meta, err = fsggml.Decode(probe, 0)
 	}()
 	if err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "exceeds file size") {
+		// ollama asks for the file's size only once the header and every
+		// tensor's description have decoded; what fails after that is a
+		// tensor reaching past the end (its error is untyped text).
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || probe.sizeAsked {
 			return nil, &FileError{path, fmt.Errorf("%w: %v", ErrTruncated, err)}
 		}
 		return nil, &FileError{path, fmt.Errorf("%w: %v", ErrNotGGUF, err)}
@@ -409,3 +413,17 @@ func (m *Model) Timing() (build, compute time.Duration) {
 // Batching reports how many graphs sessions' steps have run in, and how
 // many steps: steps/rounds is the mean batch.
 func (m *Model) Batching() (rounds, steps int64) { return m.rounds.Load(), m.batched.Load() }
+
+// endProbe notes whether the GGUF decoder asked for the file's size (a
+// seek to its end), which it does only after the header has decoded.
+type endProbe struct {
+	io.ReadSeeker
+	sizeAsked bool
+}
+
+func (p *endProbe) Seek(offset int64, whence int) (int64, error) {
+	if whence == io.SeekEnd {
+		p.sizeAsked = true
+	}
+	return p.ReadSeeker.Seek(offset, whence)
+}
