@@ -32,7 +32,7 @@ func (n *Node) TokenizerForTest(ctx context.Context, root string, holders ...pee
 
 // StartLoadsDoneForTest is closed when the roles and shards given at start
 // have loaded (or failed).
-func (n *Node) StartLoadsDoneForTest() <-chan struct{} { return n.loadsDone }
+func (n *Node) StartLoadsDoneForTest() <-chan struct{} { return n.loads.ended() }
 
 // PublishBMCForTest publishes raw, a board dump MACed for nonce, as this
 // peer's BMC table, the way a bridge does, without a board.

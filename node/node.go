@@ -75,12 +75,7 @@ type Node struct {
 	events  eventHub   // live events for the API's /v1/swarm/events
 	tasks   taskList   // pulls, fetches and loads a user waits for
 	runMu   sync.Mutex // one run-time change of roles or shards at a time
-	// loads are Start's background loads of the configured roles;
-	// stopLoads cancels them.
-	loads     sync.WaitGroup
-	loadsDone chan struct{} // closed when Start's background loads have ended
-	loadCtx   context.Context
-	stopLoads context.CancelFunc
+	loads   startLoads // Start's background loads of the configured roles and shards
 }
 
 // APIAddrFile, in the data dir, holds the address the API listens on while
@@ -184,15 +179,14 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.mem.init(n.cfg.MaxMemory)
 	// The pipeline's store first: role models are registered in it too,
 	// so peers can fetch their manifests and layers to check them.
-	n.loadCtx, n.stopLoads = context.WithCancel(runCtx)
+	n.loads.begin(runCtx)
 	if err = n.startPipeline(ctx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
 		}
 		return err
 	}
-	n.loadsDone = make(chan struct{})
-	if err = n.startMoA(runCtx); err != nil {
+	if err = n.startMoA(); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
 		}

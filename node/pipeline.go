@@ -84,16 +84,14 @@ func (n *Node) startPipeline(ctx context.Context) error {
 		if spec.End > info.Layers {
 			return fmt.Errorf("shard %s:%d-%d: the model has %d layers", spec.Path, spec.Start, spec.End, info.Layers)
 		}
-		n.loads.Add(1)
-		go func() {
-			defer n.loads.Done()
-			if err := n.loadShardFile(n.loadCtx, spec); err != nil && n.loadCtx.Err() == nil {
+		n.loads.run(func(ctx context.Context) {
+			if err := n.loadShardFile(ctx, spec); err != nil && ctx.Err() == nil {
 				n.log.Error("shard not loaded", "shard", s, "err", err)
 				n.health.set("shard "+s, err.Error())
 				return
 			}
 			go n.publishPS("shards") // takes n.mu: never from here, which Close waits for
-		}()
+		})
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ func (n *Node) engineOptions() engine.Options {
 
 // startMoA registers the MoA protocol, loads the configured role models and
 // builds this peer's originator.
-func (n *Node) startMoA(ctx context.Context) error {
+func (n *Node) startMoA() error {
 	n.moaServer = moa.NewServer(n.host, n.log)
 	n.moaServer.DraftMin, n.moaServer.DraftMax = n.cfg.MoA.DraftMin, n.cfg.MoA.DraftMax
 	n.moaServer.Status = func() (string, int) {
@@ -57,10 +57,7 @@ func (n *Node) startMoA(ctx context.Context) error {
 		}
 		reserved[path] = r
 	}
-	ctx = n.loadCtx
-	n.loads.Add(1)
-	go func() {
-		defer n.loads.Done()
+	n.loads.run(func(ctx context.Context) {
 		for _, role := range roles {
 			path := n.cfg.Roles[role]
 			r, first := reserved[path]
@@ -79,9 +76,9 @@ func (n *Node) startMoA(ctx context.Context) error {
 			n.moaServer.Add(rm)
 			go n.publishPS("roles") // takes n.mu: never from this goroutine, which Close waits for
 		}
-	}()
+	})
 	// Shard files' loads started before (startPipeline): all are counted.
-	go func() { n.loads.Wait(); close(n.loadsDone) }()
+	n.loads.seal()
 	return nil
 }
 
@@ -90,15 +87,16 @@ func (n *Node) startMoA(ctx context.Context) error {
 // is answered once they can take part, as it would have been had it come
 // a moment later.
 func (n *Node) waitStartLoads(ctx context.Context) error {
-	if n.loadsDone == nil {
+	ended := n.loads.ended()
+	if ended == nil {
 		return nil
 	}
 	select {
-	case <-n.loadsDone:
+	case <-ended:
 	default:
 		n.log.Debug("query waits for this peer's models to load")
 		select {
-		case <-n.loadsDone:
+		case <-ended:
 		case <-ctx.Done():
 			return answer.Errorf(answer.Cancelled, "while this peer's models were loading: %w", ctx.Err())
 		}
@@ -129,12 +127,7 @@ func (n *Node) selfAnnounced() bool {
 }
 
 // waitLoads stops the background loads of Start and waits for them.
-func (n *Node) waitLoads() {
-	if n.stopLoads != nil {
-		n.stopLoads()
-	}
-	n.loads.Wait()
-}
+func (n *Node) waitLoads() { n.loads.stop() }
 
 // loadOptions is engineOptions with the weights' load reported as t's
 // progress, in percent.
