@@ -3,80 +3,21 @@ package moa
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/network"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/internal/wire/wiretest"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current code")
-
-// golden compares lines with testdata/file, or rewrites the file with -update.
-func golden(t *testing.T, file string, lines []string) {
-	t.Helper()
-	path := filepath.Join("testdata", file)
-	got := strings.Join(lines, "\n") + "\n"
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	for i := range max(len(want), len(lines)) {
-		var w, g string
-		if i < len(want) {
-			w = want[i]
-		}
-		if i < len(lines) {
-			g = lines[i]
-		}
-		if w != g {
-			t.Errorf("%s line %d:\n got %s\nwant %s", path, i+1, g, w)
-		}
-	}
-}
-
-// goldenHex is b in hex, or for a long b its start, length and digest.
-func goldenHex(b []byte) string {
-	if len(b) <= 1024 {
-		return hex.EncodeToString(b)
-	}
-	return fmt.Sprintf("%x... %d bytes sha256 %x", b[:32], len(b), sha256.Sum256(b))
-}
 
 // errClass names what callers can tell about a read's error.
 func errClass(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	var c []string
-	for _, k := range []struct {
-		name string
-		err  error
-	}{{"protocol", ErrProtocol}, {"nomem", ErrNoMemory}, {"unexpected-eof", io.ErrUnexpectedEOF}, {"eof", io.EOF}} {
-		if errors.Is(err, k.err) {
-			c = append(c, k.name)
-		}
-	}
-	if len(c) == 0 {
-		return "other"
-	}
-	return strings.Join(c, ",")
+	return wiretest.ErrClass(err, wiretest.Sentinel{Name: "protocol", Err: ErrProtocol}, wiretest.Sentinel{Name: "nomem", Err: ErrNoMemory})
 }
 
 // stingyBudget refuses reservations above limit bytes and records each.
@@ -125,12 +66,8 @@ func TestFrameGolden(t *testing.T) {
 	var lines []string
 	var all bytes.Buffer
 	for _, f := range frames {
-		var b bytes.Buffer
-		if err := writeFrame(&b, f.v); err != nil {
-			t.Fatalf("%s: %v", f.name, err)
-		}
-		all.Write(b.Bytes())
-		lines = append(lines, "write "+f.name+" "+goldenHex(b.Bytes()))
+		b := wiretest.WriteFrame(t, &all, f.name, func(w io.Writer) error { return writeFrame(w, f.v) })
+		lines = append(lines, "write "+f.name+" "+wiretest.Hex(b))
 	}
 	err := writeFrame(io.Discard, &Reply{Type: ReplyToken, Text: strings.Repeat("x", maxFrame)})
 	lines = append(lines, "write oversize "+errClass(err))
@@ -205,7 +142,7 @@ func TestFrameGolden(t *testing.T) {
 	var rep Reply
 	err = readFrame(bufio.NewReader(bytes.NewReader(b.Bytes()[:100<<10])), &rep, bud, network.ReservationPriorityMedium)
 	lines = append(lines, fmt.Sprintf("budget cut %s %s held=%d", errClass(err), strings.Join(bud.log, " "), bud.held))
-	golden(t, "frames.golden", lines)
+	wiretest.Golden(t, "testdata/frames.golden", lines)
 }
 
 // newOf is a new zero value of v's pointed-to type.

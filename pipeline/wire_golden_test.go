@@ -3,78 +3,17 @@ package pipeline
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/internal/wire/wiretest"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current code")
-
-// golden compares lines with testdata/file, or rewrites the file with -update.
-func golden(t *testing.T, file string, lines []string) {
-	t.Helper()
-	path := filepath.Join("testdata", file)
-	got := strings.Join(lines, "\n") + "\n"
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	for i := range max(len(want), len(lines)) {
-		var w, g string
-		if i < len(want) {
-			w = want[i]
-		}
-		if i < len(lines) {
-			g = lines[i]
-		}
-		if w != g {
-			t.Errorf("%s line %d:\n got %s\nwant %s", path, i+1, g, w)
-		}
-	}
-}
-
-// goldenHex is b in hex, or for a long b its start, length and digest.
-func goldenHex(b []byte) string {
-	if len(b) <= 1024 {
-		return hex.EncodeToString(b)
-	}
-	return fmt.Sprintf("%x... %d bytes sha256 %x", b[:32], len(b), sha256.Sum256(b))
-}
 
 // errClass names what callers can tell about a read's error.
 func errClass(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	var c []string
-	for _, k := range []struct {
-		name string
-		err  error
-	}{{"bad", ErrBadFrame}, {"unexpected-eof", io.ErrUnexpectedEOF}, {"eof", io.EOF}} {
-		if errors.Is(err, k.err) {
-			c = append(c, k.name)
-		}
-	}
-	if len(c) == 0 {
-		return "other"
-	}
-	return strings.Join(c, ",")
+	return wiretest.ErrClass(err, wiretest.Sentinel{Name: "bad", Err: ErrBadFrame})
 }
 
 // TestFrameGolden pins the bytes of every kind of stage frame, and what a
@@ -130,18 +69,13 @@ func TestFrameGolden(t *testing.T) {
 	var lines []string
 	var all bytes.Buffer
 	for _, f := range frames {
-		var b bytes.Buffer
-		var err error
-		if f.json != nil {
-			err = writeJSON(&b, f.typ, f.json)
-		} else {
-			err = writeFrame(&b, f.typ, f.body)
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", f.name, err)
-		}
-		all.Write(b.Bytes())
-		lines = append(lines, "write "+f.name+" "+goldenHex(b.Bytes()))
+		b := wiretest.WriteFrame(t, &all, f.name, func(w io.Writer) error {
+			if f.json != nil {
+				return writeJSON(w, f.typ, f.json)
+			}
+			return writeFrame(w, f.typ, f.body)
+		})
+		lines = append(lines, "write "+f.name+" "+wiretest.Hex(b))
 	}
 	r := bufio.NewReader(&all)
 	for _, f := range frames {
@@ -159,14 +93,7 @@ func TestFrameGolden(t *testing.T) {
 		t.Fatalf("after the last frame: %v", err)
 	}
 
-	uv := func(n uint64, rest ...byte) []byte {
-		var b []byte
-		for n >= 0x80 {
-			b = append(b, byte(n)|0x80)
-			n >>= 7
-		}
-		return append(append(b, byte(n)), rest...)
-	}
+	uv := wiretest.Uvarint
 	reads := []struct {
 		name  string
 		in    []byte
@@ -207,5 +134,5 @@ func TestFrameGolden(t *testing.T) {
 		var o Opened
 		lines = append(lines, fmt.Sprintf("json %q %s", s, errClass(decodeJSON([]byte(s), &o))))
 	}
-	golden(t, "frames.golden", lines)
+	wiretest.Golden(t, "testdata/frames.golden", lines)
 }

@@ -2,77 +2,18 @@ package shards
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/llmswarm/llmswarm/internal/wire/wiretest"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current code")
-
-// golden compares lines with testdata/file, or rewrites the file with -update.
-func golden(t *testing.T, file string, lines []string) {
-	t.Helper()
-	path := filepath.Join("testdata", file)
-	got := strings.Join(lines, "\n") + "\n"
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	for i := range max(len(want), len(lines)) {
-		var w, g string
-		if i < len(want) {
-			w = want[i]
-		}
-		if i < len(lines) {
-			g = lines[i]
-		}
-		if w != g {
-			t.Errorf("%s line %d:\n got %s\nwant %s", path, i+1, g, w)
-		}
-	}
-}
-
-// goldenHex is b in hex, or for a long b its start, length and digest.
-func goldenHex(b []byte) string {
-	if len(b) <= 1024 {
-		return hex.EncodeToString(b)
-	}
-	return fmt.Sprintf("%x... %d bytes sha256 %x", b[:32], len(b), sha256.Sum256(b))
-}
 
 // errClass names what callers can tell about a read's error.
 func errClass(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	var c []string
-	for _, k := range []struct {
-		name string
-		err  error
-	}{{"bad", ErrBadFrame}, {"unexpected-eof", io.ErrUnexpectedEOF}, {"eof", io.EOF}} {
-		if errors.Is(err, k.err) {
-			c = append(c, k.name)
-		}
-	}
-	if len(c) == 0 {
-		return "other"
-	}
-	return strings.Join(c, ",")
+	return wiretest.ErrClass(err, wiretest.Sentinel{Name: "bad", Err: ErrBadFrame})
 }
 
 // onlyReader hides every method of a reader but Read, as a stream does.
@@ -101,12 +42,8 @@ func TestFrameGolden(t *testing.T) {
 	var lines []string
 	var all bytes.Buffer
 	for _, f := range frames {
-		var b bytes.Buffer
-		if err := writeFrame(&b, f.v); err != nil {
-			t.Fatalf("%s: %v", f.name, err)
-		}
-		all.Write(b.Bytes())
-		lines = append(lines, "write "+f.name+" "+goldenHex(b.Bytes()))
+		b := wiretest.WriteFrame(t, &all, f.name, func(w io.Writer) error { return writeFrame(w, f.v) })
+		lines = append(lines, "write "+f.name+" "+wiretest.Hex(b))
 	}
 	err := writeFrame(io.Discard, transferResponse{Error: strings.Repeat("x", maxFrame)})
 	lines = append(lines, "write oversize "+errClass(err))
@@ -132,7 +69,7 @@ func TestFrameGolden(t *testing.T) {
 	rest, _ := io.ReadAll(r)
 	lines = append(lines, fmt.Sprintf("after the frames %q", rest))
 
-	frame := func(s string) []byte { return uvarint(uint64(len(s)), []byte(s)...) }
+	frame := func(s string) []byte { return wiretest.Uvarint(uint64(len(s)), []byte(s)...) }
 	reads := []struct {
 		name string
 		in   []byte
@@ -144,9 +81,9 @@ func TestFrameGolden(t *testing.T) {
 		{"prefix-cut-2", []byte{0x80, 0x80}},
 		{"prefix-4-bytes", []byte{0x80, 0x80, 0x80, 0x01}},
 		{"prefix-3-bytes-big", []byte{0xff, 0xff, 0x7f}},
-		{"over-max", uvarint(maxFrame+1, '{')},
-		{"at-max-cut", uvarint(maxFrame, '{')},
-		{"truncated", uvarint(10, '{')},
+		{"over-max", wiretest.Uvarint(maxFrame+1, '{')},
+		{"at-max-cut", wiretest.Uvarint(maxFrame, '{')},
+		{"truncated", wiretest.Uvarint(10, '{')},
 		{"non-minimal-prefix", append([]byte{0x82, 0x80, 0x00}, "{}"...)},
 		{"ok", frame(`{"code":"busy","error":"x"}`)},
 		{"unknown-field", frame(`{"code":"busy","x":1}`)},
@@ -169,7 +106,7 @@ func TestFrameGolden(t *testing.T) {
 		}
 		lines = append(lines, fmt.Sprintf("read %s %s %+v", rd.name, errClass(err), v))
 	}
-	golden(t, "frames.golden", lines)
+	wiretest.Golden(t, "testdata/frames.golden", lines)
 }
 
 // TestManifestGolden pins which spellings of a manifest ParseManifest
@@ -208,10 +145,5 @@ func TestManifestGolden(t *testing.T) {
 		}
 		lines = append(lines, "manifest "+tc.name+" "+class)
 	}
-	golden(t, "manifest.golden", lines)
-}
-
-// uvarint is n as a uvarint, then rest.
-func uvarint(n uint64, rest ...byte) []byte {
-	return append(binary.AppendUvarint(nil, n), rest...)
+	wiretest.Golden(t, "testdata/manifest.golden", lines)
 }

@@ -3,78 +3,18 @@ package verify
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/llmswarm/llmswarm/internal/wire/wiretest"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current code")
-
-// golden compares lines with testdata/file, or rewrites the file with -update.
-func golden(t *testing.T, file string, lines []string) {
-	t.Helper()
-	path := filepath.Join("testdata", file)
-	got := strings.Join(lines, "\n") + "\n"
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	for i := range max(len(want), len(lines)) {
-		var w, g string
-		if i < len(want) {
-			w = want[i]
-		}
-		if i < len(lines) {
-			g = lines[i]
-		}
-		if w != g {
-			t.Errorf("%s line %d:\n got %s\nwant %s", path, i+1, g, w)
-		}
-	}
-}
-
-// goldenHex is b in hex, or for a long b its start, length and digest.
-func goldenHex(b []byte) string {
-	if len(b) <= 1024 {
-		return hex.EncodeToString(b)
-	}
-	return fmt.Sprintf("%x... %d bytes sha256 %x", b[:32], len(b), sha256.Sum256(b))
-}
 
 // errClass names what callers can tell about a read's error.
 func errClass(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	var c []string
-	for _, k := range []struct {
-		name string
-		err  error
-	}{{"bad", ErrBadFrame}, {"unexpected-eof", io.ErrUnexpectedEOF}, {"eof", io.EOF}} {
-		if errors.Is(err, k.err) {
-			c = append(c, k.name)
-		}
-	}
-	if len(c) == 0 {
-		return "other"
-	}
-	return strings.Join(c, ",")
+	return wiretest.ErrClass(err, wiretest.Sentinel{Name: "bad", Err: ErrBadFrame})
 }
 
 // TestFrameGolden pins the bytes of every kind of challenge frame, and
@@ -105,17 +45,13 @@ func TestFrameGolden(t *testing.T) {
 	var lines []string
 	var all bytes.Buffer
 	for _, f := range writes {
-		var b bytes.Buffer
-		if err := f.write(&b); err != nil {
-			t.Fatalf("%s: %v", f.name, err)
-		}
-		all.Write(b.Bytes())
-		lines = append(lines, fmt.Sprintf("write %s %s size=%d", f.name, goldenHex(b.Bytes()), frameSize(b.Len()-len(uvarint(uint64(b.Len())))-1)))
+		b := wiretest.WriteFrame(t, &all, f.name, f.write)
+		lines = append(lines, fmt.Sprintf("write %s %s size=%d", f.name, wiretest.Hex(b), frameSize(len(b)-len(wiretest.Uvarint(uint64(len(b))))-1)))
 	}
 	r := bufio.NewReader(&all)
 	for _, f := range writes {
 		typ, body, err := readFrame(r, limitBoundary)
-		lines = append(lines, fmt.Sprintf("read %s %s type=%d %s", f.name, errClass(err), typ, goldenHex(body)))
+		lines = append(lines, fmt.Sprintf("read %s %s type=%d %s", f.name, errClass(err), typ, wiretest.Hex(body)))
 	}
 
 	reads := []struct {
@@ -133,17 +69,17 @@ func TestFrameGolden(t *testing.T) {
 		{"prefix-overflow", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, limitRequest},
 		{"prefix-11-bytes", []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, limitRequest},
 		{"huge", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, limitBoundary},
-		{"over-limit", uvarint(52, frameBoundary), 50},
-		{"at-limit-cut", uvarint(51, frameBoundary, 1), 50},
-		{"error-over-type-limit", uvarint(maxJSON+2, frameError), limitBoundary},
-		{"error-at-type-limit-cut", uvarint(maxJSON+1, frameError, '{'), limitBoundary},
-		{"type-0", uvarint(2, 0, 0), limitRequest},
-		{"type-4", uvarint(2, 4, 0), limitRequest},
-		{"truncated", uvarint(10, frameBoundary, 1, 2), limitRequest},
+		{"over-limit", wiretest.Uvarint(52, frameBoundary), 50},
+		{"at-limit-cut", wiretest.Uvarint(51, frameBoundary, 1), 50},
+		{"error-over-type-limit", wiretest.Uvarint(maxJSON+2, frameError), limitBoundary},
+		{"error-at-type-limit-cut", wiretest.Uvarint(maxJSON+1, frameError, '{'), limitBoundary},
+		{"type-0", wiretest.Uvarint(2, 0, 0), limitRequest},
+		{"type-4", wiretest.Uvarint(2, 4, 0), limitRequest},
+		{"truncated", wiretest.Uvarint(10, frameBoundary, 1, 2), limitRequest},
 		{"non-minimal-prefix", []byte{0x83, 0x00, frameBoundary, 1, 2}, limitRequest},
-		{"limit-0", uvarint(2, frameBoundary, 0), 0},
-		{"limit-1", uvarint(2, frameBoundary, 0), 1},
-		{"limit-max-int", uvarint(2, frameBoundary, 0), math.MaxInt},
+		{"limit-0", wiretest.Uvarint(2, frameBoundary, 0), 0},
+		{"limit-1", wiretest.Uvarint(2, frameBoundary, 0), 1},
+		{"limit-max-int", wiretest.Uvarint(2, frameBoundary, 0), math.MaxInt},
 	}
 	for _, rd := range reads {
 		typ, body, err := readFrame(bufio.NewReader(bytes.NewReader(rd.in)), rd.limit)
@@ -153,10 +89,5 @@ func TestFrameGolden(t *testing.T) {
 		_, err := decodeError([]byte(s))
 		lines = append(lines, fmt.Sprintf("json %q %s", s, errClass(err)))
 	}
-	golden(t, "frames.golden", lines)
-}
-
-// uvarint is n as a uvarint, then rest.
-func uvarint(n uint64, rest ...byte) []byte {
-	return append(binary.AppendUvarint(nil, n), rest...)
+	wiretest.Golden(t, "testdata/frames.golden", lines)
 }
