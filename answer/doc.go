@@ -6,7 +6,7 @@
 // (Kind, Error).
 //
 // Data flows one way through it: moa and pipeline fill these types, node
-// passes them up unchanged, and api, mobile, node/client and swarmctl read
+// passes them up unchanged, and api, mobile, client and swarmctl read
 // them as they are, with no copy kept in step anywhere. Their JSON is the
 // HTTP API's: a key's name or shape changes only with the API. Failures
 // flow the same way: node says which Kind an error is, api alone maps the

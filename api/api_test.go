@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmswarm/llmswarm/internal/nodetest"
+	"github.com/llmswarm/llmswarm/nodetest"
 )
 
 // apiCase is one request to the API and what its answer must be.

@@ -10,9 +10,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/internal/wire"
 	"github.com/llmswarm/llmswarm/node"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // chatRequest is OpenAI's chat completion request, as far as the swarm

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 // eventsKeepAlive is how often a quiet event stream gets a comment line,

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmswarm/llmswarm/internal/nodetest"
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/node"
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/nodetest"
 )
 
 // sseReader reads the events of GET /v1/swarm/events.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/llmswarm/llmswarm/api"
-	"github.com/llmswarm/llmswarm/internal/nodetest"
+	"github.com/llmswarm/llmswarm/nodetest"
 )
 
 // TestAPIBrowserSafety: without a token, no web page can drive or read the

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/llmswarm/llmswarm/answer"
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/internal/wire"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // maxBody bounds API request bodies.

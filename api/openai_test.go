@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/llmswarm/llmswarm/internal/nodetest"
+	"github.com/llmswarm/llmswarm/nodetest"
 )
 
 // chatAnswer is what a chat completion call gave, streamed or not.

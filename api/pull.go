@@ -3,7 +3,7 @@ package api
 import (
 	"net/http"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 // pull serves POST /v1/models/pull: streamed, "task" events (the pull's

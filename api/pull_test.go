@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmswarm/llmswarm/internal/nodetest"
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/node"
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/nodetest"
 	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/shards/hubtest"
 )

@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	"github.com/llmswarm/llmswarm/answer"
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 // query serves POST /v1/swarm/query.

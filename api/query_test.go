@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/llmswarm/llmswarm/answer"
-	"github.com/llmswarm/llmswarm/internal/nodetest"
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
+	"github.com/llmswarm/llmswarm/nodetest"
 )
 
 // TestQueryHistoryAndStop: POST /v1/swarm/query carries a conversation

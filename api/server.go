@@ -18,9 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/dashboard"
 	"github.com/llmswarm/llmswarm/node"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // Backend is what the API needs of a peer; *node.Node is one.

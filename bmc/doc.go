@@ -13,7 +13,7 @@
 // bmc is tier 0: it must not import libp2p or any other package of this
 // project, and it never publishes anything itself. Signing the verified table
 // for the swarm (a libp2p signed envelope), choosing the authority among
-// several BMCs and feeding heartbeats from gossip belong to bmc/authority
+// several BMCs and feeding heartbeats from gossip belong to bmcauth
 // (tier 3).
 //
 // Subpackages: bmcsim builds the firmware and runs it under simavr for tests;

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 // An arm64 peer in an amd64 swarm: swarmd cross-built for linux/arm64 by

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/llmswarm/llmswarm/answer"
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 // synthModel makes a synthetic model with the real CLI, once per size and type.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 var (

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 // The defects a new user hit, each driven through the real binaries.

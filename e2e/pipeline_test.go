@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/llmswarm/llmswarm/answer"
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 var (

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/llmswarm/llmswarm/answer"
-	"github.com/llmswarm/llmswarm/internal/nodetest"
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
+	"github.com/llmswarm/llmswarm/nodetest"
 )
 
 // TestJavaBinding builds what gomobile bind would put in an Android .aar,

@@ -18,6 +18,6 @@
 // most max_tokens tokens per agent); log lines beyond a small buffer are
 // dropped and counted.
 //
-// It must not import anything but node, node/client and the tier-0
+// It must not import anything but node, client and the tier-0
 // helpers (internal/version): swarmd and the app share one peer.
 package mobile

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmswarm/llmswarm/internal/nodetest"
+	"github.com/llmswarm/llmswarm/nodetest"
 )
 
 // lines is a Logger that keeps what it is sent; while gate is open (not

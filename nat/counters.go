@@ -12,7 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 // counters counts what this peer's NAT traversal did: hole punches

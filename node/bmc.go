@@ -13,7 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/bmc"
-	"github.com/llmswarm/llmswarm/bmc/authority"
+	"github.com/llmswarm/llmswarm/bmcauth"
 )
 
 // bmcDefaultKeyFile is the board key's file in the data dir.
@@ -27,7 +27,7 @@ func (n *Node) startBMC(ctx context.Context) error {
 	if len(n.cfg.BMCPeers) == 0 && n.cfg.BMCSerial == "" {
 		return nil
 	}
-	cfg := authority.Config{Self: n.host.ID(), Serial: n.cfg.BMCSerial, ResetOnConnect: n.cfg.BMCDTR,
+	cfg := bmcauth.Config{Self: n.host.ID(), Serial: n.cfg.BMCSerial, ResetOnConnect: n.cfg.BMCDTR,
 		Heartbeat: time.Duration(n.cfg.Heartbeat)}
 	for _, p := range n.cfg.BMCPeers {
 		id, err := peer.Decode(p)
@@ -43,9 +43,9 @@ func (n *Node) startBMC(ctx context.Context) error {
 		}
 		cfg.Key = key
 	}
-	var s *authority.Service
+	var s *bmcauth.Service
 	cfg.OnTable = func() { n.publishBMC(s) }
-	s = authority.New(n.router, n.swarm.View(), cfg, n.log.With("component", "bmc"))
+	s = bmcauth.New(n.router, n.swarm.View(), cfg, n.log.With("component", "bmc"))
 	if err := s.Start(ctx); err != nil {
 		return err
 	}

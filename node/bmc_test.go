@@ -11,10 +11,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/bmc"
-	"github.com/llmswarm/llmswarm/bmc/authority"
 	"github.com/llmswarm/llmswarm/bmc/bmcsim"
-	"github.com/llmswarm/llmswarm/internal/nodetest"
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/bmcauth"
+	"github.com/llmswarm/llmswarm/client"
+	"github.com/llmswarm/llmswarm/nodetest"
 )
 
 var fakeBoardKey = bytes.Repeat([]byte{0x42}, bmc.KeySize)
@@ -277,19 +277,19 @@ func TestBMCAuthorityFailover(t *testing.T) {
 		t.Fatal("the authority's dead node is not excluded")
 	}
 	stopFirst()
-	took := nodetest.Eventually(t, authority.Freshness+5*time.Second, "the second BMC takes over", func() bool {
+	took := nodetest.Eventually(t, bmcauth.Freshness+5*time.Second, "the second BMC takes over", func() bool {
 		b := bmcOf(t, rx)
 		return b.Authority != nil && b.Authority.Signer == second.ID().String()
 	})
-	t.Logf("failover %s after the authority went silent (freshness window %s)", took, authority.Freshness)
-	if took < authority.Freshness-time.Second {
-		t.Fatalf("failover after %s, want about %s", took, authority.Freshness)
+	t.Logf("failover %s after the authority went silent (freshness window %s)", took, bmcauth.Freshness)
+	if took < bmcauth.Freshness-time.Second {
+		t.Fatalf("failover after %s, want about %s", took, bmcauth.Freshness)
 	}
 	if rx.BMCDeadForTest(victim) {
 		t.Fatal("the new authority's live node is still excluded")
 	}
 	stopSecond()
-	nodetest.Eventually(t, authority.Freshness+5*time.Second, "no table in force once every BMC is silent", func() bool {
+	nodetest.Eventually(t, bmcauth.Freshness+5*time.Second, "no table in force once every BMC is silent", func() bool {
 		b := bmcOf(t, rx)
 		return b.Authority == nil && b.Message != ""
 	})

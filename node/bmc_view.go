@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/llmswarm/llmswarm/answer"
-	"github.com/llmswarm/llmswarm/bmc/authority"
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/bmcauth"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 // BMC is what GET /v1/swarm/bmc answers: the authoritative table, its
@@ -26,8 +26,8 @@ func (n *Node) BMC() (client.BMC, error) {
 }
 
 // bmcOut is the API's view of the BMC plane's state at now.
-func bmcOut(snap authority.Snapshot, now time.Time) client.BMC {
-	out := client.BMC{FreshForMS: authority.Freshness.Milliseconds(), Peers: []client.BMCPeer{}}
+func bmcOut(snap bmcauth.Snapshot, now time.Time) client.BMC {
+	out := client.BMC{FreshForMS: bmcauth.Freshness.Milliseconds(), Peers: []client.BMCPeer{}}
 	for _, id := range snap.Allowed {
 		p := client.BMCPeer{PeerID: id.String(), Authority: id == snap.Authority, LastMS: -1}
 		if src, ok := snap.Sources[id]; ok {
@@ -49,7 +49,7 @@ func bmcOut(snap authority.Snapshot, now time.Time) client.BMC {
 		}
 	}
 	if snap.Table == nil {
-		out.Message = "no BMC table in force: no allowed BMC published within the last " + authority.Freshness.String()
+		out.Message = "no BMC table in force: no allowed BMC published within the last " + bmcauth.Freshness.String()
 		return out
 	}
 	src := snap.Table

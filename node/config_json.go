@@ -1,8 +1,8 @@
 package node
 
 import (
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/internal/wire"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // The JSON an embedder hands the node (the gomobile facade in mobile/):

@@ -7,8 +7,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/host"
 
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/gossip"
-	"github.com/llmswarm/llmswarm/node/client"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 

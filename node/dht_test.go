@@ -7,8 +7,8 @@ import (
 
 	"github.com/ipfs/go-cid"
 
-	"github.com/llmswarm/llmswarm/internal/nodetest"
 	"github.com/llmswarm/llmswarm/node"
+	"github.com/llmswarm/llmswarm/nodetest"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 

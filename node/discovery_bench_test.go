@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmswarm/llmswarm/internal/nodetest"
+	"github.com/llmswarm/llmswarm/nodetest"
 )
 
 // BenchmarkNewcomerSeesSwarm measures how long a newcomer bootstrapping to

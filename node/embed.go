@@ -9,8 +9,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 
 	"github.com/llmswarm/llmswarm/answer"
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/nat"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // The methods below are what the local API serves, as Go values, for

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 // eventBuffer is how many events a subscriber may lag behind before the

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/llmswarm/llmswarm/bmc/authority"
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/bmcauth"
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -56,7 +56,7 @@ func (n *Node) watchView(ctx context.Context, v *swarm.View) {
 }
 
 // publishBMC publishes the BMC state as a "bmc" event (a table arrived).
-func (n *Node) publishBMC(s *authority.Service) {
+func (n *Node) publishBMC(s *bmcauth.Service) {
 	now := time.Now()
 	n.events.publish("bmc", bmcOut(s.Snapshot(now), now))
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/bmc"
-	"github.com/llmswarm/llmswarm/bmc/authority"
+	"github.com/llmswarm/llmswarm/bmcauth"
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/pipeline"
@@ -48,7 +48,7 @@ func (n *Node) PublishBMCForTest(ctx context.Context, raw []byte, nonce string) 
 		return err
 	}
 	tab.Nonce = nonce
-	return r.PublishBMCTable(ctx, gossip.NewBMCTable(h.ID(), authority.NextSeq(), time.Now(), tab, nil, nil))
+	return r.PublishBMCTable(ctx, gossip.NewBMCTable(h.ID(), bmcauth.NextSeq(), time.Now(), tab, nil, nil))
 }
 
 // BMCDeadForTest reports whether routing excludes id because of the BMC.

@@ -12,7 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/record"
 
 	"github.com/llmswarm/llmswarm/gossip"
-	"github.com/llmswarm/llmswarm/internal/nodetest"
+	"github.com/llmswarm/llmswarm/nodetest"
 )
 
 // TestForgedAndReplayedRecords: an attacker on the caps topic publishes a

@@ -17,9 +17,9 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/llmswarm/llmswarm/api"
-	"github.com/llmswarm/llmswarm/internal/nodetest"
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/node"
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/nodetest"
 )
 
 // TestDataDirLock: a second peer on a data dir in use is refused with an

@@ -6,8 +6,8 @@ import (
 	"math"
 	"sync"
 
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/internal/engine"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // memBudget is what this peer may spend on serving: the weights and KV

@@ -11,11 +11,11 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/api"
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/internal/engine"
-	"github.com/llmswarm/llmswarm/internal/nodetest"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/node"
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/nodetest"
 )
 
 func TestByteSize(t *testing.T) {

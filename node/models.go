@@ -2,8 +2,8 @@ package node
 
 import (
 	"github.com/llmswarm/llmswarm/answer"
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/moa"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // Model names the OpenAI API accepts besides roles and model names.

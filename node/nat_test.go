@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmswarm/llmswarm/internal/nodetest"
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
+	"github.com/llmswarm/llmswarm/nodetest"
 )
 
 // TestReachabilityInStatus: a forced reachability shows in the status API

@@ -18,7 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/llmswarm/llmswarm/bmc/authority"
+	"github.com/llmswarm/llmswarm/bmcauth"
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/nat"
@@ -66,7 +66,7 @@ type Node struct {
 	// bmcDead, once a BMC table is in force, reports the peers it declares
 	// dead; routing never uses them.
 	bmcDead atomic.Pointer[func(peer.ID) bool]
-	bmc     *authority.Service // nil unless bmc_peers or bmc_serial is set
+	bmc     *bmcauth.Service // nil unless bmc_peers or bmc_serial is set
 	// nat is nil before Start, and kept after Close: the API may read it.
 	nat     *nat.Service
 	power   powerState

@@ -10,9 +10,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/answer"
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
-	"github.com/llmswarm/llmswarm/node/client"
 	"github.com/llmswarm/llmswarm/pipeline"
 	"github.com/llmswarm/llmswarm/swarm"
 )

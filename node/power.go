@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/gossip"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // Power is the device's power state as the app that embeds the peer

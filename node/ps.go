@@ -3,8 +3,8 @@ package node
 import (
 	"slices"
 
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/internal/engine"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // PS lists the models this peer has loaded (GET /v1/swarm/ps): roles

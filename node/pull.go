@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/llmswarm/llmswarm/answer"
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/shards"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/llmswarm/llmswarm/answer"
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/moa"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // AddRole loads the GGUF at path and serves it as role, while the peer

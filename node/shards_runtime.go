@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/llmswarm/llmswarm/answer"
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/internal/engine"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // AddShard serves layers of a model while the peer runs (POST

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 // Task tracking: every long job a user waits for (a pull, a shard fetch,

@@ -17,8 +17,8 @@ import (
 
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/gossip/gossiptest"
-	"github.com/llmswarm/llmswarm/internal/nodetest"
 	"github.com/llmswarm/llmswarm/node"
+	"github.com/llmswarm/llmswarm/nodetest"
 )
 
 // fastBeat beats every 200 ms; with fastMisses a silent peer is dead

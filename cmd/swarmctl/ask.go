@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/llmswarm/llmswarm/answer"
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/internal/cli"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // maxPrompt bounds a prompt read from stdin (the API takes 512 KiB of text).

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/llmswarm/llmswarm/answer"
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/internal/cli"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // runBench measures the swarm through the local daemon's API.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 // benchSpeculate runs each pipeline generation twice in turn, plain and

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 // streamsPoint is one concurrency level of `swarmctl bench streams`.

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/llmswarm/llmswarm/answer"
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/internal/cli"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 const chatHelp = `Type a question and press Enter; the answer streams as it comes and the

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 func runID(ctx context.Context, e *env, args []string) error {

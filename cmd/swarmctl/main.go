@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/internal/cli"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // env is what every command gets: I/O and the global options, which may be

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 func runPeers(ctx context.Context, e *env, args []string) error {

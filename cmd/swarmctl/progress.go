@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 // agentProgress shows, on a terminal, how far each agent has written while

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 func TestAgentProgress(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/internal/cli"
-	"github.com/llmswarm/llmswarm/node/client"
 )
 
 // pullWait bounds `pull` when no --timeout is given: a multi-GB model on

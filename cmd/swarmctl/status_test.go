@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmswarm/llmswarm/node/client"
+	"github.com/llmswarm/llmswarm/client"
 )
 
 func TestPowerLine(t *testing.T) {

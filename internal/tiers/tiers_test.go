@@ -25,14 +25,14 @@ var tier = map[string]int{
 	"shards":           0,
 	"bmc":              0,
 	"answer":           0, // a query's result and trace, and the kinds of failure: stdlib only
-	"node/client":      1, // the API client: answer's types, over HTTP
+	"client":           1, // the API client: answer's types, over HTTP
 	"dashboard":        0, // static files and their handler, served by api
 	"gossip":           1,
 	"swarm":            2,
 	"moa":              3,
 	"pipeline":         3,
 	"verify":           3,
-	"bmc/authority":    3, // the BMC plane on the swarm side: gossip and the swarm view
+	"bmcauth":          3, // the BMC plane on the swarm side: gossip and the swarm view
 	"nat":              3, // the NAT plane: reachability, relays, hole punching
 	"node":             4,
 	"api":              5,
@@ -41,13 +41,13 @@ var tier = map[string]int{
 	"mobile":           6,
 	// Test harnesses are exempt unless listed: nodetest starts peers with
 	// their API, so it sits above api.
-	"internal/nodetest": 6,
+	"nodetest": 6,
 }
 
 // swarmctlMay are the module's packages swarmctl may link: the API client,
 // the answers it returns, and the standard-library-only helpers both
 // commands share.
-var swarmctlMay = map[string]bool{"node/client": true, "answer": true, "internal/cli": true, "internal/version": true}
+var swarmctlMay = map[string]bool{"client": true, "answer": true, "internal/cli": true, "internal/version": true}
 
 // exempt packages are test harnesses, not product code, unless the tier
 // map lists them.

@@ -1,4 +1,4 @@
-// Package authority is the swarm side of the BMC: it decides which board's
+// Package bmcauth is the swarm side of the BMC: it decides which board's
 // verdicts are in force and, on the peer that has a board on its serial
 // port, turns that board into a published BMC.
 //
@@ -21,4 +21,4 @@
 // Snapshot into the API's answer), read configuration files or keys (node
 // hands it the key), nor route: routing asks Dead. The serial protocol and
 // the board itself are package bmc's.
-package authority
+package bmcauth
