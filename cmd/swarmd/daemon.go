@@ -272,6 +272,12 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP is caught before the peer starts: once api.addr is written a
+	// tool may reload at once, and an uncaught SIGHUP ends the process. One
+	// that comes while the peer starts is applied when it has.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	n := &node.Node{Config: cfg, Logger: log}
 	n.API = api.New(n, log)
 	if err := n.Start(ctx); err != nil {
@@ -279,9 +285,6 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "swarmd:", err)
 		return 1
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	for running := true; running; {
 		select {
 		case <-ctx.Done():
