@@ -216,7 +216,9 @@ func TestDeadPeerLeftOut(t *testing.T) {
 func TestDeadlineKeepsPartialAnswers(t *testing.T) {
 	origin := newTestPeer(t, 4)
 	b := newTestPeerWith(t, smallModel, 4, Reasoner, Concise)
-	o := &Originator{Host: origin.h, View: viewOf(origin, b), Timeouts: Timeouts{Simple: time.Second}}
+	// 3 s: under a loaded CI machine the two prompts alone took 0.9 s
+	// before a first token; 8000 tokens still cannot fit.
+	o := &Originator{Host: origin.h, View: viewOf(origin, b), Timeouts: Timeouts{Simple: 3 * time.Second}}
 	start := time.Now()
 	res, err := o.Ask(t.Context(), Query{Prompt: "Who wrote Hamlet?", MaxTokens: 8000, Sampling: engine.Sampling{RepeatPenalty: 1.3}})
 	if err != nil {
@@ -235,13 +237,13 @@ func TestDeadlineKeepsPartialAnswers(t *testing.T) {
 		}
 	}
 	if partial == 0 {
-		t.Fatalf("8000 tokens in 1 s, and no answer is partial: %+v", res.AgentResponses)
+		t.Fatalf("8000 tokens in 3 s, and no answer is partial: %+v", res.AgentResponses)
 	}
 	if strings.TrimSpace(res.FinalAnswer) == "" {
 		t.Fatal("empty final answer from two partial answers")
 	}
 	if took := time.Since(start); took > 10*time.Second {
-		t.Fatalf("a 1 s deadline answered after %s", took)
+		t.Fatalf("a 3 s deadline answered after %s", took)
 	}
 	// The serving side stops generating at its deadline.
 	deadline := time.Now().Add(10 * time.Second)
