@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // browserGuard keeps web pages away from the API. Without a token, the
@@ -22,16 +23,44 @@ import (
 func (a *server) browserGuard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.b.APIToken() == "" && !loopbackHost(r.Host) {
-			writeError(w, http.StatusForbidden, "forbidden",
+			refuse(w, r, http.StatusForbidden, "forbidden",
 				"Host "+quoteHost(r.Host)+" is not a loopback name: refused (DNS rebinding); use 127.0.0.1, [::1] or localhost, or configure api_token")
 			return
 		}
 		if why := crossSite(r); why != "" {
-			writeError(w, http.StatusForbidden, "forbidden", "cross-site request refused: "+why)
+			refuse(w, r, http.StatusForbidden, "forbidden", "cross-site request refused: "+why)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodyDeadline bounds the time a request's body may take, from the end of
+// its headers, whoever reads it: decodeBody, or the server itself, which
+// reads an unread body to its end after the answer, before it reuses or
+// closes the connection. Without it a client that never finishes a body
+// the handler did not read (a refused one above all: an unauthenticated
+// client's) holds the connection for ever. decodeBody sets the deadline
+// afresh and clears it once the body is in.
+func bodyDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuse answers a request without reading its body. With a body it
+// answers at once and closes the connection: otherwise the server would
+// first wait for the body, to discard it, before sending the answer; after
+// the answer it still reads what comes (within bodyDeadline's bound) so
+// that a client still sending sees the answer, not a reset connection.
+func refuse(w http.ResponseWriter, r *http.Request, status int, typ, msg string) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+	writeError(w, status, typ, msg)
 }
 
 // loopbackHost reports whether a Host header names this machine by a

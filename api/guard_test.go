@@ -60,21 +60,31 @@ func TestAPIBrowserSafety(t *testing.T) {
 }
 
 // TestAPITimeouts: half-sent requests and idle connections do not hold a
-// connection forever.
+// connection forever, whether the request is served or refused, and on a
+// token-protected API whether it carries the token or not.
 func TestAPITimeouts(t *testing.T) {
 	defer api.SetTimeoutsForTest(300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond)()
 	p := nodetest.Start(t, nodetest.Config(t.TempDir()))
+	cfg := nodetest.Config(t.TempDir())
+	cfg.APIToken = "s3cret"
+	tp := nodetest.Start(t, cfg)
+	const halfBody = "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"query\":"
 	cases := []struct {
-		name, send string
-		want       string // in what the server sends before closing
+		name, addr, send string
+		want             string // in what the server sends before closing
 	}{
-		{"half-sent headers", "POST /v1/swarm/query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl", ""},
-		{"half-sent body", "POST /v1/swarm/query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"query\":", "408"},
-		{"idle after an answer", "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "200 OK"},
+		{"half-sent headers", p.APIAddr(), "POST /v1/swarm/query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl", ""},
+		{"half-sent body", p.APIAddr(), "POST /v1/swarm/query HTTP/1.1\r\nHost: 127.0.0.1\r\n" + halfBody, "408"},
+		{"idle after an answer", p.APIAddr(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "200 OK"},
+		{"half-sent body to no endpoint", p.APIAddr(), "POST /v1/nosuch HTTP/1.1\r\nHost: 127.0.0.1\r\n" + halfBody, "404"},
+		{"half-sent cross-site body", p.APIAddr(), "POST /v1/swarm/query HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://evil.example\r\n" + halfBody, "403"},
+		{"half-sent body without the token", tp.APIAddr(), "POST /v1/swarm/query HTTP/1.1\r\nHost: 127.0.0.1\r\n" + halfBody, "401"},
+		{"half-sent body with a wrong token", tp.APIAddr(), "POST /v1/swarm/query HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer guess\r\n" + halfBody, "401"},
+		{"half-sent body with the token", tp.APIAddr(), "POST /v1/swarm/query HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer s3cret\r\n" + halfBody, "408"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := net.Dial("tcp", p.APIAddr())
+			c, err := net.Dial("tcp", tc.addr)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -83,7 +83,7 @@ func New(b Backend, log *slog.Logger) *http.Server {
 	// No ReadTimeout or WriteTimeout: answers stream for minutes.
 	// decodeBody bounds the time a request body may take.
 	srv := &http.Server{
-		Handler:           a.browserGuard(a.auth(a.mux)),
+		Handler:           bodyDeadline(a.browserGuard(a.auth(a.mux))),
 		ReadHeaderTimeout: headerTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,
@@ -127,10 +127,10 @@ func (a *server) routes() {
 		// A known path asked with the wrong method is 405, not 404.
 		if allow := a.allowed(r); allow != "" {
 			w.Header().Set("Allow", allow)
-			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+" (allowed: "+allow+")")
+			refuse(w, r, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+" (allowed: "+allow+")")
 			return
 		}
-		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
+		refuse(w, r, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
 }
 
@@ -154,7 +154,7 @@ func (a *server) auth(next http.Handler) http.Handler {
 				got, ok = queryToken(r)
 			}
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-				writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong API token")
+				refuse(w, r, http.StatusUnauthorized, "unauthorized", "missing or wrong API token")
 				return
 			}
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
@@ -93,11 +94,36 @@ func (b *browserErrors) listen(ev any) {
 	}
 }
 
+// holdJS lets the test order what the page receives: holdEvents("roles")
+// keeps the feed's roles events from the page's handlers until
+// releaseEvents("roles"); holdReplies("DELETE") keeps DELETE answers from
+// the page's code until releaseReplies(). It runs before the page's own
+// script, so the page's EventSource and fetch are the wrapped ones.
+const holdJS = `(() => {
+	const heldEvents = new Map(), heldReplies = [];
+	let holdMethod = "";
+	window.holdEvents = (type) => heldEvents.set(type, []);
+	window.releaseEvents = (type) => { const h = heldEvents.get(type) || []; heldEvents.delete(type); h.forEach((f) => f()); };
+	window.holdReplies = (method) => { holdMethod = method; };
+	window.releaseReplies = () => { holdMethod = ""; heldReplies.splice(0).forEach((f) => f()); };
+	const add = EventSource.prototype.addEventListener;
+	EventSource.prototype.addEventListener = function (type, fn, opts) {
+		return add.call(this, type, (m) => heldEvents.has(type) ? heldEvents.get(type).push(() => fn(m)) : fn(m), opts);
+	};
+	const realFetch = window.fetch;
+	window.fetch = function (input, opts) {
+		const p = realFetch.call(this, input, opts);
+		if (!holdMethod || !opts || opts.method !== holdMethod) return p;
+		return p.then((r) => new Promise((done) => heldReplies.push(() => done(r))));
+	};
+})()`
+
 // TestDashboard drives the dashboard of a 3-peer swarm in headless
 // Chromium: the page (behind an API token) loads without console errors
 // or failed requests, shows the three peers, streams an answer to a
-// question asked in it, stops a role with its chaos button and shows it
-// gone by the event stream, and restarts it; it fits a phone's width.
+// question asked in it, stops a role and a shard with their chaos buttons
+// and shows them stopped whether the stop's reply or the event that shows
+// it comes first, and restarts them; it fits a phone's width.
 func TestDashboard(t *testing.T) {
 	chrome := chromiumPath(t)
 	model := tinyModel(t)
@@ -160,7 +186,12 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 
-	run("open the page", network.Enable(), log.Enable(), runtime.Enable(), chromedp.Navigate("http://"+a.api+"/"))
+	run("open the page", network.Enable(), log.Enable(), runtime.Enable(),
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			_, err := page.AddScriptToEvaluateOnNewDocument(holdJS).Do(ctx)
+			return err
+		}),
+		chromedp.Navigate("http://"+a.api+"/"))
 	// The API wants a token: the page asks for it before any call.
 	run("enter the token", chromedp.WaitVisible("#token-input", chromedp.ByID),
 		chromedp.SendKeys("#token-input", token, chromedp.ByID), chromedp.Click("#token-ok", chromedp.ByID))
@@ -251,7 +282,12 @@ func TestDashboard(t *testing.T) {
 		}
 		return out
 	}
-	run("stop the reasoner", chromedp.Click(`button[data-stop-role="reasoner"]`, chromedp.ByQuery))
+	// The stop's reply comes before the roles event that shows it: the
+	// page, still listing the reasoner as served, must keep it stopped.
+	run("stop the reasoner", chromedp.Evaluate(`holdEvents("roles"); true`, nil),
+		chromedp.Click(`button[data-stop-role="reasoner"]`, chromedp.ByQuery))
+	waitJS("the page has the stop's reply", `document.getElementById("log").innerText.includes("stopped role reasoner")`, 20*time.Second)
+	run("let the roles event in", chromedp.Evaluate(`releaseEvents("roles"); true`, nil))
 	waitJS("the page shows the reasoner stopped", `!document.querySelector('button[data-stop-role="reasoner"]') &&
 		!!document.querySelector('button[data-restart="reasoner"]') &&
 		document.getElementById("log").innerText.includes("stopped serving role reasoner")`, 20*time.Second)
@@ -267,7 +303,11 @@ func TestDashboard(t *testing.T) {
 	}
 
 	// Chaos on a shard: its layers are no longer covered, then again.
-	run("stop the shard", chromedp.Click(`button[data-stop-shard="0-2"]`, chromedp.ByQuery))
+	// Here the shards event that shows the stop comes before its reply.
+	run("stop the shard", chromedp.Evaluate(`holdReplies("DELETE"); true`, nil),
+		chromedp.Click(`button[data-stop-shard="0-2"]`, chromedp.ByQuery))
+	waitJS("the page has the shards event", `document.getElementById("log").innerText.includes("stopped serving shard")`, 20*time.Second)
+	run("let the stop's reply in", chromedp.Evaluate(`releaseReplies(); true`, nil))
 	waitJS("the page shows the gap", `!!document.querySelector('button[data-restart="0-2"]') &&
 		document.getElementById("coverage").innerText.includes("gaps: [0,2)")`, 30*time.Second)
 	run("restart the shard", chromedp.Click(`button[data-restart="0-2"]`, chromedp.ByQuery))

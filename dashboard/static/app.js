@@ -169,6 +169,7 @@ function connect() {
     logEvent("dropped", `${n} events lost: reloading the state`);
     refreshPeers();
     refreshShards();
+    refreshPS();
   });
 }
 
@@ -191,6 +192,12 @@ const refreshPeers = coalesce(async () => {
   state.status = status;
   renderPeers();
   renderSelf();
+});
+
+// A lost roles or shards event would leave a stop unconfirmed (renderLocal).
+const refreshPS = coalesce(async () => {
+  state.ps = await apiJSON("GET", "/v1/swarm/ps");
+  renderLocal();
 });
 
 const refreshShards = coalesce(async () => {
@@ -303,12 +310,28 @@ function renderCoverage() {
 // psKeys names what a loaded model serves, one key per role.
 const psKeys = (m) => (m.kind === "role" ? (m.roles || []).map((r) => "role " + r) : [`${m.kind} ${m.name || short(m.model_cid)} [${m.start},${m.end})`]);
 
+// stopKey names what a stopped entry served, as servingKeys does.
+const stopKey = (s) => s.kind + ":" + (s.kind === "role" ? s.role : s.spec);
+const servingKeys = (m) => (m.kind === "role" ? (m.roles || []).map((r) => "role:" + r) : ["shard:" + m.path + ":" + m.start + "-" + m.end]);
+
 function renderLocal() {
   const models = state.ps.models || [];
+  // A stop's reply and the roles or shards event that shows it may come in
+  // either order. Until state.ps has shown an entry gone, its listing there
+  // is stale: the entry stays stopped (and its row hidden). Once it was
+  // gone, a listing means it serves again (restarted here or elsewhere).
+  const serving = new Set(models.flatMap(servingKeys));
+  state.stopped = state.stopped.filter((s) => {
+    if (!serving.has(stopKey(s))) s.gone = true;
+    return !(s.gone && serving.has(stopKey(s)));
+  });
+  saveStopped();
+  const stopping = new Set(state.stopped.filter((s) => !s.gone).map(stopKey));
   const rows = [];
   for (const m of models) {
     if (m.kind === "role") {
       for (const r of m.roles) {
+        if (stopping.has("role:" + r)) continue;
         rows.push(el("tr", {},
           el("td", {}, el("span", { class: "chip role" }, r)),
           el("td", {}, `${m.name || short(m.model_cid)} ${m.quant || ""}`),
@@ -316,7 +339,7 @@ function renderLocal() {
           el("td", {}, el("button", { class: "danger small", "data-stop-role": r, onclick: () => stopRole(r, m.path) }, "Stop")),
         ));
       }
-    } else if (m.kind === "shard") {
+    } else if (m.kind === "shard" && !stopping.has(servingKeys(m)[0])) {
       rows.push(el("tr", {},
         el("td", {}, el("span", { class: "chip shard" }, `[${m.start},${m.end})`)),
         el("td", {}, `${m.name || short(m.model_cid)} ${m.quant || ""}`),
@@ -332,9 +355,6 @@ function renderLocal() {
       ? el("table", {}, el("tr", {}, el("th", {}, "serves"), el("th", {}, "model"), el("th", {}, "sessions"), el("th", {}, "")), rows)
       : el("p", { class: "muted" }, "This peer serves no role or shard."),
   );
-  const serving = new Set(models.flatMap((m) => (m.kind === "role" ? m.roles.map((r) => "role:" + r) : ["shard:" + m.path + ":" + m.start + "-" + m.end])));
-  state.stopped = state.stopped.filter((s) => !serving.has(s.kind + ":" + (s.kind === "role" ? s.role : s.spec)));
-  saveStopped();
   $("stopped").replaceChildren(...(state.stopped.length ? [
     el("h3", {}, "Stopped from this page"),
     el("table", {}, state.stopped.map((s) => el("tr", {},
