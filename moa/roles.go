@@ -1,6 +1,10 @@
 package moa
 
-import "time"
+import (
+	"time"
+
+	"github.com/llmswarm/llmswarm/answer"
+)
 
 // The roles of the mixture.
 const (
@@ -14,8 +18,10 @@ const (
 	Aggregator  = "aggregator"
 )
 
-// Roles lists every role, in the order they are shown.
-var Roles = []string{Reasoner, Writer, Concise, Critic, Factchecker, Drafter, Spotter, Aggregator}
+// Roles lists every role, in the order they are shown: answer's list,
+// which swarmctl checks modes against without linking this package
+// (TestRolesAreAnswers keeps the constants above in it).
+var Roles = answer.Roles
 
 // IsRole reports whether r is a role of the mixture.
 func IsRole(r string) bool {

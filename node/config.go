@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -481,6 +482,12 @@ func ParseShardSpec(s string) (ShardSpec, error) {
 		spec.Path = src
 	} else {
 		spec.CID = src
+		// A CID in another multibase spelling (upper case, base58...)
+		// names the same model: keep the canonical one, which stores,
+		// records and announcements are keyed by.
+		if c, err := cid.Decode(src); err == nil {
+			spec.CID = c.String()
+		}
 	}
 	return spec, nil
 }

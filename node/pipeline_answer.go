@@ -53,6 +53,11 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 	if err != nil {
 		var gap *pipeline.GapError
 		switch {
+		case errors.Is(err, pipeline.ErrAmbiguousModel):
+			return nil, answer.Wrap(answer.BadRequest, err)
+		case errors.Is(err, pipeline.ErrNoModel) && q.model != "":
+			// The model named is held by no live peer: as plan says.
+			return nil, answer.Wrap(answer.ModelNotFound, err)
 		case errors.As(err, &gap), errors.Is(err, pipeline.ErrNoModel):
 			return nil, answer.Wrap(answer.NoRoute, err)
 		case errors.Is(err, context.DeadlineExceeded):
@@ -153,7 +158,8 @@ func (n *Node) Shards() (client.Shards, error) {
 
 // Plan is what GET /v1/swarm/plan?model=NAME|CID answers: the placement
 // the partitioner recommends over the live peers. An unknown model's
-// kind is answer.ModelNotFound; no possible placement is answer.NoPlan.
+// kind is answer.ModelNotFound, an ambiguous one's answer.BadRequest; no
+// possible placement is answer.NoPlan.
 // The model's shape, its head and embedding included, comes from its
 // manifest when it has one (fetched from a holder as a generation does).
 func (n *Node) Plan(model string) (client.Plan, error) {
@@ -168,7 +174,10 @@ func (n *Node) Plan(model string) (client.Plan, error) {
 		return client.Plan{}, ErrNotRunning
 	}
 	ref, holders, err := o.Resolve(model)
-	if err != nil {
+	switch {
+	case errors.Is(err, pipeline.ErrAmbiguousModel):
+		return client.Plan{}, answer.Wrap(answer.BadRequest, err)
+	case err != nil:
 		return client.Plan{}, answer.Wrap(answer.ModelNotFound, err)
 	}
 	devs, shape := planInputs(s, h, n.excluded, ref, holders)

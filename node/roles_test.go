@@ -128,3 +128,39 @@ func TestShardsAtRunTime(t *testing.T) {
 		t.Errorf("remove again: %v, want 404", err)
 	}
 }
+
+// TestShardSpellings: a model's CID in another multibase spelling names
+// the same model (the shard is served and announced under the canonical
+// one); a name this peer knows from the shards it sees names the model
+// too; anything else is refused, saying it is neither.
+func TestShardSpellings(t *testing.T) {
+	model := q8Model(t)
+	cfg := nodetest.Config(t.TempDir())
+	cfg.Engine = node.EngineConfig{Threads: 1, Context: 256}
+	p := nodetest.Start(t, cfg)
+	c := client.New(p.APIAddr(), "")
+	sh, err := c.AddShard(t.Context(), model+":0-4")
+	if err != nil {
+		t.Fatalf("add shard: %+v, %v", sh, err)
+	}
+	nodetest.Eventually(t, 10*time.Second, "the peer announces the layers", func() bool {
+		return len(p.Swarm().View().HoldersOf(sh.ModelCID)) == 1
+	})
+	// Upper case is the multibase base32upper spelling of the same CID.
+	upper := strings.ToUpper(sh.ModelCID)
+	for _, spec := range []string{upper + ":0-4" /* served already */, upper + ":1-2", sh.ModelName + ":2-3"} {
+		got, err := c.AddShard(t.Context(), spec)
+		if err != nil || got.ModelCID != sh.ModelCID {
+			t.Errorf("add %s: %+v, %v; want layers of %s", spec, got, err, sh.ModelCID)
+		}
+	}
+	var ae *client.APIError
+	for _, bad := range []struct{ spec, want string }{
+		{"notacid:0-1", `"notacid" is neither a CID nor the name of a model`},
+		{"QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG:0-1", "neither a model root"},
+	} {
+		if _, err := c.AddShard(t.Context(), bad.spec); !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("add %q: %v, want 400 naming %q", bad.spec, err, bad.want)
+		}
+	}
+}

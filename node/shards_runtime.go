@@ -4,17 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+
+	"github.com/ipfs/go-cid"
 
 	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/shards"
 )
 
 // AddShard serves layers of a model while the peer runs (POST
 // /v1/swarm/shards), as the shards config key does at start: spec is
 // "PATH.gguf:A-B" (a full model, sliced into the data dir, or a slice) or
-// "MODEL_CID:A-B" (fetched from a peer that holds the layers, checked
+// "MODEL:A-B", MODEL a CID or the name of a model this peer knows (one
+// that live peers announce shards of, or that its store holds) (fetched from a peer that holds the layers, checked
 // against the model's manifest, in one attempt). Counted against
 // max_memory; announced from the next heartbeat. A shard served already
 // is left as it is.
@@ -25,6 +31,11 @@ func (n *Node) AddShard(ctx context.Context, spec string) (client.Shard, error) 
 	s, err := ParseShardSpec(spec)
 	if err != nil {
 		return client.Shard{}, badRequest("%s", strings.TrimPrefix(err.Error(), "config: "))
+	}
+	if s.CID != "" {
+		if s.CID, err = n.shardModel(s.CID); err != nil {
+			return client.Shard{}, answer.Wrap(answer.BadRequest, fmt.Errorf("shard %s: %w", spec, err))
+		}
 	}
 	defer n.publishPS("shards")
 	n.runMu.Lock()
@@ -53,6 +64,42 @@ func (n *Node) AddShard(ctx context.Context, spec string) (client.Shard, error) 
 		}
 	}
 	return client.Shard{}, fmt.Errorf("shard %s: loaded, but not found among those served", spec)
+}
+
+// shardModel is the model CID that model names in a shard spec: a CID
+// (already canonical: ParseShardSpec), or the name of the one model of that
+// name that live peers announce shards of or that this peer's store holds.
+func (n *Node) shardModel(model string) (string, error) {
+	if _, err := cid.Decode(model); err == nil {
+		if _, err := shards.ParseModelCID(model); err != nil {
+			return "", err
+		}
+		return model, nil
+	}
+	cids := map[string]bool{}
+	for _, p := range n.Swarm().View().Peers() {
+		for _, sh := range p.Cap.Shards {
+			if p.Alive && sh.ModelName == model {
+				cids[sh.ModelCID] = true
+			}
+		}
+	}
+	ms, _ := n.pipe.store.List()
+	for _, m := range ms {
+		if m.Name == model {
+			cids[m.CID] = true
+		}
+	}
+	switch len(cids) {
+	case 0:
+		return "", fmt.Errorf("%q is neither a CID nor the name of a model this peer knows (swarmctl shards lists the models live peers hold, with their CIDs)", model)
+	case 1:
+		for c := range cids {
+			return c, nil
+		}
+	}
+	all := slices.Sorted(maps.Keys(cids))
+	return "", fmt.Errorf("%q names %d models: give its CID, one of %s", model, len(all), strings.Join(all, ", "))
 }
 
 // RemoveShard stops serving layers [a,b) of model (DELETE

@@ -10,6 +10,9 @@ var (
 	ErrBadFrame = errors.New("pipeline: bad frame")
 	// ErrNoModel: no live peer holds layers of the model asked.
 	ErrNoModel = errors.New("pipeline: no live peer holds this model")
+	// ErrAmbiguousModel: the request names no model, or a name, that
+	// several models held match; the caller must say which.
+	ErrAmbiguousModel = errors.New("pipeline: several models are held")
 	// ErrTooManyReroutes: the route kept failing.
 	ErrTooManyReroutes = errors.New("pipeline: too many re-routes")
 	// ErrCheckFailed: a peer failed a check this peer made itself (an

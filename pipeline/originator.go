@@ -250,9 +250,9 @@ func (o *Originator) pick(cands []string, byCID map[string][]swarm.ShardHolder, 
 		all = append(all, names[c]+" ("+c+")")
 	}
 	if model == "" {
-		return "", fmt.Errorf("pipeline: several models are held, name one: %s", strings.Join(all, ", "))
+		return "", fmt.Errorf("%w, name one: %s", ErrAmbiguousModel, strings.Join(all, ", "))
 	}
-	return "", fmt.Errorf("pipeline: %q names several models held by as many peers; use a CID: %s", model, strings.Join(all, ", "))
+	return "", fmt.Errorf("%w and %q names several, each held by as many peers; use a CID: %s", ErrAmbiguousModel, model, strings.Join(all, ", "))
 }
 
 // excluded combines the view's Routable, the caller's Exclude and the

@@ -20,7 +20,7 @@ const maxPrompt = 512 << 10
 
 func runAsk(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("ask")
-	mode := fs.String("mode", "auto", "auto, moa, speed or pipeline")
+	mode := fs.String("mode", "auto", "auto, moa, speed, pipeline, or a role name (that role alone answers)")
 	model := fs.String("model", "", "pipeline mode: model name or CID")
 	maxTokens := fs.Int("max-tokens", 0, "most tokens in the answer, 1..8192 (default 256)")
 	temperature := fs.Float64("temperature", 0, "sampling temperature, 0..2 (default greedy)")
@@ -36,8 +36,8 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 	}
 	given := cli.Given(fs)
 	switch {
-	case *mode != "auto" && *mode != "moa" && *mode != "speed" && *mode != "pipeline":
-		return usageError{fmt.Sprintf("--mode %q: want auto, moa, speed or pipeline", *mode)}
+	case !modeOK(*mode):
+		return usageError{fmt.Sprintf("--mode %q: %s", *mode, modesWanted())}
 	case given["max-tokens"] && (*maxTokens < 1 || *maxTokens > 8192):
 		return usageError{fmt.Sprintf("--max-tokens %d: want 1..8192", *maxTokens)}
 	case given["temperature"] && !(*temperature >= 0 && *temperature <= 2):

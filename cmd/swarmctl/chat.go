@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -37,12 +36,13 @@ type chatCommand struct {
 	text string // the question
 }
 
-// roleName is what /mode takes besides the four modes: the API answers
-// an unknown role with its own clear error.
-var roleName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+// modeOK reports whether m is a mode the API takes: a strategy or a role
+// name, refused here at once rather than at the next question.
+func modeOK(m string) bool { return m != "" && answer.IsMode(m) }
 
-func modeOK(m string) bool {
-	return m == "auto" || m == "moa" || m == "speed" || m == "pipeline" || roleName.MatchString(m)
+// modesWanted lists the modes for an error that refuses one.
+func modesWanted() string {
+	return "want " + strings.Join(answer.Strategies, ", ") + " or a role (" + strings.Join(answer.Roles, ", ") + ")"
 }
 
 // parseChatLine reads one input line: a command, a question, or nothing
@@ -70,7 +70,7 @@ func parseChatLine(line string) (chatCommand, error) {
 		}
 		switch m := c.args[0]; {
 		case !modeOK(m):
-			return c, fmt.Errorf("/mode %q: want auto, moa, speed, pipeline or a role name", m)
+			return c, fmt.Errorf("/mode %q: %s", m, modesWanted())
 		case len(c.args) == 2 && m != "pipeline":
 			return c, fmt.Errorf("/mode %s takes no model (only pipeline does)", m)
 		}
@@ -149,7 +149,7 @@ func runChat(ctx context.Context, e *env, args []string) error {
 		return usageError{"chat is interactive: --json is for ask"}
 	}
 	if !modeOK(*mode) {
-		return usageError{fmt.Sprintf("--mode %q: want auto, moa, speed, pipeline or a role name", *mode)}
+		return usageError{fmt.Sprintf("--mode %q: %s", *mode, modesWanted())}
 	}
 	s := &chatSession{e: e, mode: *mode, model: *model, trace: *trace, maxTokens: *maxTokens}
 	if given["temperature"] {

@@ -30,6 +30,8 @@ func TestParseChatLine(t *testing.T) {
 		{"/mode pipeline tiny-llama", "mode", []string{"pipeline", "tiny-llama"}, "", ""},
 		{"/mode pipeline", "mode", []string{"pipeline"}, "", ""},
 		{"/mode concise", "mode", []string{"concise"}, "", ""},
+		{"/mode writer", "mode", []string{"writer"}, "", ""},
+		{"/mode bogus", "", nil, "", `/mode "bogus": want auto, moa, speed, pipeline or a role (reasoner, writer,`},
 		{"/mode", "", nil, "", "usage: /mode"},
 		{"/mode moa extra", "", nil, "", "/mode moa takes no model"},
 		{"/mode Fast!", "", nil, "", `/mode "Fast!": want auto`},
@@ -183,6 +185,7 @@ func TestChatUsageErrors(t *testing.T) {
 	}{
 		{[]string{"chat", "hi"}, `chat takes no arguments, got "hi"`},
 		{[]string{"chat", "--mode", "Fast!"}, `--mode "Fast!"`},
+		{[]string{"chat", "--mode", "bogus"}, `--mode "bogus": want auto, moa, speed, pipeline or a role (reasoner,`},
 		{[]string{"chat", "--max-tokens", "0"}, "--max-tokens 0"},
 		{[]string{"chat", "--temperature", "3"}, "--temperature 3"},
 		{[]string{"chat", "--seed", "-1"}, "--seed -1"},

@@ -54,7 +54,7 @@ func init() {
 		"pull":    {"MODEL", "fetch a GGUF from Hugging Face into the peer (hf.co/OWNER/REPO:QUANT, or qwen3:0.6b...), resumable, sha256-checked, announced to peers", runPull},
 		"ps":      {"", "list the models the peer has loaded: memory, KV cache, sessions, queue", runPS},
 		"role":    {"add ROLE PATH.gguf | rm ROLE", "serve a Mixture-of-Agents role, or stop serving it, without a restart", runRole},
-		"shard":   {"add PATH.gguf:A-B|MODEL_CID:A-B | rm MODEL_CID:A-B", "serve layers of a model, or stop serving them, without a restart", runShard},
+		"shard":   {"add PATH.gguf:A-B|MODEL:A-B | rm MODEL_CID:A-B", "serve layers of a model, or stop serving them, without a restart", runShard},
 		"shards":  {"", "show who holds which layers of each model, and the gaps", runShards},
 		"status":  {"", "print the peer's status and health warnings", runStatus},
 		"version": {"", "print swarmctl's version (swarmd version prints the same for the same build)", runVersion},

@@ -56,7 +56,7 @@ func TestUsageErrors(t *testing.T) {
 		{"max tokens negative", nil, []string{"ask", "hi", "--max-tokens", "-2"}, "--max-tokens -2"},
 		{"seed negative", nil, []string{"ask", "--seed", "-1", "hi"}, "--seed -1"},
 		{"repeat penalty", nil, []string{"ask", "--repeat-penalty", "-1", "hi"}, "--repeat-penalty -1"},
-		{"mode", nil, []string{"ask", "--mode", "fast", "hi"}, `--mode "fast"`},
+		{"mode", nil, []string{"ask", "--mode", "fast", "hi"}, `--mode "fast": want auto, moa, speed, pipeline or a role (reasoner, writer,`},
 		{"dtype", nil, []string{"ask", "--dtype", "f64", "hi"}, `--dtype "f64"`},
 		{"timeout negative", nil, []string{"--timeout", "-1s", "status"}, "--timeout -1s"},
 		{"timeout too long for ask", nil, []string{"ask", "--timeout", "1h", "hi"}, "--timeout 1h0m0s: at most 10m"},
@@ -140,6 +140,8 @@ func TestRuntimeErrors(t *testing.T) {
 		{[]string{"--api", hung.Addr().String(), "status", "--timeout", "300ms"},
 			"timed out after 300ms waiting for swarmd at " + hung.Addr().String() + " (--timeout 300ms)"},
 		{[]string{"--timeout", "200ms", "--api", hung.Addr().String(), "plan", "m"}, "timed out after 200ms"},
+		// A role name is a mode, as in the API and chat: asked, not refused.
+		{[]string{"--api", closedAddr, "ask", "--mode", "writer", "hi"}, "swarmd is not running at " + closedAddr},
 	}
 	for _, c := range cases {
 		code, _, errs := ctl(t, nil, c.args...)

@@ -63,7 +63,7 @@ func runShard(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if len(pos) != 2 || (pos[0] != "add" && pos[0] != "rm") {
-		return usageError{"shard: want `shard add PATH.gguf:A-B|MODEL_CID:A-B` or `shard rm MODEL_CID:A-B`"}
+		return usageError{"shard: want `shard add PATH.gguf:A-B|MODEL:A-B` or `shard rm MODEL_CID:A-B`"}
 	}
 	i := strings.LastIndex(pos[1], ":")
 	if i <= 0 {
