@@ -91,7 +91,8 @@ func (n *Node) answer(ctx context.Context, q querySpec) (*outcome, error) {
 	out.finish = "stop"
 	if final != nil {
 		out.promptToks, out.genToks = final.Prompt, final.Tokens
-		if q.maxTokens > 0 && final.Tokens >= q.maxTokens {
+		// The context filling up ends an answer as max_tokens does.
+		if final.Done == "length" || q.maxTokens > 0 && final.Tokens >= q.maxTokens {
 			out.finish = "length"
 		}
 	}
