@@ -53,6 +53,10 @@ type Agent struct {
 	// hung mid-answer) and is used as far as it goes.
 	Partial       bool   `json:"partial,omitempty"`
 	PartialReason string `json:"partial_reason,omitempty"`
+	// Done is why a whole answer ended, as the pipeline's done says it:
+	// "stop" (an end-of-generation token or a stop string) or "length"
+	// (max_tokens, or the model's context filled up).
+	Done string `json:"done,omitempty"`
 	// Skipped are the holders of the role tried before this answer, each
 	// with why it was left ("…peer: hung: ...").
 	Skipped []string `json:"skipped,omitempty"`

@@ -26,7 +26,7 @@ type chatRequest struct {
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	Temperature         *float32        `json:"temperature"`
 	TopP                *float32        `json:"top_p"`
-	Seed                *int64          `json:"seed"`
+	Seed                *client.Seed    `json:"seed"` // OpenAI's are signed; any the swarm prints too
 	N                   *int            `json:"n"`
 	Stop                stopList        `json:"stop"`
 	Logprobs            *bool           `json:"logprobs"`
@@ -209,11 +209,7 @@ func (a *server) specFromChat(req chatRequest) (client.QueryRequest, chatOptions
 	if req.Temperature != nil {
 		temp = *req.Temperature
 	}
-	spec.Temperature, spec.TopP, spec.Stop = &temp, req.TopP, req.Stop
-	if req.Seed != nil {
-		s := uint64(*req.Seed) // OpenAI's seeds are signed; any integer is a seed
-		spec.Seed = &s
-	}
+	spec.Temperature, spec.TopP, spec.Stop, spec.Seed = &temp, req.TopP, req.Stop, req.Seed
 	opt.sampled = givenSeed(&spec)
 	mode, model, err := a.b.ResolveModel(req.Model)
 	if err != nil {
@@ -249,7 +245,7 @@ func givenSeed(req *client.QueryRequest) bool {
 	if req.Seed == nil {
 		var b [8]byte
 		rand.Read(b[:])
-		s := binary.LittleEndian.Uint64(b[:])
+		s := client.Seed(binary.LittleEndian.Uint64(b[:]))
 		req.Seed = &s
 	}
 	return true

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,7 +33,7 @@ func (a *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	a.noteIgnored(w, opt.ignored)
 	if opt.sampled {
-		w.Header().Set("X-Swarm-Seed", strconv.FormatUint(*spec.Seed, 10))
+		w.Header().Set("X-Swarm-Seed", spec.Seed.String())
 	}
 	id, created := newID(), time.Now().Unix()
 	model := req.Model

@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/client"
@@ -16,7 +15,7 @@ func (a *server) query(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if givenSeed(&req) {
-		w.Header().Set("X-Swarm-Seed", strconv.FormatUint(*req.Seed, 10))
+		w.Header().Set("X-Swarm-Seed", req.Seed.String())
 	}
 	if !req.Stream {
 		out, err := a.b.Query(r.Context(), req, nil)

@@ -28,7 +28,7 @@ type QueryRequest struct {
 	Speculate   *bool    `json:"speculate,omitempty"`
 	MaxTokens   int      `json:"max_tokens,omitempty"`
 	Temperature *float32 `json:"temperature,omitempty"`
-	Seed        *uint64  `json:"seed,omitempty"`
+	Seed        *Seed    `json:"seed,omitempty"` // X-Swarm-Seed's digits; in JSON an integer or a string of one
 	// RepeatPenalty divides the logits of recently seen tokens (1 or 0: off).
 	RepeatPenalty *float32 `json:"repeat_penalty,omitempty"`
 	// TopP keeps the smallest set of tokens whose probability reaches it

@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/answer"
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -222,6 +223,9 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 			Rounds: done.DraftRounds, Error: done.DraftError}
 	}
 	a.ServerMS = done.TotalMS
+	if done.Reason == string(engine.DoneStop) || done.Reason == string(engine.DoneLength) {
+		a.Done = done.Reason
+	}
 	if done.Reason == "deadline" {
 		if strings.TrimSpace(a.Content) == "" {
 			a.Err = &timeoutError{after: time.Since(start).Round(time.Millisecond), beforeFirstToken: true}

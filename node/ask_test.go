@@ -3,6 +3,8 @@ package node
 import (
 	"strings"
 	"testing"
+
+	"github.com/llmswarm/llmswarm/client"
 )
 
 // TestStopCutter: streamed text stops before the first stop string, even
@@ -51,7 +53,7 @@ func TestStopCutter(t *testing.T) {
 }
 
 func TestSeedFor(t *testing.T) {
-	given := uint64(42)
+	given := client.Seed(42)
 	if seedFor(1, &given) != 42 || seedFor(0, &given) != 42 || seedFor(0, nil) != 0 {
 		t.Fatal("a given seed must be kept, and greedy decoding needs none")
 	}

@@ -91,7 +91,8 @@ func (n *Node) answer(ctx context.Context, q querySpec) (*outcome, error) {
 	out.finish = "stop"
 	if final != nil {
 		out.promptToks, out.genToks = final.Prompt, final.Tokens
-		if q.maxTokens > 0 && final.Tokens >= q.maxTokens {
+		// The context filling up ends an answer as max_tokens does.
+		if final.Done == "length" || q.maxTokens > 0 && final.Tokens >= q.maxTokens {
 			out.finish = "length"
 		}
 	}
@@ -216,9 +217,9 @@ const defaultMaxTokens = 256
 // seedFor is the sampling seed of a request: the caller's, so that a given
 // seed reproduces its answer, else a fresh one, so that sampling without a
 // seed varies from call to call. Greedy decoding ignores it.
-func seedFor(temperature float32, given *uint64) uint64 {
+func seedFor(temperature float32, given *client.Seed) uint64 {
 	if given != nil {
-		return *given
+		return uint64(*given)
 	}
 	if temperature <= 0 {
 		return 0

@@ -23,7 +23,7 @@ func filledAgent(role string) answer.Agent {
 	return answer.Agent{Role: role, Peer: "12D3KooWAgent" + role, Model: "qwen3-0.6b", ModelCID: "bagaaiera" + role,
 		Content: "the " + role + "'s answer", Tokens: 12, TokPerSec: 30.5, MS: 410.25, ServerMS: 400.5, TTFTMS: 35.75,
 		Prompt: 48, Weight: 0.75, Thermal: "fair", Battery: 80, Conn: "punched", Unverified: true, Partial: true,
-		PartialReason: "cut off by its deadline", Skipped: []string{"…KooWHung: hung: no pong (2s without progress)"},
+		PartialReason: "cut off by its deadline", Done: "length", Skipped: []string{"…KooWHung: hung: no pong (2s without progress)"},
 		Draft: &answer.Draft{Peer: "12D3KooWDrafter", Drafted: 10, Accepted: 7, Rounds: 3, Error: "drafter gone"},
 		Err:   errors.New("never encoded")}
 }

@@ -24,7 +24,7 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 	model := fs.String("model", "", "pipeline mode: model name or CID")
 	maxTokens := fs.Int("max-tokens", 0, "most tokens in the answer, 1..8192 (default 256)")
 	temperature := fs.Float64("temperature", 0, "sampling temperature, 0..2 (default greedy)")
-	seed := fs.Int64("seed", 0, "sampling seed, at least 0")
+	seed := fs.String("seed", "", "sampling `SEED`, 0..18446744073709551615 (as X-Swarm-Seed prints it)")
 	repeat := fs.Float64("repeat-penalty", 0, "penalise recently seen tokens, 0..10 (e.g. 1.1; default off)")
 	trace := fs.Bool("trace", false, "show each agent's (or pipeline hop's) peer and timings on stderr")
 	dtype := fs.String("dtype", "", "pipeline hidden states on the wire: f32 (default, identical to one machine) or f16 (half the bytes)")
@@ -42,14 +42,16 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 		return usageError{fmt.Sprintf("--max-tokens %d: want 1..8192", *maxTokens)}
 	case given["temperature"] && !(*temperature >= 0 && *temperature <= 2):
 		return usageError{fmt.Sprintf("--temperature %v: want 0..2 (0 is greedy)", *temperature)}
-	case given["seed"] && *seed < 0:
-		return usageError{fmt.Sprintf("--seed %d: must not be negative", *seed)}
 	case given["repeat-penalty"] && !(*repeat >= 0 && *repeat <= 10):
 		return usageError{fmt.Sprintf("--repeat-penalty %v: want 0..10", *repeat)}
 	case *dtype != "" && *dtype != "f16" && *dtype != "f32":
 		return usageError{fmt.Sprintf("--dtype %q: want f16 or f32", *dtype)}
 	case e.timeout > 10*time.Minute:
 		return usageError{fmt.Sprintf("--timeout %s: at most 10m", e.timeout)}
+	}
+	sd, err := seedArg(given["seed"], *seed)
+	if err != nil {
+		return err
 	}
 	prompt, err := e.prompt(pos)
 	if err != nil {
@@ -65,10 +67,7 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 		rp := float32(*repeat)
 		req.RepeatPenalty = &rp
 	}
-	if given["seed"] {
-		s := uint64(*seed)
-		req.Seed = &s
-	}
+	req.Seed = sd
 	if given["standby"] {
 		req.Standby = standby
 	}
@@ -251,4 +250,17 @@ func unverified(a *answer.Agent) string {
 
 func msDur(ms float64) string {
 	return (time.Duration(ms * float64(time.Millisecond))).Round(time.Millisecond).String()
+}
+
+// seedArg reads --seed: any seed X-Swarm-Seed prints, 0 to 2^64-1
+// (client.ParseSeed); nil when not given.
+func seedArg(given bool, s string) (*client.Seed, error) {
+	if !given {
+		return nil, nil
+	}
+	v, err := client.ParseSeed(s)
+	if err != nil || strings.HasPrefix(s, "-") {
+		return nil, usageError{fmt.Sprintf("--seed %s: want an integer 0..18446744073709551615 (as X-Swarm-Seed prints it)", s)}
+	}
+	return &v, nil
 }

@@ -101,7 +101,7 @@ type chatSession struct {
 	trace       bool
 	maxTokens   int
 	temperature *float32 // nil: the API's default, greedy
-	seed        *uint64
+	seed        *client.Seed
 	history     []client.Message // completed turns: user, assistant, user, ...
 }
 
@@ -126,7 +126,7 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	model := fs.String("model", "", "pipeline mode: model name or CID")
 	maxTokens := fs.Int("max-tokens", 0, "most tokens in each answer, 1..8192 (default 256)")
 	temperature := fs.Float64("temperature", 0, "sampling temperature, 0..2 (default greedy)")
-	seed := fs.Int64("seed", 0, "sampling seed, at least 0")
+	seed := fs.String("seed", "", "sampling `SEED`, 0..18446744073709551615 (as X-Swarm-Seed prints it)")
 	trace := fs.Bool("trace", false, "start with /trace on")
 	pos, err := e.parse(fs, commands["chat"].args, args)
 	if err != nil {
@@ -141,8 +141,6 @@ func runChat(ctx context.Context, e *env, args []string) error {
 		return usageError{fmt.Sprintf("--max-tokens %d: want 1..8192", *maxTokens)}
 	case given["temperature"] && !(*temperature >= 0 && *temperature <= 2):
 		return usageError{fmt.Sprintf("--temperature %v: want 0..2 (0 is greedy)", *temperature)}
-	case given["seed"] && *seed < 0:
-		return usageError{fmt.Sprintf("--seed %d: must not be negative", *seed)}
 	case e.timeout > 10*time.Minute:
 		return usageError{fmt.Sprintf("--timeout %s: at most 10m", e.timeout)}
 	case e.json:
@@ -156,9 +154,8 @@ func runChat(ctx context.Context, e *env, args []string) error {
 		t := float32(*temperature)
 		s.temperature = &t
 	}
-	if given["seed"] {
-		sd := uint64(*seed)
-		s.seed = &sd
+	if s.seed, err = seedArg(given["seed"], *seed); err != nil {
+		return err
 	}
 	if s.mode == "pipeline" && s.model == "" {
 		m, err := s.pipelineModel(ctx)

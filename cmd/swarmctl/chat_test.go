@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"reflect"
@@ -100,6 +101,24 @@ func TestChatHistory(t *testing.T) {
 	s.do(context.Background(), chatCommand{name: "reset"}, nil)
 	if r := s.request("again"); len(r.History) != 0 {
 		t.Fatalf("after /reset: %+v", r.History)
+	}
+}
+
+// TestSeedArg: --seed takes every seed X-Swarm-Seed prints, 2^63 and
+// above included, and sends its exact digits.
+func TestSeedArg(t *testing.T) {
+	for _, in := range []string{"0", "9223372036854775808", "12174805838150342771", "18446744073709551615"} {
+		sd, err := seedArg(true, in)
+		if err != nil {
+			t.Fatalf("--seed %s: %v", in, err)
+		}
+		b, err := json.Marshal(client.QueryRequest{Query: "hi", Seed: sd})
+		if err != nil || !strings.Contains(string(b), `"seed":`+in+`}`) {
+			t.Fatalf("--seed %s sent as %s (%v)", in, b, err)
+		}
+	}
+	if sd, err := seedArg(false, ""); sd != nil || err != nil {
+		t.Fatalf("no --seed: %v %v", sd, err)
 	}
 }
 

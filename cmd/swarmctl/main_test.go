@@ -55,6 +55,8 @@ func TestUsageErrors(t *testing.T) {
 		{"max tokens zero", nil, []string{"ask", "--max-tokens", "0", "hi"}, "--max-tokens 0: want 1..8192"},
 		{"max tokens negative", nil, []string{"ask", "hi", "--max-tokens", "-2"}, "--max-tokens -2"},
 		{"seed negative", nil, []string{"ask", "--seed", "-1", "hi"}, "--seed -1"},
+		{"seed past 2^64", nil, []string{"ask", "--seed", "18446744073709551616", "hi"}, "--seed 18446744073709551616: want an integer 0..18446744073709551615"},
+		{"seed not a number", nil, []string{"ask", "--seed", "lucky", "hi"}, "--seed lucky"},
 		{"repeat penalty", nil, []string{"ask", "--repeat-penalty", "-1", "hi"}, "--repeat-penalty -1"},
 		{"mode", nil, []string{"ask", "--mode", "fast", "hi"}, `--mode "fast": want auto, moa, speed, pipeline or a role (reasoner, writer,`},
 		{"dtype", nil, []string{"ask", "--dtype", "f64", "hi"}, `--dtype "f64"`},
