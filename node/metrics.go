@@ -49,8 +49,13 @@ func (m *metrics) answered(mode string, out *outcome, err error, took time.Durat
 	if m == nil {
 		return
 	}
-	if mode == "" {
+	// The mode comes from the request: a label per bogus mode would grow
+	// the series without bound, so anything not a known mode is one bucket.
+	switch {
+	case mode == "":
 		mode = "auto"
+	case !answer.IsMode(mode):
+		mode = "invalid"
 	}
 	outcome := "ok"
 	if err != nil {

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/node"
@@ -137,5 +139,42 @@ func TestMetrics(t *testing.T) {
 	rf = scrape(t, r)
 	if v, b := value(rf, "swarm_taking_work", nil), value(rf, "swarm_battery_percent", nil); v != 0 || b != 10 {
 		t.Errorf("at 10%% battery: taking_work %v, battery %v", v, b)
+	}
+}
+
+// TestMetricsBogusModes: a request's mode is the caller's text, so the
+// mode label takes only known modes and one "invalid" bucket for the rest:
+// bogus modes do not each grow a series.
+func TestMetricsBogusModes(t *testing.T) {
+	p := nodetest.Start(t, nodetest.Config(t.TempDir()))
+	c := client.New(p.APIAddr(), "")
+	for i := range 5 {
+		mode := "bogus" + strconv.Itoa(i)
+		if _, err := c.Query(t.Context(), client.QueryRequest{Query: "hi", Mode: mode, MaxTokens: 4}, nil); err == nil {
+			t.Fatalf("mode %q answered", mode)
+		}
+	}
+	fams := scrape(t, p)
+	for _, name := range []string{"swarm_requests_total", "swarm_request_seconds"} {
+		f := fams[name]
+		if f == nil {
+			t.Fatalf("no %s", name)
+		}
+		invalid := 0.0
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				if l.GetName() != "mode" {
+					continue
+				}
+				if v := l.GetValue(); v == "invalid" {
+					invalid += value(map[string]*dto.MetricFamily{name: {Metric: []*dto.Metric{m}}}, name, nil)
+				} else if !answer.IsMode(v) {
+					t.Errorf("%s has a series for mode %q", name, v)
+				}
+			}
+		}
+		if invalid != 5 {
+			t.Errorf("%s{mode=invalid} = %v, want 5", name, invalid)
+		}
 	}
 }
