@@ -56,12 +56,17 @@ type taskBar struct{ p cli.Progress }
 
 func newTaskBar(w io.Writer, tty bool) *taskBar { return &taskBar{p: cli.Progress{W: w, TTY: tty}} }
 
+// show shows a running or finished task; a failed one is left to the
+// error the pull returns, which says why once.
 func (b *taskBar) show(t client.Task) {
-	label := t.Kind + " " + t.State + ": " + t.Stage + " " + t.Name
-	if t.Error != "" {
-		label += ": " + t.Error
+	if t.State == "failed" {
+		return
 	}
-	b.p.Show(label, t.Done, t.Total, t.Unit == "bytes")
+	label := t.Kind + " " + t.State + ": "
+	if t.Stage != "" {
+		label += t.Stage + " "
+	}
+	b.p.Show(label+t.Name, t.Done, t.Total, t.Unit == "bytes")
 }
 
 func (b *taskBar) done() { b.p.Done() }
