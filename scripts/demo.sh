@@ -32,14 +32,33 @@ BOOT=$(ctl hub id | sed -n 2p | tr -d ' ')
 start_peer thinker --role reasoner="$MODEL" --role concise="$MODEL" --role aggregator="$MODEL"
 start_peer scribe --role writer="$MODEL" --role critic="$MODEL" --role factchecker="$MODEL" --role drafter="$MODEL"
 
+ROLES="reasoner concise aggregator writer critic factchecker drafter"
+
 start=$(date +%s%N)
 for _ in $(seq 200); do
   alive=$(ctl hub peers --json | grep -c '"alive": true' || true)
   [ "$alive" -ge 3 ] && break
   sleep 0.05
 done
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+# A peer is alive before its roles are announced (they load first): ask
+# only once the hub sees every role, or the mixture answers with fewer.
+missing=$ROLES
+for _ in $(seq 600); do
+  seen=$(ctl hub peers --json | grep -o '"role": *"[a-z]*"' | sed 's/.*"\([a-z]*\)"$/\1/' | sort -u || true)
+  missing=""
+  for r in $ROLES; do
+    grep -qx "$r" <<<"$seen" || missing="$missing $r"
+  done
+  [ -z "$missing" ] && break
+  sleep 0.1
+done
+if [ -n "$missing" ]; then
+  echo "the hub does not see these roles after 60 s:$missing (see $WORK/*/swarmd.log)"
+  exit 1
+fi
 echo
-echo "== 1. 3 peers see each other after $(( ($(date +%s%N) - start) / 1000000 )) ms. The swarm as the hub (no model) sees it:"
+echo "== 1. 3 peers see each other after $ms ms, and the hub sees all $(wc -w <<<"$ROLES") roles after $(( ($(date +%s%N) - start) / 1000000 )) ms. The swarm as the hub (no model) sees it:"
 ctl hub peers
 
 echo
