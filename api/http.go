@@ -136,7 +136,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.Encode(v)
 }
 
+// busyRetryAfter is the Retry-After of a busy answer, in seconds: every
+// agent asked had its queue full, and a place frees within a generation.
+const busyRetryAfter = "2"
+
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	if typ == string(answer.Busy) {
+		w.Header().Set("Retry-After", busyRetryAfter)
+	}
 	writeJSON(w, status, client.Error{Error: client.ErrorBody{Message: msg, Type: typ}})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/llmswarm/llmswarm/answer"
@@ -54,5 +55,27 @@ func TestStatusOf(t *testing.T) {
 		if status, typ := statusOf(c.err); status != c.status || typ != c.typ {
 			t.Errorf("%v: %d %s, want %d %s", c.err, status, typ, c.status, c.typ)
 		}
+	}
+}
+
+// TestBusyRetryAfter: a busy answer tells the client when to try again,
+// both as a plain error and as a stream's error before its first event;
+// other failures do not.
+func TestBusyRetryAfter(t *testing.T) {
+	busy := answer.Wrap(answer.Busy, &moa.NoResponseError{Failed: []*moa.AgentError{{Role: "writer", Err: moa.ErrBusy}}})
+	rec := httptest.NewRecorder()
+	writeErr(rec, busy)
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("busy: %d, Retry-After %q; want 429 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	rec = httptest.NewRecorder()
+	newSSE(rec).fail(busy, nil)
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("busy stream: %d, Retry-After %q; want 429 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	rec = httptest.NewRecorder()
+	writeErr(rec, answer.Errorf(answer.Internal, "bug"))
+	if h := rec.Header().Get("Retry-After"); h != "" {
+		t.Fatalf("internal error: Retry-After %q, want none", h)
 	}
 }

@@ -118,10 +118,11 @@ func (s *Server) handleDraft(st network.Stream) {
 		return
 	}
 	remote := st.Conn().RemotePeer()
-	if limit := s.peerLimit(Drafter); limit > 0 { // none: no drafter, said below
-		held, ok := s.inflight.acquire(remote, Drafter, limit)
-		if !ok {
-			fail(CodeBusy, fmt.Sprintf("your peer already has %d drafter sessions here", held))
+	if share, _ := s.peerLimit(Drafter); share > 0 { // none: no drafter, said below
+		// A drafter is an aid, not an answer: over its share a peer is
+		// refused at once (its answer goes on undrafted), never queued.
+		if err := s.inflight.acquire(context.Background(), remote, Drafter, share, 0); err != nil {
+			fail(CodeBusy, err.Error())
 			return
 		}
 		defer s.inflight.release(remote, Drafter)

@@ -301,7 +301,11 @@ func TestOverCapacityQueues(t *testing.T) {
 			t.Fatal("the second request never queued")
 		}
 	}
-	_, err = Call(t.Context(), origin.h, b.h.ID(), &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "and me"}}}, nil)
+	// From another peer: the first is within its share, so the request
+	// reaches the model, whose queue is full.
+	other := newTestPeer(t, 1)
+	other.h.Peerstore().AddAddrs(b.h.ID(), b.h.Addrs(), time.Hour)
+	_, err = Call(t.Context(), other.h, b.h.ID(), &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "and me"}}}, nil)
 	if !errors.Is(err, ErrBusy) {
 		t.Fatalf("third request with the queue full: err = %v, want ErrBusy", err)
 	}
@@ -393,10 +397,11 @@ func TestRolesShareOneModel(t *testing.T) {
 }
 
 // TestOnePeerCannotTakeARole: one originator's requests beyond its share
-// of a role's slots and queue are refused as busy at once, while another
-// peer's request still queues and is answered.
+// of a role's slots and queue wait in its own line at the role peer, and
+// beyond that line are refused as busy, while another peer's request still
+// queues at the model and is answered.
 func TestOnePeerCannotTakeARole(t *testing.T) {
-	b := newRolePeer(t, tinyModel, engine.Options{Threads: 1, Slots: 1, Queue: 7, Context: 2048}, Reasoner) // share: max(2, 8/4) = 2
+	b := newRolePeer(t, tinyModel, engine.Options{Threads: 1, Slots: 1, Queue: 7, Context: 2048}, Reasoner) // share: max(2, 8/4) = 2, line: 7
 	greedy, other := newTestPeer(t, 4), newTestPeer(t, 4)
 	for _, p := range []*testPeer{greedy, other} {
 		p.h.Peerstore().AddAddrs(b.h.ID(), b.h.Addrs(), time.Hour)
@@ -420,8 +425,24 @@ func TestOnePeerCannotTakeARole(t *testing.T) {
 		}
 	}
 	short := &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "hi"}}, MaxTokens: 2}
+	for range 7 { // its line: waiting for one of its own, not at the model
+		go Call(ctx, greedy.h, b.h.ID(), short, nil)
+	}
+	waiting := func() int {
+		b.srv.inflight.mu.Lock()
+		defer b.srv.inflight.mu.Unlock()
+		return b.srv.inflight.waiting[peerRole{greedy.h.ID(), Reasoner}]
+	}
+	for deadline := time.Now().Add(20 * time.Second); waiting() != 7; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the greedy peer's requests wait in its line, want 7", waiting())
+		}
+	}
 	if _, err := Call(t.Context(), greedy.h, b.h.ID(), short, nil); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "per peer") {
-		t.Fatalf("a third request from the same peer: %v, want busy (per-peer share)", err)
+		t.Fatalf("a request from the same peer with its line full: %v, want busy (per-peer share)", err)
+	}
+	if w := rm.Model.Queue().Waiting; w != 1 {
+		t.Fatalf("%d requests wait at the model, want 1: the greedy peer's line must not reach it", w)
 	}
 	answered := make(chan error, 1)
 	go func() {
@@ -441,5 +462,33 @@ func TestOnePeerCannotTakeARole(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("another peer's request was never answered")
+	}
+}
+
+// TestOnePeerManyRequestsQueue: many concurrent requests from one peer for
+// one role, more than its share of slots and queue, wait their turn and are
+// all answered, none refused as busy.
+func TestOnePeerManyRequestsQueue(t *testing.T) {
+	b := newRolePeer(t, tinyModel, engine.Options{Threads: 1, Slots: 2, Queue: 16, Context: 2048}, Reasoner) // share 4, line 16
+	a := newTestPeer(t, 1)
+	a.h.Peerstore().AddAddrs(b.h.ID(), b.h.Addrs(), time.Hour)
+	req := &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "hi"}}, MaxTokens: 2}
+	const n = 20
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := Call(t.Context(), a.h, b.h.ID(), req, nil)
+			errs <- err
+		}()
+	}
+	failed := 0
+	for range n {
+		if err := <-errs; err != nil {
+			failed++
+			t.Log(err)
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("%d of %d concurrent requests from one peer failed, want all answered", failed, n)
 	}
 }

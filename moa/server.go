@@ -277,15 +277,6 @@ func (s *Server) handle(st network.Stream) {
 			return
 		}
 	}
-	if limit := s.peerLimit(req.Role); limit > 0 {
-		held, ok := s.inflight.acquire(remote, req.Role, limit)
-		if !ok {
-			writeFrame(st, &Reply{Type: ReplyError, Error: &WireError{Code: CodeBusy,
-				Message: fmt.Sprintf("your peer already has %d %s requests in flight here (at most %d per peer)", held, req.Role, limit)}})
-			return
-		}
-		defer s.inflight.release(remote, req.Role)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// The originator sends nothing more: any read result other than a clean
@@ -296,6 +287,19 @@ func (s *Server) handle(st network.Stream) {
 			cancel()
 		}
 	}()
+	if share, wait := s.peerLimit(req.Role); share > 0 {
+		// Over its share a peer's request waits here for one of its own to
+		// end; busy only when its line is full too.
+		if err := s.inflight.acquire(ctx, remote, req.Role, share, wait); err != nil {
+			if ctx.Err() != nil {
+				st.Reset()
+				return
+			}
+			writeFrame(st, &Reply{Type: ReplyError, Error: &WireError{Code: CodeBusy, Message: err.Error()}})
+			return
+		}
+		defer s.inflight.release(remote, req.Role)
+	}
 	w := bufio.NewWriter(st)
 	done, err := s.Serve(ctx, req, func(text string) error {
 		if err := writeFrame(w, &Reply{Type: ReplyToken, Text: text}); err != nil {
@@ -332,14 +336,15 @@ func (s *Server) handle(st network.Stream) {
 	w.Flush()
 }
 
-// peerLimit is how many requests one remote peer may have in flight for
-// role (0: the role is not served; the request fails on its own).
-func (s *Server) peerLimit(role string) int {
+// peerLimit is how many requests one remote peer may have at role's
+// model (0: the role is not served; the request fails on its own), and how
+// many more may wait here for one of those to end.
+func (s *Server) peerLimit(role string) (share, wait int) {
 	s.mu.RLock()
 	rm := s.roles[role]
 	s.mu.RUnlock()
 	if rm == nil {
-		return 0
+		return 0, 0
 	}
 	o := rm.Model.Options()
 	return perPeerLimit(o.Slots, o.Queue)
