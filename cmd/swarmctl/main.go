@@ -157,10 +157,12 @@ func run(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "swarmctl: unknown command %q\nRun 'swarmctl -h' for usage.\n", name)
 		return 2
 	}
-	return exitCode(e.stderr, cmd.run(ctx, e, fs.Args()[1:]))
+	return exitCode(e.stderr, name, cmd.run(ctx, e, fs.Args()[1:]))
 }
 
-func exitCode(stderr io.Writer, err error) int {
+// exitCode reports err and picks the exit status; a usage error points at
+// the help of the command that refused it (name).
+func exitCode(stderr io.Writer, name string, err error) int {
 	var ue usageError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
@@ -169,7 +171,11 @@ func exitCode(stderr io.Writer, err error) int {
 		if ue.msg != "" {
 			fmt.Fprintln(stderr, "swarmctl:", ue.msg)
 		}
-		fmt.Fprintln(stderr, "Run 'swarmctl -h' for usage.")
+		help := "swarmctl -h"
+		if name != "" && name != "help" {
+			help = "swarmctl " + name + " -h"
+		}
+		fmt.Fprintf(stderr, "Run '%s' for usage.\n", help)
 		return 2
 	default:
 		fmt.Fprintln(stderr, "swarmctl:", err)
