@@ -130,7 +130,7 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, "\nFlags (before or after COMMAND; -- ends them):\n")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
-	fmt.Fprint(w, "\nRun 'swarmctl COMMAND -h' for a command's arguments and flags.\nExit codes: 0 ok, 1 failure, 2 usage error.\n")
+	fmt.Fprint(w, "\nRun 'swarmctl COMMAND -h' for a command's arguments and flags.\nExit codes: 0 ok, 1 failure, 2 usage error, 3 answer incomplete (ask).\n")
 }
 
 func run(ctx context.Context, e *env, args []string) int {
@@ -164,9 +164,13 @@ func run(ctx context.Context, e *env, args []string) int {
 // the help of the command that refused it (name).
 func exitCode(stderr io.Writer, name string, err error) int {
 	var ue usageError
+	var ie incompleteError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, &ie):
+		fmt.Fprintln(stderr, "swarmctl:", err)
+		return 3
 	case errors.As(err, &ue):
 		if ue.msg != "" {
 			fmt.Fprintln(stderr, "swarmctl:", ue.msg)
