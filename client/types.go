@@ -143,14 +143,18 @@ type ShardRequest struct {
 
 // PS is GET /v1/swarm/ps: the models this peer has loaded.
 type PS struct {
-	Models []Loaded     `json:"models"`
-	Memory MemoryStatus `json:"memory"`
+	// Models are what the peer serves: its role models and shards.
+	Models []Loaded `json:"models"`
+	// References are the one-layer slices loaded to check other peers'
+	// claims (challenge references): not served, but they take memory.
+	References []Loaded     `json:"references,omitempty"`
+	Memory     MemoryStatus `json:"memory"`
 }
 
 // Loaded is one model in memory: a role model (serving one or more
 // roles), a shard, or a one-layer reference loaded to check others.
 type Loaded struct {
-	Kind     string   `json:"kind"` // role, shard or reference
+	Kind     string   `json:"kind"` // role, shard (in PS.Models) or reference (in PS.References)
 	Roles    []string `json:"roles,omitempty"`
 	Name     string   `json:"name,omitempty"`
 	ModelCID string   `json:"model_cid"`

@@ -13,6 +13,7 @@ import (
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/pipeline"
+	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -53,3 +54,10 @@ func (n *Node) PublishBMCForTest(ctx context.Context, raw []byte, nonce string) 
 
 // BMCDeadForTest reports whether routing excludes id because of the BMC.
 func (n *Node) BMCDeadForTest(id peer.ID) bool { return n.excluded(id) }
+
+// LoadReferenceForTest loads the model at path as the reference for layer
+// l of model, as a challenge does when this peer checks another's claim.
+func (n *Node) LoadReferenceForTest(ctx context.Context, path, model string, l int) error {
+	_, err := n.checks.ref.load(ctx, shards.SliceEntry{Path: path}, model, l, false)
+	return err
+}

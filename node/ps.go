@@ -8,9 +8,9 @@ import (
 )
 
 // PS lists the models this peer has loaded (GET /v1/swarm/ps): roles
-// (one entry per model file, with every role it serves), shards, and the
-// one-layer references loaded to check other peers, with their memory,
-// sessions and queue.
+// (one entry per model file, with every role it serves) and shards, with
+// their memory, sessions and queue; and apart, under References, the
+// one-layer slices loaded to check other peers, which it does not serve.
 func (n *Node) PS() (client.PS, error) {
 	if n.Swarm() == nil {
 		return client.PS{}, ErrNotRunning
@@ -37,7 +37,7 @@ func (n *Node) PS() (client.PS, error) {
 		}
 	}
 	if cs := n.checks; cs != nil && cs.ref != nil {
-		out.Models = append(out.Models, cs.ref.loadedOut()...)
+		out.References = cs.ref.loadedOut() // not the user's models: listed apart
 	}
 	return out, nil
 }

@@ -52,3 +52,35 @@ func TestPS(t *testing.T) {
 		t.Fatalf("memory %+v: want more than the weights (the KV caches of every slot)", ps.Memory)
 	}
 }
+
+// TestPSReferences: a challenge reference (a layer loaded to check another
+// peer's claim) is not a model the user loaded: ps and the event feed's
+// snapshot list it apart, under references, not among the models.
+func TestPSReferences(t *testing.T) {
+	model := tinyModel(t)
+	cfg := nodetest.Config(t.TempDir())
+	cfg.Engine = node.EngineConfig{Threads: 1, Context: 256}
+	cfg.Shards = []string{model + ":0-2"}
+	p := nodetest.Start(t, cfg)
+	<-p.StartLoadsDoneForTest()
+	if err := p.LoadReferenceForTest(t.Context(), model, "bafkreference", 3); err != nil {
+		t.Fatal(err)
+	}
+	c := client.New(p.APIAddr(), "")
+	ps, err := c.PS(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := p.EventsSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string]client.PS{"ps": ps, "events snapshot": snap.PS} {
+		if len(got.Models) != 1 || got.Models[0].Kind != "shard" {
+			t.Errorf("%s models %+v: want the shard alone", name, got.Models)
+		}
+		if len(got.References) != 1 || got.References[0].Kind != "reference" || got.References[0].ModelCID != "bafkreference" {
+			t.Errorf("%s references %+v: want the one loaded", name, got.References)
+		}
+	}
+}

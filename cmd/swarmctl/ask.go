@@ -79,13 +79,54 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return e.explainAsk(err)
 		}
-		return printJSON(e.stdout, res)
+		if err := printJSON(e.stdout, res); err != nil {
+			return err
+		}
+		return incomplete(res)
 	}
 	res, err := e.streamQuery(ctx, req, *trace)
 	if err != nil {
 		return e.explainAsk(err)
 	}
-	return e.queryFooter(res, *trace)
+	if err := e.queryFooter(res, *trace); err != nil {
+		return err
+	}
+	return incomplete(res)
+}
+
+// incompleteError is an answer cut short (by its deadline, or by a peer
+// that hung mid-answer): printed as far as it goes, and exit 3, so that a
+// script does not take it for a whole one.
+type incompleteError struct{ why string }
+
+func (e incompleteError) Error() string { return "the answer is incomplete: " + e.why }
+
+// incomplete is an incompleteError when an answer that res is built on
+// was cut short, else nil.
+func incomplete(res *answer.Result) error {
+	var why []string
+	for _, a := range res.AgentResponses {
+		if a.Partial {
+			why = append(why, fmt.Sprintf("%s@%s %s", a.Role, shortID(a.Peer), partialWhy(&a)))
+		}
+	}
+	if a := res.Aggregator; a != nil && a.Error == "" && a.Partial {
+		why = append(why, fmt.Sprintf("aggregator@%s %s", shortID(a.Peer), partialWhy(a)))
+	}
+	if p := res.Pipeline; p != nil && p.Done == "cancel" {
+		why = append(why, "the pipeline was cut off by its deadline")
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return incompleteError{strings.Join(why, "; ")}
+}
+
+func partialWhy(a *answer.Agent) string {
+	if a.PartialReason != "" {
+		return a.PartialReason
+	}
+	return "cut off"
 }
 
 // queryFooter says on stderr who answered (with trace, a pipeline's hops too).
@@ -220,6 +261,9 @@ func footer(res *answer.Result) string {
 	var who []string
 	for _, a := range res.AgentResponses {
 		w := fmt.Sprintf("%s@%s%s", a.Role, shortID(a.Peer), unverified(&a))
+		if a.Partial {
+			w += " (partial: " + partialWhy(&a) + ")"
+		}
 		if a.Draft != nil {
 			w += fmt.Sprintf(" drafted by %s (%d of %d accepted)", shortID(a.Draft.Peer), a.Draft.Accepted, a.Draft.Drafted)
 		}
@@ -232,6 +276,9 @@ func footer(res *answer.Result) string {
 	s += fmt.Sprintf(", %d agent(s) answered in %s: %s", res.AgentsResponded, msDur(res.TotalTimeMS), strings.Join(who, ", "))
 	if res.Aggregator != nil && res.Aggregator.Error == "" {
 		s += fmt.Sprintf("; aggregated by %s", shortID(res.Aggregator.Peer))
+		if res.Aggregator.Partial {
+			s += " (partial: " + partialWhy(res.Aggregator) + ")"
+		}
 	}
 	for _, f := range res.FailedAgents {
 		s += fmt.Sprintf("; %s@%s left out (%s)", f.Role, shortID(f.Peer), f.Error)

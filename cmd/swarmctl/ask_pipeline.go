@@ -84,6 +84,9 @@ func pipelineFooter(e *env, res *answer.Result, trace bool) error {
 	if p.SpotChecked > 0 || p.Mismatches > 0 {
 		s += fmt.Sprintf("; %d steps spot-checked on a second route, %d mismatches", p.SpotChecked, p.Mismatches)
 	}
+	if p.Done == "cancel" {
+		s += "; partial: cut off by its deadline"
+	}
 	fmt.Fprintln(e.stderr, s)
 	return nil
 }

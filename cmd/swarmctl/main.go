@@ -130,7 +130,7 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, "\nFlags (before or after COMMAND; -- ends them):\n")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
-	fmt.Fprint(w, "\nRun 'swarmctl COMMAND -h' for a command's arguments and flags.\nExit codes: 0 ok, 1 failure, 2 usage error.\n")
+	fmt.Fprint(w, "\nRun 'swarmctl COMMAND -h' for a command's arguments and flags.\nExit codes: 0 ok, 1 failure, 2 usage error, 3 answer incomplete (ask).\n")
 }
 
 func run(ctx context.Context, e *env, args []string) int {
@@ -157,19 +157,29 @@ func run(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "swarmctl: unknown command %q\nRun 'swarmctl -h' for usage.\n", name)
 		return 2
 	}
-	return exitCode(e.stderr, cmd.run(ctx, e, fs.Args()[1:]))
+	return exitCode(e.stderr, name, cmd.run(ctx, e, fs.Args()[1:]))
 }
 
-func exitCode(stderr io.Writer, err error) int {
+// exitCode reports err and picks the exit status; a usage error points at
+// the help of the command that refused it (name).
+func exitCode(stderr io.Writer, name string, err error) int {
 	var ue usageError
+	var ie incompleteError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, &ie):
+		fmt.Fprintln(stderr, "swarmctl:", err)
+		return 3
 	case errors.As(err, &ue):
 		if ue.msg != "" {
 			fmt.Fprintln(stderr, "swarmctl:", ue.msg)
 		}
-		fmt.Fprintln(stderr, "Run 'swarmctl -h' for usage.")
+		help := "swarmctl -h"
+		if name != "" && name != "help" {
+			help = "swarmctl " + name + " -h"
+		}
+		fmt.Fprintf(stderr, "Run '%s' for usage.\n", help)
 		return 2
 	default:
 		fmt.Fprintln(stderr, "swarmctl:", err)

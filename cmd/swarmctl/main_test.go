@@ -79,6 +79,27 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestUsageErrorNamesCommandHelp: a command's usage error points at that
+// command's help, not at swarmctl's.
+func TestUsageErrorNamesCommandHelp(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ask", "--bogus", "hi"}, "Run 'swarmctl ask -h' for usage."},
+		{[]string{"--json", "ps", "--bogus"}, "Run 'swarmctl ps -h' for usage."},
+		{[]string{"status", "now"}, "Run 'swarmctl status -h' for usage."},
+		{[]string{"--bogus"}, "Run 'swarmctl -h' for usage."},
+		{[]string{"help", "frob"}, "Run 'swarmctl -h' for usage."},
+	}
+	for _, c := range cases {
+		code, _, errs := ctl(t, nil, c.args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("swarmctl %q: exit %d, stderr %q; want 2 and %q", c.args, code, errs, c.want)
+		}
+	}
+}
+
 // TestHelp: -h on swarmctl and on every command exits 0 and names the
 // command's positional arguments.
 func TestHelp(t *testing.T) {

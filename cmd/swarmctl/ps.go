@@ -26,38 +26,47 @@ func printPS(e *env, ps client.PS) error {
 	if len(ps.Models) == 0 {
 		fmt.Fprintln(e.stdout, "no model loaded")
 	} else {
-		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "KIND\tSERVES\tMODEL\tLAYERS\tWEIGHTS\tKV CACHE\tSESSIONS\tQUEUED\tSPEED\tBATCH")
-		for _, m := range ps.Models {
-			serves := strings.Join(m.Roles, ",")
-			if serves == "" {
-				serves = "-"
-			}
-			name := m.Name
-			if name == "" {
-				name = shortID(m.ModelCID) // a CID's end tells models apart as an ID's does peers
-			}
-			speed := "-"
-			switch {
-			case m.TokPerSec > 0:
-				speed = fmt.Sprintf("%.1f tok/s", m.TokPerSec)
-			case m.MsPerLayer > 0:
-				speed = fmt.Sprintf("%.2f ms/layer", m.MsPerLayer)
-			}
-			batch := "isolated"
-			if m.Batched {
-				batch = "-"
-				if m.Graphs > 0 {
-					batch = fmt.Sprintf("%.2f steps/graph", float64(m.Steps)/float64(m.Graphs))
-				}
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t[%d,%d)\t%s\t%s of %s\t%d/%d\t%d\t%s\t%s\n", m.Kind, serves, name, m.Start, m.End,
-				size(m.WeightsBytes), size(m.KVBytes), size(int64(m.Slots)*m.KVPerSessionBytes), m.Sessions, m.Slots, m.Queued, speed, batch)
-		}
-		w.Flush()
+		printLoaded(e, ps.Models)
+	}
+	if len(ps.References) > 0 {
+		fmt.Fprintln(e.stdout, "\nchallenge references (layers loaded to check other peers' claims, not served):")
+		printLoaded(e, ps.References)
 	}
 	if m := ps.Memory; m.MaxBytes > 0 {
 		fmt.Fprintf(e.stdout, "memory: %s of %s serving budget used (%s)\n", size(m.UsedBytes), size(m.MaxBytes), m.Source)
 	}
 	return nil
+}
+
+// printLoaded is a table of loaded models.
+func printLoaded(e *env, models []client.Loaded) {
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "KIND\tSERVES\tMODEL\tLAYERS\tWEIGHTS\tKV CACHE\tSESSIONS\tQUEUED\tSPEED\tBATCH")
+	for _, m := range models {
+		serves := strings.Join(m.Roles, ",")
+		if serves == "" {
+			serves = "-"
+		}
+		name := m.Name
+		if name == "" {
+			name = shortID(m.ModelCID) // a CID's end tells models apart as an ID's does peers
+		}
+		speed := "-"
+		switch {
+		case m.TokPerSec > 0:
+			speed = fmt.Sprintf("%.1f tok/s", m.TokPerSec)
+		case m.MsPerLayer > 0:
+			speed = fmt.Sprintf("%.2f ms/layer", m.MsPerLayer)
+		}
+		batch := "isolated"
+		if m.Batched {
+			batch = "-"
+			if m.Graphs > 0 {
+				batch = fmt.Sprintf("%.2f steps/graph", float64(m.Steps)/float64(m.Graphs))
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t[%d,%d)\t%s\t%s of %s\t%d/%d\t%d\t%s\t%s\n", m.Kind, serves, name, m.Start, m.End,
+			size(m.WeightsBytes), size(m.KVBytes), size(int64(m.Slots)*m.KVPerSessionBytes), m.Sessions, m.Slots, m.Queued, speed, batch)
+	}
+	w.Flush()
 }

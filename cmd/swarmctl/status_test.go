@@ -47,8 +47,15 @@ func TestPrintPS(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if printPS(e, client.PS{}); !strings.Contains(out.String(), "no model loaded") {
+	if printPS(e, client.PS{}); !strings.Contains(out.String(), "no model loaded") || strings.Contains(out.String(), "challenge references") {
 		t.Errorf("empty: %q", out.String())
+	}
+	// Challenge references are not served: a section of their own.
+	out.Reset()
+	printPS(e, client.PS{References: []client.Loaded{{Kind: "reference", ModelCID: "bafkreiabcdefghijklmnop", Start: 3, End: 4}}})
+	if s := out.String(); !strings.Contains(s, "no model loaded") || !strings.Contains(s, "challenge references (layers loaded to check other peers' claims, not served):") ||
+		!strings.Contains(s, "[3,4)") {
+		t.Errorf("references: %q", s)
 	}
 }
 
