@@ -101,17 +101,18 @@ type incompleteError struct{ why string }
 
 func (e incompleteError) Error() string { return "the answer is incomplete: " + e.why }
 
-// incomplete is an incompleteError when an answer that res is built on
-// was cut short, else nil.
+// incomplete is an incompleteError when the final answer was cut short,
+// else nil. An agent cut off beside others that the aggregator combined
+// (a peer that died mid-query) leaves a whole, if degraded, answer: the
+// footer marks that agent, the exit status does not.
 func incomplete(res *answer.Result) error {
 	var why []string
-	for _, a := range res.AgentResponses {
-		if a.Partial {
-			why = append(why, fmt.Sprintf("%s@%s %s", a.Role, shortID(a.Peer), partialWhy(&a)))
+	if a := finalAgent(res); a != nil && a.Partial {
+		who := a.Role
+		if a == res.Aggregator {
+			who = "aggregator"
 		}
-	}
-	if a := res.Aggregator; a != nil && a.Error == "" && a.Partial {
-		why = append(why, fmt.Sprintf("aggregator@%s %s", shortID(a.Peer), partialWhy(a)))
+		why = append(why, fmt.Sprintf("%s@%s %s", who, shortID(a.Peer), partialWhy(a)))
 	}
 	if p := res.Pipeline; p != nil && p.Done == "cancel" {
 		why = append(why, "the pipeline was cut off by its deadline")
@@ -120,6 +121,20 @@ func incomplete(res *answer.Result) error {
 		return nil
 	}
 	return incompleteError{strings.Join(why, "; ")}
+}
+
+// finalAgent is the answer res.FinalAnswer is: the aggregator's when it
+// wrote it, else the agent whose answer was chosen; nil when none is.
+func finalAgent(res *answer.Result) *answer.Agent {
+	if a := res.Aggregator; a != nil && a.Error == "" && a.Content == res.FinalAnswer {
+		return a
+	}
+	for i := range res.AgentResponses {
+		if res.AgentResponses[i].Content == res.FinalAnswer {
+			return &res.AgentResponses[i]
+		}
+	}
+	return nil
 }
 
 func partialWhy(a *answer.Agent) string {

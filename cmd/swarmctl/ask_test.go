@@ -46,6 +46,12 @@ func TestAskIncomplete(t *testing.T) {
 		{Role: "writer", Peer: "12D3KooWAbcdefgh", Content: "The sky.", Tokens: 3, Done: "stop"}}}
 	piped := &answer.Result{Mode: "pipeline", FinalAnswer: "The", Pipeline: &answer.Pipeline{Model: "tiny", Text: "The",
 		Tokens: []int32{1}, Done: "cancel"}}
+	// A peer died mid-answer beside another agent; the aggregator's whole
+	// answer is the final one: degraded, not cut short.
+	aggregated := &answer.Result{Mode: "moa", FinalAnswer: "The sky is blue.", AgentsResponded: 2, AgentResponses: []answer.Agent{
+		{Role: "writer", Peer: "12D3KooWAbcdefgh", Content: "The", Tokens: 1, Partial: true, PartialReason: "stream reset"},
+		{Role: "reasoner", Peer: "12D3KooWBcdefghi", Content: "Blue.", Tokens: 2, Done: "stop"}},
+		Aggregator: &answer.Agent{Role: "aggregator", Peer: "12D3KooWCdefghij", Content: "The sky is blue.", Tokens: 5, Done: "stop"}}
 	cases := []struct {
 		name     string
 		res      *answer.Result
@@ -57,6 +63,7 @@ func TestAskIncomplete(t *testing.T) {
 		{"partial agent json", cut, true, 3, []string{"swarmctl: the answer is incomplete"}},
 		{"partial pipeline", piped, false, 3, []string{"partial: cut off by its deadline", "incomplete: the pipeline was cut off"}},
 		{"whole", whole, false, 0, nil},
+		{"aggregated beside a partial agent", aggregated, false, 0, []string{"(partial: stream reset)"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
