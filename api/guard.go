@@ -40,8 +40,8 @@ func (a *server) browserGuard(next http.Handler) http.Handler {
 // reads an unread body to its end after the answer, before it reuses or
 // closes the connection. Without it a client that never finishes a body
 // the handler did not read (a refused one above all: an unauthenticated
-// client's) holds the connection for ever. decodeBody sets the deadline
-// afresh and clears it once the body is in.
+// client's) holds the connection for ever. decodeBody clears it once the
+// body is in.
 func bodyDeadline(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength != 0 {

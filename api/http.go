@@ -90,15 +90,15 @@ func statusOf(err error) (int, string) {
 
 // decodeBody reads a JSON body strictly into v: an application/json
 // content type (browsers send cross-site form and text/plain posts without
-// asking), at most maxBody bytes within apiBodyTimeout, no unknown fields,
+// asking), at most maxBody bytes within bodyTimeout (bodyDeadline), no unknown fields,
 // nothing after the object.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); !isJSONType(ct) {
 		return &apiError{http.StatusUnsupportedMediaType, "invalid_request_error",
 			fmt.Errorf("request body: Content-Type %q: want application/json (form and text/plain bodies are refused: browsers send them cross-site)", ct)}
 	}
+	// bodyDeadline has bounded the body's time since its headers.
 	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		// Answer and close, keeping the deadline: the server would

@@ -81,7 +81,7 @@ func New(b Backend, log *slog.Logger) *http.Server {
 		dash: [2]http.Handler{dashboard.Handler(dashboard.Options{}), dashboard.Handler(dashboard.Options{TokenRequired: true})}}
 	a.routes()
 	// No ReadTimeout or WriteTimeout: answers stream for minutes.
-	// decodeBody bounds the time a request body may take.
+	// bodyDeadline bounds the time a request body may take.
 	srv := &http.Server{
 		Handler:           bodyDeadline(a.browserGuard(a.auth(a.mux))),
 		ReadHeaderTimeout: headerTimeout,
