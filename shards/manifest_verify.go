@@ -169,3 +169,28 @@ func hashSection(r io.Reader) (string, bool, error) {
 		}
 	}
 }
+
+// boundSlack covers what a slice or header adds to the model's own
+// metadata: the swarm.* keys, and a tensor table's alignment.
+const boundSlack = 1 << 20
+
+// headerBound is the most bytes the model's header-only file can take:
+// the whole file's metadata and tensor table (its size less its tensor
+// data), the manifest it may carry, and slack.
+func (m *Manifest) headerBound() int64 {
+	meta := m.Size
+	for _, t := range m.Tensors {
+		meta -= int64(t.Size)
+	}
+	return max(meta, 0) + int64(len(m.Encode())) + boundSlack
+}
+
+// sliceBound is the most bytes a slice of layers [a,b) can take: the
+// header's bound and the tensors the slice holds, each padded.
+func (m *Manifest) sliceBound(a, b int) int64 {
+	size := m.headerBound()
+	for _, t := range m.expected(a, b) {
+		size += int64(t.Size) + 64
+	}
+	return size
+}

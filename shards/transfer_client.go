@@ -135,13 +135,10 @@ func Fetch(ctx context.Context, h host.Host, p peer.ID, st *Store, modelCID stri
 	dst := filepath.Join(st.dir, name)
 	req := transferRequest{Op: OpSlice, Model: modelCID, From: a, To: b}
 	if man != nil {
-		// The manifest bounds the file: its tensors, their alignment, and
-		// metadata (with the manifest the slice carries) of at most 96 MiB.
-		var size int64
-		for _, t := range man.expected(a, b) {
-			size += int64(t.Size) + 64
-		}
-		cfg.maxSize = min(cfg.maxSize, size+96<<20)
+		// The manifest bounds the file, and so what one source may make
+		// this peer download for it: a liar's slice costs at most an
+		// honest one.
+		cfg.maxSize = min(cfg.maxSize, man.sliceBound(a, b))
 	}
 	resp, err := download(ctx, h, p, st, req, dst, cfg)
 	if err != nil && cfg.noResume {
@@ -196,6 +193,9 @@ func FetchHeader(ctx context.Context, h host.Host, p peer.ID, st *Store, modelCI
 	defer unlock()
 	if e, ok := st.Header(modelCID); ok {
 		return e.Path, nil
+	}
+	if man != nil {
+		cfg.maxSize = min(cfg.maxSize, man.headerBound())
 	}
 	dst := filepath.Join(st.dir, name)
 	resp, err := download(ctx, h, p, st, transferRequest{Op: OpHeader, Model: modelCID}, dst, cfg)
@@ -279,6 +279,21 @@ func FetchModel(ctx context.Context, h host.Host, p peer.ID, st *Store, modelCID
 		m.FileCID = man.File
 	}
 	return m, st.putModel(m)
+}
+
+// BadSource reports whether err, from Fetch, FetchHeader, FetchModel or
+// FetchManifest, says the source sent a file that failed its check: bytes
+// not hashing to the CID it announced or to the one expected, a file that
+// is not the shard asked for or does not match the model's manifest, or
+// one announced larger than the manifest allows. That is evidence against
+// the source; a refusal, a dropped stream or a cancelled fetch is not.
+func BadSource(err error) bool {
+	for _, e := range []error{ErrCIDMismatch, ErrBadShard, ErrMismatch, ErrBadManifest, ErrTooLarge} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkHeader checks a header-only file of a model named by its file CID.

@@ -1,0 +1,60 @@
+package shards
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestFetchBoundedByManifest: what one source can make a fetcher download
+// for a slice or a header is bounded by the model's manifest (about the
+// honest file's size), not by a generous constant: every honest slice and
+// the header fit their bound; a slice padded with 4 MiB of junk metadata
+// is refused when announced, before a byte of its body is read.
+func TestFetchBoundedByManifest(t *testing.T) {
+	srv, cli, mc := twoPeers(t)
+	ctx := testCtx(t)
+	m, _, ok := srv.st.Manifest(mc)
+	if !ok {
+		t.Fatal("no manifest")
+	}
+	for a := 0; a < m.Layers; a++ {
+		for b := a + 1; b <= m.Layers; b++ {
+			e, err := srv.st.EnsureSlice(mc, a, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bound := m.sliceBound(a, b); e.Size > bound || bound > e.Size+2*boundSlack+int64(len(m.Encode())) {
+				t.Errorf("slice [%d,%d): %d bytes, bound %d", a, b, e.Size, bound)
+			}
+		}
+	}
+	h, err := srv.st.EnsureHeader(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Size > m.headerBound() {
+		t.Errorf("header: %d bytes, bound %d", h.Size, m.headerBound())
+	}
+	if _, err := FetchHeader(ctx, cli.h, srv.h.ID(), cli.st, mc); err != nil {
+		t.Fatal(err)
+	}
+
+	good, _ := srv.st.Slice(mc, 1, 3)
+	poison(t, good.Path, good.Path, func(g *GGUF, _ [][]byte) {
+		g.KVs = append(g.KVs, KV{Key: "general.padding", Type: TypeString, Value: strings.Repeat("x", 4<<20)})
+	})
+	fc, _ := FileCID(good.Path)
+	fi, _ := os.Stat(good.Path)
+	good.CID, good.Size = fc.String(), fi.Size()
+	srv.st.putSlice(good)
+	before := srv.srv.Stats().BytesSent
+	_, err = Fetch(ctx, cli.h, srv.h.ID(), cli.st, mc, 1, 3)
+	if !errors.Is(err, ErrTooLarge) || !BadSource(err) {
+		t.Fatalf("a padded slice: %v, want ErrTooLarge", err)
+	}
+	if sent := srv.srv.Stats().BytesSent - before; sent != 0 {
+		t.Fatalf("%d bytes of the padded slice were read", sent)
+	}
+}
