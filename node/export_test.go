@@ -61,3 +61,9 @@ func (n *Node) LoadReferenceForTest(ctx context.Context, path, model string, l i
 	_, err := n.checks.ref.load(ctx, shards.SliceEntry{Path: path}, model, l, false)
 	return err
 }
+
+// SourceStat is what a peer recorded of one shard source.
+type SourceStat = sourceStat
+
+// SourceStatForTest is what this peer recorded of shard source id.
+func (n *Node) SourceStatForTest(id peer.ID) SourceStat { return n.pipe.sources.stat(id) }

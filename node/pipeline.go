@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -23,7 +24,8 @@ type pipelineState struct {
 	transfer   *shards.TransferServer
 	stages     *pipeline.StageServer
 	originator *pipeline.Originator
-	drafter    *drafter // pipeline.draft, or nil
+	drafter    *drafter      // pipeline.draft, or nil
+	sources    *shardSources // what the peers this one fetched shard files from sent
 
 	mu         sync.Mutex
 	tokenizers map[string]*engine.Tokenizer
@@ -46,7 +48,7 @@ func (n *Node) startPipeline(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p := &pipelineState{store: st, tokenizers: map[string]*engine.Tokenizer{}}
+	p := &pipelineState{store: st, tokenizers: map[string]*engine.Tokenizer{}, sources: &shardSources{}}
 	if p.transfer, err = shards.NewTransferServer(n.host, st, n.log); err != nil {
 		return err
 	}
@@ -239,17 +241,24 @@ func (n *Node) tryFetchShard(ctx context.Context, spec ShardSpec) error {
 		return n.serveShard(ctx, se.Path, spec.CID, spec.Start, spec.End)
 	}
 	var lastErr error = fmt.Errorf("no peer announces model %s", spec.CID)
-	for _, id := range n.shardSources(ctx, spec) {
+	what := fmt.Sprintf("layers [%d,%d)", spec.Start, spec.End)
+	for _, id := range n.pipe.sources.order(n.shardSources(ctx, spec)) {
+		if !n.usableSource(id) {
+			continue // banned since the list was made
+		}
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 		t := n.tasks.start("fetch", fmt.Sprintf("%s:%d-%d from %s", spec.CID, spec.Start, spec.End, id), "bytes", 0)
+		var got atomic.Int64
 		se, err := shards.Fetch(fctx, n.host, id, n.pipe.store, spec.CID, spec.Start, spec.End,
-			shards.WithProgress(func(done, total int64) { t.update("download", done, total) }))
+			shards.WithProgress(func(done, total int64) { got.Store(done); t.update("download", done, total) }))
 		cancel()
 		t.finish(err)
 		if err != nil {
+			n.sourceFailed(id, spec.CID, what, got.Load(), err)
 			lastErr = fmt.Errorf("from %s: %w", id, err)
 			continue
 		}
+		n.pipe.sources.good(id, se.Size)
 		n.log.Info("shard fetched", "model", spec.CID, "layers", fmt.Sprintf("[%d,%d)", spec.Start, spec.End),
 			"from", id, "cid", se.CID, "bytes", se.Size)
 		return n.serveShard(ctx, se.Path, spec.CID, spec.Start, spec.End)
@@ -314,11 +323,12 @@ func (n *Node) tokenizer(ctx context.Context, m pipeline.ModelRef, holders []swa
 		if path != "" {
 			break
 		}
-		if h.Peer.ID == n.host.ID() {
+		if !n.usableSource(h.Peer.ID) {
 			continue
 		}
 		var err error
 		if path, err = shards.FetchHeader(ctx, n.host, h.Peer.ID, p.store, m.CID); err != nil {
+			n.sourceFailed(h.Peer.ID, m.CID, "header", 0, err)
 			lastErr = err
 			path = ""
 		}
