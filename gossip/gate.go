@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"errors"
+	"math"
 	"sync"
 	"time"
 
@@ -36,12 +37,14 @@ const (
 const (
 	GateBanned  = "banned"                    // the ledger bans it
 	GateRefused = "refused our gossip stream" // it sends gossip but refuses ours
+	GateInvalid = "sent invalid gossip"       // invalid messages while pubsub did not score it
 	gateNone    = ""
 )
 
 // Gate keeps peers this peer will not hear out of its gossip and off its
 // connections: peers its ledger bans, and peers that send gossip but
-// refuse (or never open) this peer's own gossip stream.
+// refuse (or never open) this peer's own gossip stream, and peers that
+// send invalid messages while pubsub does not score them.
 //
 // The second kind exists because go-libp2p-pubsub scores a peer only once
 // this peer's outbound stream to it is open: a peer that refuses that
@@ -53,6 +56,15 @@ const (
 // stream open is disconnected and refused connections for a quarantine
 // that starts at the grace period and doubles with each repeat, up to an
 // hour.
+//
+// For the same reason the gate counts the invalid messages (those pubsub's
+// score would count: failed validation, bad or missing signatures) a peer
+// sends while no outbound stream to it is open, in its grace period
+// included: the count decays as the score's does, and once it weighs
+// below the graylist threshold, as it would in the score (four messages),
+// the peer is disconnected and quarantined like a refuser. Messages a
+// validator only ignores (stale records, old sequence numbers) never
+// count, so an honest peer's early heartbeats cost it nothing.
 //
 // Build it before the host, install it as the host's connection gater
 // (libp2p.ConnectionGater), and give it to NewRouter with WithGate. Its
@@ -67,6 +79,13 @@ type Gate struct {
 	outbound map[peer.ID]bool
 	waiting  map[peer.ID]*wait // RPCs seen while no outbound stream is open
 	strikes  map[peer.ID]*strike
+	invalid  map[peer.ID]*invalidCount // invalid messages while no outbound stream is open
+}
+
+// invalidCount is a decaying count of a peer's invalid messages.
+type invalidCount struct {
+	n  float64
+	at time.Time
 }
 
 // wait is a run of RPCs from a peer with no outbound stream to it: a gap
@@ -78,6 +97,7 @@ type strike struct {
 	n     int
 	last  time.Time
 	until time.Time
+	why   string // GateRefused or GateInvalid
 }
 
 // NewGate returns a gate that consults ledger (nil: no bans) and allows a
@@ -87,7 +107,7 @@ func NewGate(ledger Ledger, grace time.Duration) *Gate {
 		grace = DefaultStreamGrace
 	}
 	return &Gate{ledger: ledger, grace: grace, now: time.Now, outbound: map[peer.ID]bool{},
-		waiting: map[peer.ID]*wait{}, strikes: map[peer.ID]*strike{}}
+		waiting: map[peer.ID]*wait{}, strikes: map[peer.ID]*strike{}, invalid: map[peer.ID]*invalidCount{}}
 }
 
 // Gated reports whether p is kept out now, and why.
@@ -103,7 +123,7 @@ func (g *Gate) Gated(p peer.ID) (bool, string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if s, ok := g.strikes[p]; ok && g.now().Before(s.until) {
-		return true, GateRefused
+		return true, s.why
 	}
 	return false, gateNone
 }
@@ -111,7 +131,7 @@ func (g *Gate) Gated(p peer.ID) (bool, string) {
 func (g *Gate) gated(p peer.ID) bool { ok, _ := g.Gated(p); return ok }
 
 // Strikes is how many times p was caught refusing this peer's gossip
-// stream (within the last hour).
+// stream or sending invalid gossip unscored (within the last hour).
 func (g *Gate) Strikes(p peer.ID) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -142,6 +162,7 @@ func (g *Gate) setCloser(f func(peer.ID)) {
 var (
 	errGateBanned  = errors.New("gossip: peer banned")
 	errGateRefused = errors.New("gossip: peer refuses our gossip stream")
+	errGateInvalid = errors.New("gossip: peer sent invalid gossip")
 )
 
 // inspect is the pubsub RPC inspector: it runs on every incoming RPC,
@@ -156,6 +177,9 @@ func (g *Gate) inspect(from peer.ID, _ *pubsub.RPC) error {
 	now := g.now()
 	if s, ok := g.strikes[from]; ok && now.Before(s.until) {
 		g.mu.Unlock()
+		if s.why == GateInvalid {
+			return errGateInvalid
+		}
 		return errGateRefused
 	}
 	if g.outbound[from] {
@@ -178,27 +202,94 @@ func (g *Gate) inspect(from peer.ID, _ *pubsub.RPC) error {
 	}
 	// It has spoken for the whole grace period without taking our stream.
 	delete(g.waiting, from)
-	s := g.strikes[from]
-	if s == nil || now.Sub(s.last) > strikeMemory {
-		if s == nil && len(g.strikes) >= maxGateEntries {
-			g.forgetOldestStrike(now)
-		}
-		s = &strike{}
-		g.strikes[from] = s
-	}
-	s.n++
-	s.last = now
-	q := g.grace
-	for i := 1; i < s.n && q < maxQuarantine; i++ {
-		q *= 2
-	}
-	s.until = now.Add(min(q, maxQuarantine))
-	closer := g.closer
+	closer := g.strikeLocked(from, now, GateRefused)
 	g.mu.Unlock()
 	if closer != nil {
 		closer(from)
 	}
 	return errGateRefused
+}
+
+// strikeLocked quarantines p for the grace period, doubled for each
+// strike within the last hour, and returns the closer to disconnect it
+// with; g.mu must be held.
+func (g *Gate) strikeLocked(p peer.ID, now time.Time, why string) func(peer.ID) {
+	s := g.strikes[p]
+	if s == nil || now.Sub(s.last) > strikeMemory {
+		if s == nil && len(g.strikes) >= maxGateEntries {
+			g.forgetOldestStrike(now)
+		}
+		s = &strike{}
+		g.strikes[p] = s
+	}
+	s.n++
+	s.last = now
+	s.why = why
+	q := g.grace
+	for i := 1; i < s.n && q < maxQuarantine; i++ {
+		q *= 2
+	}
+	s.until = now.Add(min(q, maxQuarantine))
+	return g.closer
+}
+
+// penalised reports whether pubsub's score counts a rejection for this
+// reason (it does not for messages a validator ignored, throttled or
+// never saw).
+func penalised(reason string) bool {
+	switch reason {
+	case pubsub.RejectValidationIgnored, pubsub.RejectValidationThrottled, pubsub.RejectValidationQueueFull,
+		pubsub.RejectBlacklstedPeer, pubsub.RejectBlacklistedSource:
+		return false
+	}
+	return true
+}
+
+// rejected counts an invalid message from p while no outbound stream to
+// p is open (pubsub does not score p then) and quarantines p once the
+// count would put its score below the graylist threshold.
+func (g *Gate) rejected(p peer.ID, reason string) {
+	if p == "" || !penalised(reason) {
+		return
+	}
+	g.mu.Lock()
+	now := g.now()
+	if s, ok := g.strikes[p]; g.outbound[p] || (ok && now.Before(s.until)) {
+		g.mu.Unlock()
+		return // pubsub scores it, or it is cut off already
+	}
+	c, ok := g.invalid[p]
+	if !ok {
+		if len(g.invalid) >= maxGateEntries {
+			g.forgetOldestInvalid()
+		}
+		c = &invalidCount{at: now}
+		g.invalid[p] = c
+	}
+	c.n = c.n*math.Pow(invalidMessageDecay, now.Sub(c.at).Seconds()) + 1
+	c.at = now
+	if invalidMessageWeight*c.n*c.n >= GraylistThreshold {
+		g.mu.Unlock()
+		return
+	}
+	delete(g.invalid, p)
+	delete(g.waiting, p)
+	closer := g.strikeLocked(p, now, GateInvalid)
+	g.mu.Unlock()
+	if closer != nil {
+		closer(p)
+	}
+}
+
+func (g *Gate) forgetOldestInvalid() {
+	var victim peer.ID
+	var oldest time.Time
+	for p, c := range g.invalid {
+		if victim == "" || c.at.Before(oldest) {
+			victim, oldest = p, c.at
+		}
+	}
+	delete(g.invalid, victim)
 }
 
 func (g *Gate) forgetOldestWaiting() {
@@ -285,16 +376,18 @@ func (t tracer) OnClosedOutboundStream(p peer.ID) {
 	t.g.mu.Unlock()
 }
 
-func (tracer) Join(string)                           {}
-func (tracer) Leave(string)                          {}
-func (tracer) Graft(peer.ID, string)                 {}
-func (tracer) Prune(peer.ID, string)                 {}
-func (tracer) ValidateMessage(*pubsub.Message)       {}
-func (tracer) DeliverMessage(*pubsub.Message)        {}
-func (tracer) RejectMessage(*pubsub.Message, string) {}
-func (tracer) DuplicateMessage(*pubsub.Message)      {}
-func (tracer) ThrottlePeer(peer.ID)                  {}
-func (tracer) RecvRPC(*pubsub.RPC)                   {}
-func (tracer) SendRPC(*pubsub.RPC, peer.ID)          {}
-func (tracer) DropRPC(*pubsub.RPC, peer.ID)          {}
-func (tracer) UndeliverableMessage(*pubsub.Message)  {}
+func (tracer) Join(string)                     {}
+func (tracer) Leave(string)                    {}
+func (tracer) Graft(peer.ID, string)           {}
+func (tracer) Prune(peer.ID, string)           {}
+func (tracer) ValidateMessage(*pubsub.Message) {}
+func (tracer) DeliverMessage(*pubsub.Message)  {}
+func (t tracer) RejectMessage(m *pubsub.Message, reason string) {
+	t.g.rejected(m.ReceivedFrom, reason)
+}
+func (tracer) DuplicateMessage(*pubsub.Message)     {}
+func (tracer) ThrottlePeer(peer.ID)                 {}
+func (tracer) RecvRPC(*pubsub.RPC)                  {}
+func (tracer) SendRPC(*pubsub.RPC, peer.ID)         {}
+func (tracer) DropRPC(*pubsub.RPC, peer.ID)         {}
+func (tracer) UndeliverableMessage(*pubsub.Message) {}

@@ -59,6 +59,13 @@ func (c Colocation) withDefaults() Colocation {
 	return c
 }
 
+// The weight (squared count) and the per-second decay of invalid messages
+// in the score; the gate counts those of unscored peers the same way.
+const (
+	invalidMessageWeight = -100
+	invalidMessageDecay  = 0.99
+)
+
 // scoreParams builds the peer-score parameters.
 //
 // Invalid messages cost a lot and decay slowly; time in mesh and first
@@ -84,8 +91,8 @@ func scoreParams(cfg *config) (*pubsub.PeerScoreParams, *pubsub.PeerScoreThresho
 			FirstMessageDeliveriesWeight:   1,
 			FirstMessageDeliveriesDecay:    0.9,
 			FirstMessageDeliveriesCap:      20,
-			InvalidMessageDeliveriesWeight: -100,
-			InvalidMessageDeliveriesDecay:  0.99,
+			InvalidMessageDeliveriesWeight: invalidMessageWeight,
+			InvalidMessageDeliveriesDecay:  invalidMessageDecay,
 		}
 	}
 	caps := topic()
