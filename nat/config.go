@@ -28,6 +28,12 @@ type Config struct {
 	// pipeline and MoA traffic can flow where no direct path exists).
 	// Default: "member" in a private swarm, "control" otherwise.
 	RelayLimit string `json:"relay_limit,omitempty"`
+	// RelayUnproven bounds what peers that have not proven work to this
+	// peer (passed none of its challenges) may use of its relay: how many
+	// slots they may hold at once, and how many circuits may be open
+	// through it before such a peer opens no more. Proven peers are never
+	// refused by it. 0: DefaultRelayUnproven (32); -1: none.
+	RelayUnproven int `json:"relay_unproven,omitempty"`
 	// Relays are relays to reserve a slot on while this peer is not
 	// publicly reachable: multiaddrs ending in /p2p/ID.
 	Relays []string `json:"relays,omitempty"`
@@ -72,6 +78,9 @@ func (c Config) Validate() error {
 	}
 	if err := oneOf("port_mapping", c.PortMapping, "on", "off"); err != nil {
 		return err
+	}
+	if c.RelayUnproven < -1 || c.RelayUnproven > 1024 {
+		return fmt.Errorf("config: nat.relay_unproven %d: want -1 (none), 0 (default %d) or up to 1024", c.RelayUnproven, DefaultRelayUnproven)
 	}
 	if _, err := c.relays(); err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 )
 
 func TestConfigKeys(t *testing.T) {
-	good := Config{Reachability: "private", RelayService: "off", RelayLimit: "member", HolePunching: "on", PortMapping: "off",
+	good := Config{Reachability: "private", RelayService: "off", RelayLimit: "member", RelayUnproven: 8, HolePunching: "on", PortMapping: "off",
 		Relays:      []string{"/ip4/198.51.100.10/tcp/4001/p2p/12D3KooWLiCRy7Nj2kBL6Rp4H3Ub2CnM4wqLRnK6ZCuQ8Qxr1qDU"},
 		PublicCIDRs: []string{"198.51.100.0/24"}}
 	if err := good.Validate(); err != nil {
@@ -35,6 +35,8 @@ func TestConfigKeys(t *testing.T) {
 		{"relay without id", func(c *Config) { c.Relays = []string{"/ip4/198.51.100.10/tcp/4001"} }, "nat.relays"},
 		{"relay not a multiaddr", func(c *Config) { c.Relays = []string{"relay.example:4001"} }, "nat.relays"},
 		{"cidr", func(c *Config) { c.PublicCIDRs = []string{"198.51.100.1"} }, "nat.public_cidrs"},
+		{"relay unproven below -1", func(c *Config) { c.RelayUnproven = -2 }, "nat.relay_unproven"},
+		{"relay unproven too many", func(c *Config) { c.RelayUnproven = 5000 }, "nat.relay_unproven"},
 	} {
 		var c Config
 		tc.edit(&c)

@@ -71,7 +71,9 @@ func WithPrivateSwarm(private bool) Option {
 }
 
 // WithTrust gives the peer's trust ledger: the relay refuses banned
-// peers, and relay candidates skip banned peers and prefer proven ones.
+// peers and keeps its slots for peers that have not proven work within
+// nat.relay_unproven, and relay candidates skip banned peers and prefer
+// proven ones.
 // Without it nobody is banned and nobody proven.
 func WithTrust(t *swarm.Trust) Option {
 	return func(s *settings) error { s.trust = t; return nil }
@@ -97,9 +99,12 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: log, private: set.private, counters: newCounters(log), pmp: &pmpMapper{log: log}}
 	s.acl = &relayACL{log: log, private: set.private}
+	s.acl.budget.limit, s.acl.budget.open = cfg.RelayUnproven, s.counters.circuitsOpen.Load
 	if set.trust != nil {
 		banned := func(id peer.ID) bool { b, _ := set.trust.Banned(id); return b }
 		s.acl.banned.Store(&banned)
+		proven := set.trust.Proven
+		s.acl.proven.Store(&proven)
 	}
 	s.src = &relaySource{ledger: set.trust, static: relays}
 	s.reach.forced = cfg.Reachability == "public" || cfg.Reachability == "private"

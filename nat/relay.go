@@ -57,8 +57,15 @@ type relayACL struct {
 	log     *slog.Logger
 	h       atomic.Pointer[host.Host]
 	banned  atomic.Pointer[func(peer.ID) bool]
+	proven  atomic.Pointer[func(peer.ID) bool] // nil: nobody is proven
+	budget  unprovenBudget                     // what peers that have not proven work may use
 	private bool
 	wait    time.Duration // 0: memberWait
+}
+
+func (a *relayACL) isProven(p peer.ID) bool {
+	f := a.proven.Load()
+	return f != nil && (*f)(p)
 }
 
 // memberWait bounds how long a request waits for its sender's identify
@@ -108,6 +115,22 @@ func (a *relayACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool {
 		a.log.Debug("nat: relay slot refused: not a swarm member, or banned", "peer", p)
 		return false
 	}
+	if a.isProven(p) {
+		return true
+	}
+	var h host.Host
+	if hp := a.h.Load(); hp != nil {
+		h = *hp
+	}
+	var proven func(peer.ID) bool
+	if f := a.proven.Load(); f != nil {
+		proven = *f
+	}
+	if !a.budget.reserve(h, p, proven) {
+		a.log.Info("nat: relay slot refused: the slots for peers that have not proven work are taken (nat.relay_unproven)",
+			"peer", p, "limit", a.budget.max())
+		return false
+	}
 	return true
 }
 
@@ -117,6 +140,11 @@ func (a *relayACL) AllowConnect(src peer.ID, _ ma.Multiaddr, dst peer.ID) bool {
 			a.log.Debug("nat: relayed connection refused: not a swarm member, or banned", "peer", p, "from", src, "to", dst)
 			return false
 		}
+	}
+	if !a.isProven(src) && !a.budget.connect() {
+		a.log.Info("nat: relayed connection refused: the circuits for peers that have not proven work are taken (nat.relay_unproven)",
+			"peer", src, "to", dst, "limit", a.budget.max())
+		return false
 	}
 	return true
 }
