@@ -90,9 +90,15 @@ func providers(t *testing.T, n *nodetest.Peer, root string) map[peer.ID]bool {
 // an altered vocabulary). A peer adding the shard downloads each one's
 // poison at most twice: each bad file is logged with the peer, the second
 // bans the peer, and a banned peer is not asked again. Once an honest
-// holder appears, the shard arrives and is served.
+// holder appears, the shard arrives and is served. In f32, q8_0 and q4_k.
 func TestShardSybilsBanned(t *testing.T) {
-	full := tinyModel(t)
+	for _, typ := range []string{"f32", "q8_0", "q4_k"} {
+		t.Run(typ, func(t *testing.T) { testShardSybilsBanned(t, typ) })
+	}
+}
+
+func testShardSybilsBanned(t *testing.T, typ string) {
+	full := tinyModelOf(t, typ)
 	_, manifest, rootCID, err := shards.BuildManifest(full)
 	if err != nil {
 		t.Fatal(err)
