@@ -29,7 +29,8 @@ type Config struct {
 	// Default: "member" in a private swarm, "control" otherwise.
 	RelayLimit string `json:"relay_limit,omitempty"`
 	// RelayUnproven bounds what peers that have not proven work to this
-	// peer (passed none of its challenges) may use of its relay: how many
+	// peer (passed none of its challenges) may use of its relay in a
+	// public swarm (a private swarm's peers all hold the key): how many
 	// slots they may hold at once, and how many circuits may be open
 	// through it before such a peer opens no more. Proven peers are never
 	// refused by it. 0: DefaultRelayUnproven (32); -1: none.

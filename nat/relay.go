@@ -115,8 +115,8 @@ func (a *relayACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool {
 		a.log.Debug("nat: relay slot refused: not a swarm member, or banned", "peer", p)
 		return false
 	}
-	if a.isProven(p) {
-		return true
+	if a.private || a.isProven(p) {
+		return true // in a private swarm, holding the key is proof enough
 	}
 	var h host.Host
 	if hp := a.h.Load(); hp != nil {
@@ -141,7 +141,7 @@ func (a *relayACL) AllowConnect(src peer.ID, _ ma.Multiaddr, dst peer.ID) bool {
 			return false
 		}
 	}
-	if !a.isProven(src) && !a.budget.connect() {
+	if !a.private && !a.isProven(src) && !a.budget.connect() {
 		a.log.Info("nat: relayed connection refused: the circuits for peers that have not proven work are taken (nat.relay_unproven)",
 			"peer", src, "to", dst, "limit", a.budget.max())
 		return false

@@ -25,7 +25,8 @@ const DefaultRelayUnproven = 32
 // limit unproven peers hold one, and a circuit (as its source) while fewer
 // than limit circuits are open through the relay. A proven peer may open
 // a circuit to an unproven one: that is how an unproven peer behind NAT
-// is reached to be challenged.
+// is reached to be challenged. A private swarm's relay has no budget:
+// every peer that got through holds the swarm key.
 type unprovenBudget struct {
 	limit int              // <0: none at all; 0: DefaultRelayUnproven
 	open  func() int64     // circuits open through the relay now

@@ -24,7 +24,7 @@ import (
 // relay's budget for peers that have not proven work: four slots, and
 // circuits only while fewer than four are open. A peer that has proven
 // work still gets a slot and a circuit, over the real circuit relay v2
-// protocol.
+// protocol. A private swarm's relay has no such budget.
 func TestRelayUnprovenBudget(t *testing.T) {
 	const budget = 4
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -101,5 +101,13 @@ func TestRelayUnprovenBudget(t *testing.T) {
 	}
 	if err := viaRelay(good, slotted[1]); err != nil {
 		t.Fatalf("a proven peer was refused a circuit with the freeloaders' circuits open: %v", err)
+	}
+
+	// A private swarm's relay has no budget: every peer holds the key.
+	private := &relayACL{log: log, private: true, wait: acl.wait}
+	private.budget.limit = -1
+	private.h.Store(&r)
+	if !private.AllowReserve(refused[0].ID(), nil) || !private.AllowConnect(refused[0].ID(), nil, dst.ID()) {
+		t.Fatal("a private swarm's relay applied the budget")
 	}
 }
