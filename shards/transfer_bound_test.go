@@ -42,6 +42,11 @@ func TestFetchBoundedByManifest(t *testing.T) {
 	}
 
 	good, _ := srv.st.Slice(mc, 1, 3)
+	old := int64(96 << 20) // the bound before: the tensors and 96 MiB of metadata
+	for _, e := range m.expected(1, 3) {
+		old += int64(e.Size) + 64
+	}
+	t.Logf("figures: slice [1,3) is %d bytes; one source may send at most %d for it (%d before)", good.Size, m.sliceBound(1, 3), old)
 	poison(t, good.Path, good.Path, func(g *GGUF, _ [][]byte) {
 		g.KVs = append(g.KVs, KV{Key: "general.padding", Type: TypeString, Value: strings.Repeat("x", 4<<20)})
 	})
