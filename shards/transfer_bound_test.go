@@ -1,8 +1,10 @@
 package shards
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -61,5 +63,30 @@ func TestFetchBoundedByManifest(t *testing.T) {
 	}
 	if sent := srv.srv.Stats().BytesSent - before; sent != 0 {
 		t.Fatalf("%d bytes of the padded slice were read", sent)
+	}
+}
+
+// TestResumedMismatchBlamesNobody: a partial download left by an earlier
+// attempt (perhaps another peer that announced the honest file's CID and
+// sent junk) that an honest source completes does not hash right. The
+// error is a CID mismatch, but not evidence against the honest source;
+// the partial is dropped and the next fetch succeeds.
+func TestResumedMismatchBlamesNobody(t *testing.T) {
+	srv, cli, mc := twoPeers(t)
+	ctx := testCtx(t)
+	e, err := srv.st.EnsureSlice(mc, 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(cli.st.Dir(), sliceName(mc, 1, 3))
+	side, _ := json.Marshal(partialState{CID: e.CID, Size: e.Size})
+	os.WriteFile(dst+".partial.json", side, 0o644)
+	os.WriteFile(dst+".partial", make([]byte, e.Size/2), 0o644) // junk "from a liar"
+	_, err = Fetch(ctx, cli.h, srv.h.ID(), cli.st, mc, 1, 3)
+	if !errors.Is(err, ErrCIDMismatch) || BadSource(err) {
+		t.Fatalf("completing a poisoned prefix: %v (bad source %v), want a mismatch that blames nobody", err, BadSource(err))
+	}
+	if _, err := Fetch(ctx, cli.h, srv.h.ID(), cli.st, mc, 1, 3); err != nil {
+		t.Fatalf("the fetch after: %v", err)
 	}
 }

@@ -288,6 +288,9 @@ func FetchModel(ctx context.Context, h host.Host, p peer.ID, st *Store, modelCID
 // one announced larger than the manifest allows. That is evidence against
 // the source; a refusal, a dropped stream or a cancelled fetch is not.
 func BadSource(err error) bool {
+	if errors.Is(err, errResumed) {
+		return false
+	}
 	for _, e := range []error{ErrCIDMismatch, ErrBadShard, ErrMismatch, ErrBadManifest, ErrTooLarge} {
 		if errors.Is(err, e) {
 			return true
@@ -295,6 +298,9 @@ func BadSource(err error) bool {
 	}
 	return false
 }
+
+// errResumed marks a CID mismatch of a resumed download.
+var errResumed = errors.New("resumed from an earlier attempt's bytes")
 
 // checkHeader checks a header-only file of a model named by its file CID.
 func checkHeader(path, modelCID string) error {
@@ -513,6 +519,12 @@ func receive(ctx context.Context, s network.Stream, partial string, resp transfe
 	}
 	// hw hashed the earlier prefix and this body: the whole file.
 	if got := hw.cid(); got != resp.CID {
+		if off > 0 {
+			// The prefix came from an earlier attempt, perhaps from another
+			// peer that announced the same file: whose bytes were wrong is
+			// unknown, so neither is blamed.
+			return fmt.Errorf("%w: %w at byte %d: %d bytes hash to %s, peer announced %s", ErrCIDMismatch, errResumed, off, resp.Size, got, resp.CID)
+		}
 		return fmt.Errorf("%w: received %d bytes hashing to %s, peer announced %s", ErrCIDMismatch, resp.Size, got, resp.CID)
 	}
 	return nil
