@@ -250,7 +250,8 @@ func (n *Node) tryFetchShard(ctx context.Context, spec ShardSpec) error {
 		t := n.tasks.start("fetch", fmt.Sprintf("%s:%d-%d from %s", spec.CID, spec.Start, spec.End, id), "bytes", 0)
 		var got atomic.Int64
 		se, err := shards.Fetch(fctx, n.host, id, n.pipe.store, spec.CID, spec.Start, spec.End,
-			shards.WithProgress(func(done, total int64) { got.Store(done); t.update("download", done, total) }))
+			shards.WithProgress(func(done, total int64) { got.Store(done); t.update("download", done, total) }),
+			shards.WithBlame(func(p peer.ID, err error) { n.sourceFailed(p, spec.CID, what, 0, err) }))
 		cancel()
 		t.finish(err)
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // TestFetchBoundedByManifest: what one source can make a fetcher download
@@ -66,27 +68,37 @@ func TestFetchBoundedByManifest(t *testing.T) {
 	}
 }
 
-// TestResumedMismatchBlamesNobody: a partial download left by an earlier
-// attempt (perhaps another peer that announced the honest file's CID and
-// sent junk) that an honest source completes does not hash right. The
-// error is a CID mismatch, but not evidence against the honest source;
-// the partial is dropped and the next fetch succeeds.
-func TestResumedMismatchBlamesNobody(t *testing.T) {
+// TestResumedMismatchBlamesPrefix: a peer announcing an honest file's CID
+// sends junk and drops the stream, leaving a partial download that an
+// honest source then completes. The whole file does not hash right; the
+// fetch gets it whole again from the honest source, succeeds, and blames
+// the peer that sent the prefix, never the honest one.
+func TestResumedMismatchBlamesPrefix(t *testing.T) {
 	srv, cli, mc := twoPeers(t)
 	ctx := testCtx(t)
 	e, err := srv.st.EnsureSlice(mc, 1, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := filepath.Join(cli.st.Dir(), sliceName(mc, 1, 3))
-	side, _ := json.Marshal(partialState{CID: e.CID, Size: e.Size})
-	os.WriteFile(dst+".partial.json", side, 0o644)
-	os.WriteFile(dst+".partial", make([]byte, e.Size/2), 0o644) // junk "from a liar"
-	_, err = Fetch(ctx, cli.h, srv.h.ID(), cli.st, mc, 1, 3)
-	if !errors.Is(err, ErrCIDMismatch) || BadSource(err) {
-		t.Fatalf("completing a poisoned prefix: %v (bad source %v), want a mismatch that blames nobody", err, BadSource(err))
-	}
-	if _, err := Fetch(ctx, cli.h, srv.h.ID(), cli.st, mc, 1, 3); err != nil {
-		t.Fatalf("the fetch after: %v", err)
+	liar := newTestHost(t).ID()
+	for _, from := range []string{liar.String(), srv.h.ID().String(), ""} {
+		dst := filepath.Join(cli.st.Dir(), sliceName(mc, 1, 3))
+		side, _ := json.Marshal(partialState{CID: e.CID, Size: e.Size, Peer: from})
+		os.WriteFile(dst+".partial.json", side, 0o644)
+		os.WriteFile(dst+".partial", make([]byte, e.Size/2), 0o644) // junk "from the liar"
+		var blamed []peer.ID
+		got, err := Fetch(ctx, cli.h, srv.h.ID(), cli.st, mc, 1, 3, WithBlame(func(p peer.ID, err error) {
+			if !BadSource(err) {
+				t.Errorf("blame %v is not a bad source's error", err)
+			}
+			blamed = append(blamed, p)
+		}))
+		if err != nil || got.CID != e.CID {
+			t.Fatalf("prefix from %q: %+v, %v; want the honest slice", from, got, err)
+		}
+		if want := from == liar.String(); want != (len(blamed) == 1 && blamed[0] == liar) || (!want && len(blamed) > 0) {
+			t.Fatalf("prefix from %q: blamed %v", from, blamed)
+		}
+		cli.st.RemoveSlice(mc, 1, 3)
 	}
 }

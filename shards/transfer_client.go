@@ -26,6 +26,16 @@ type fetchConfig struct {
 	responseTimeout time.Duration
 	idleTimeout     time.Duration
 	noResume        bool
+	blame           func(peer.ID, error)
+}
+
+// WithBlame calls fn when the fetch shows that a peer other than the one
+// fetched from sent bad bytes: the prefix of a resumed download that did
+// not hash right, while the whole file fetched again did. (A peer could
+// otherwise send junk under an honest file's CID, drop the stream, and
+// leave the honest peer to take the blame, or the fetch to fail.)
+func WithBlame(fn func(p peer.ID, err error)) FetchOption {
+	return func(cfg *fetchConfig) error { cfg.blame = fn; return nil }
 }
 
 // WithoutResume deletes what a failed fetch received instead of keeping
@@ -299,7 +309,10 @@ func BadSource(err error) bool {
 	return false
 }
 
-// errResumed marks a CID mismatch of a resumed download.
+// errResumed marks a CID mismatch of a resumed download: the prefix came
+// from an earlier attempt, perhaps from another peer that announced the
+// same file, so whose bytes were wrong is unknown. download then fetches
+// the whole file again from the same peer to tell.
 var errResumed = errors.New("resumed from an earlier attempt's bytes")
 
 // checkHeader checks a header-only file of a model named by its file CID.
@@ -353,6 +366,7 @@ func checkSlice(path, modelCID string, a, b int) (int, error) {
 type partialState struct {
 	CID  string `json:"cid"`
 	Size int64  `json:"size"`
+	Peer string `json:"peer,omitempty"` // who sent it
 }
 
 func discardPartial(dst string) {
@@ -373,6 +387,7 @@ func commitPartial(dst string) error {
 // server announced (and cfg.expect).
 func download(ctx context.Context, h host.Host, p peer.ID, st *Store, req transferRequest, dst string, cfg *fetchConfig) (transferResponse, error) {
 	partial, sidePath := dst+".partial", dst+".partial.json"
+	prefixFrom := "" // who sent the prefix of a resumed download that did not hash right
 	for attempt := 0; ; attempt++ {
 		var off int64
 		var prev partialState
@@ -410,7 +425,7 @@ func download(ctx context.Context, h host.Host, p peer.ID, st *Store, req transf
 		}
 		if off == 0 {
 			err = st.writeFileAtomic(sidePath, func(w io.Writer) error {
-				return json.NewEncoder(w).Encode(partialState{CID: resp.CID, Size: resp.Size})
+				return json.NewEncoder(w).Encode(partialState{CID: resp.CID, Size: resp.Size, Peer: p.String()})
 			})
 			if err != nil {
 				s.Reset()
@@ -420,6 +435,17 @@ func download(ctx context.Context, h host.Host, p peer.ID, st *Store, req transf
 		err = receive(ctx, s, partial, resp, cfg)
 		if errors.Is(err, ErrCIDMismatch) {
 			discardPartial(dst)
+			if errors.Is(err, errResumed) && attempt == 0 {
+				// Fetch the whole file from p: if it hashes right, the
+				// prefix was bad, and whoever sent it is to blame.
+				prefixFrom = prev.Peer
+				continue
+			}
+		}
+		if err == nil && prefixFrom != "" && prefixFrom != p.String() && cfg.blame != nil {
+			if id, perr := peer.Decode(prefixFrom); perr == nil {
+				cfg.blame(id, fmt.Errorf("%w: the first bytes it sent of %s did not belong to that file", ErrCIDMismatch, resp.CID))
+			}
 		}
 		return resp, err
 	}
@@ -520,9 +546,6 @@ func receive(ctx context.Context, s network.Stream, partial string, resp transfe
 	// hw hashed the earlier prefix and this body: the whole file.
 	if got := hw.cid(); got != resp.CID {
 		if off > 0 {
-			// The prefix came from an earlier attempt, perhaps from another
-			// peer that announced the same file: whose bytes were wrong is
-			// unknown, so neither is blamed.
 			return fmt.Errorf("%w: %w at byte %d: %d bytes hash to %s, peer announced %s", ErrCIDMismatch, errResumed, off, resp.Size, got, resp.CID)
 		}
 		return fmt.Errorf("%w: received %d bytes hashing to %s, peer announced %s", ErrCIDMismatch, resp.Size, got, resp.CID)
