@@ -55,6 +55,7 @@ var statusOfKind = map[answer.Kind]int{
 	answer.Cancelled:      statusClientClosed,
 	answer.PipelineFailed: http.StatusBadGateway,
 	answer.NoPlan:         http.StatusConflict,
+	answer.Unchecked:      http.StatusServiceUnavailable, // until a second holder of the layers joins
 	answer.NoMemory:       http.StatusInsufficientStorage,
 	answer.NoStorage:      http.StatusInsufficientStorage,
 	answer.HubAuth:        http.StatusForbidden,
