@@ -156,6 +156,11 @@ type PipelineConfig struct {
 	// differ, relative to the largest (0: 1e-3).
 	SpotCheck     float64 `json:"spot_check,omitempty"`
 	SpotTolerance float64 `json:"spot_tolerance,omitempty"`
+	// RequireChecked refuses a pipeline route with layers nobody can
+	// check (one remote peer alone holds them and this peer has no copy):
+	// the query fails as unchecked_route instead of answering on that
+	// peer's word. Default false: the answer names those layers.
+	RequireChecked bool `json:"require_checked,omitempty"`
 	// PeerSessions and PeerQueue bound what one remote peer may hold on
 	// each shard this peer serves: sessions (0: a quarter of engine.slots,
 	// at least 2) and opens waiting for one of them (0: a quarter of
