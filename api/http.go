@@ -170,6 +170,18 @@ func newSSE(w http.ResponseWriter) *sse {
 	return &sse{w: w, f: f}
 }
 
+// header sets a response header while the stream has not started (its
+// headers are sent with its first event); it reports whether it could.
+func (s *sse) header(k, v string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.closed {
+		return false
+	}
+	s.w.Header().Set(k, v)
+	return true
+}
+
 // startLocked sends the headers and the held events, once.
 func (s *sse) startLocked() {
 	if s.started {
