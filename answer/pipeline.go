@@ -28,6 +28,11 @@ type Pipeline struct {
 	Drafted       int `json:"drafted,omitempty"`
 	DraftAccepted int `json:"draft_accepted,omitempty"`
 	DraftRounds   int `json:"draft_rounds,omitempty"`
+	// VerifyAudits is how many accepted draft tokens of an answer no
+	// second route checked were asked about again, its route's last hop
+	// alone verifying the proposal and giving its logits for the same
+	// input (1 at most; a hop that contradicts itself there is convicted).
+	VerifyAudits int `json:"verify_audits,omitempty"`
 	// Unchecked names the layers of the route that nobody could check:
 	// each range with the peer that ran it, where no other live peer
 	// holds those layers and the originator has no copy of them. A spot

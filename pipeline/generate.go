@@ -64,6 +64,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		}
 		g.closeShadow()
 		g.dropDraft(nil)
+		g.auditVerify(ctx) // the route's sessions closed: the probes take their places
 		g.credit()
 	}()
 	var pending *Result // a step's result obtained by a replay after a failover

@@ -33,6 +33,11 @@ type specCheck struct {
 	resync    bool            // both routes to be opened again alike
 	recheck   bool            // a check route to start before the next step
 	distrust  map[string]bool // peers a check found lying: never credited
+	// audit is the accepted draft token the answer's audit asks about
+	// (auditVerify), drawn uniformly among those not spot-checked; seen
+	// counts them.
+	audit *auditPick
+	seen  int
 }
 
 // feedAt queues a step of a speculating check route: tokens at position
@@ -419,4 +424,57 @@ func logitGap(l []float32, best, tok int32) float64 {
 		scale = max(scale, float64(v), -float64(v))
 	}
 	return float64(l[best]-l[tok]) / scale
+}
+
+// Auditing unchecked speculative answers. A greedy speculative answer that
+// no second route checked has one of its accepted draft tokens, drawn at
+// random, asked about again once it is complete: the route's last hop is
+// asked alone to verify that proposal and, on the same input, for its
+// logits (convictVerify). A last hop that accepts drafts it should have
+// rejected contradicts itself there, needs no second holder of its layers
+// to be caught, and is convicted and banned before it poisons another
+// answer. It costs a probe of the history through the route's layers and
+// two through the last hop's, after the last token was sent; it does not
+// catch a hop that tells such probes from real sessions (for that, spot
+// checks, and where nobody else holds the layers the answer says so).
+
+// auditPick is an accepted draft token: its place in the answer and the
+// route that accepted it.
+type auditPick struct {
+	k    int
+	hops []Hop
+}
+
+// noteAccepted counts the draft tokens a round on hops accepted at answer
+// positions k..k+n-1, keeping one of all of them, uniformly, for the audit.
+func (g *generation) noteAccepted(k, n int, hops []Hop) {
+	for i := range n {
+		g.sc.seen++
+		if rand.IntN(g.sc.seen) == 0 {
+			g.sc.audit = &auditPick{k: k + i, hops: slices.Clone(hops)}
+		}
+	}
+}
+
+// auditVerify audits a complete greedy speculative answer (see above): a
+// last hop caught is convicted, and the trace says from which token the
+// answer is its word.
+func (g *generation) auditVerify(ctx context.Context) {
+	a := g.sc.audit
+	g.sc.audit = nil
+	if a == nil || g.req.Sampling.Temperature > 0 || a.k < 1 || a.k >= len(g.res.Tokens) || ctx.Err() != nil {
+		return
+	}
+	g.res.VerifyAudits++
+	f := g.convictVerify(ctx, a.k, g.res.Tokens[a.k], a.hops)
+	if f == nil {
+		return
+	}
+	f.reason = fmt.Sprintf("the answer's audit, at token %d: %s", a.k, f.reason)
+	g.apply(f)
+	g.res.Mismatches++
+	g.o.log().Warn("pipeline: a speculative answer's last hop accepted a draft it should have refused; banned", "peer", f.peer,
+		"layers", f.layers, "at_token", a.k, "err", f.reason)
+	g.trace(answer.Trace{Kind: "mismatch", AtToken: a.k, Failed: f.peer, Layers: f.layers, Reason: f.reason, Proven: f.proven,
+		Evidence: f.evidence})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -21,12 +22,17 @@ import (
 //     convicted on its own numbers (asked again alone, its verify token
 //     contradicts its own logits) and banned; no honest peer is banned;
 //     no answer it ran is poisoned unseen;
-//   - with none, every answer names its layers as unchecked, and an
-//     originator that requires checked routes refuses the route before
-//     the liar sees a step.
+//   - with none, an originator that requires checked routes refuses the
+//     route before the liar sees a step; one that does not answers, each
+//     answer naming the liar's layers as unchecked, and its audit (one
+//     accepted draft token asked about again) convicts the liar.
 //
-// Honest speculating routes, every answer checked with a draft that
-// disagrees often, ban nobody.
+// A liar proven first (by its challenges) is not spot-checked at once:
+// the audit of its first answer catches it.
+//
+// Honest speculating routes, with a draft that disagrees often and one
+// that agrees, ban nobody: ten answers all spot-checked, then ten not
+// spot-checked, each audited.
 func TestSpeculativeLiarConvicted(t *testing.T) {
 	const n, asks = 16, 30
 	for _, typ := range []string{"f32", "q8_0", "q4_k"} {
@@ -89,37 +95,33 @@ func TestSpeculativeLiarConvicted(t *testing.T) {
 					if err != nil {
 						t.Fatalf("ask %d: %v", i, err)
 					}
-					touched, caught := false, false
+					touched, caught, audit := false, false, false
 					for _, ev := range events {
 						touched = touched || usesPeer(ev.Route, l.h.ID().String())
 						if ev.Kind == "mismatch" && ev.Failed == l.h.ID().String() && ev.Proven && ev.Evidence == EvidenceVerify {
-							caught = true
+							caught, audit = true, strings.HasPrefix(ev.Reason, "the answer's audit")
 							t.Logf("ask %d: %s", i, ev.Reason)
 						}
 					}
 					if len(res.Unchecked) != 0 {
 						t.Fatalf("ask %d: unchecked %v although other peers hold every layer", i, res.Unchecked)
 					}
-					if touched && !caught && !sameTokens(res.Tokens, want.Tokens) {
+					if touched && !sameTokens(res.Tokens, want.Tokens) {
 						poisoned++
 					}
 					if caught {
 						caughtAt = i
-						if typ == "f32" && !sameTokens(res.Tokens, want.Tokens) {
+						// A spot check catches the liar before it adds a
+						// token: the answer is the honest one.
+						if typ == "f32" && !audit && !sameTokens(res.Tokens, want.Tokens) {
 							t.Fatalf("ask %d: the answer that caught the liar is not the honest one:\n got %v\nwant %v", i, res.Tokens, want.Tokens)
 						}
+						t.Logf("%s, another holder (proven first: %v): caught by %s at ask %d of %d and banned, %d answers poisoned",
+							typ, proven, map[bool]string{false: "a spot check", true: "the answer's audit"}[audit], i, asks, poisoned)
 					}
 				}
-				t.Logf("%s, another holder (proven first: %v): caught and banned at ask %d of %d, %d answers poisoned before", typ,
-					proven, caughtAt, asks, poisoned)
-				if proven {
-					// Checked at the sampling rate only (0.1): how soon
-					// is evidence on real traffic's to say (spotcheck.go).
-					if caughtAt == 0 {
-						return
-					}
-				} else if caughtAt == 0 || caughtAt > 3 || poisoned > 0 {
-					t.Fatalf("caught at ask %d (want ≤ 3), %d poisoned", caughtAt, poisoned)
+				if caughtAt == 0 || caughtAt > 3 || poisoned > 3 {
+					t.Fatalf("caught at ask %d, %d poisoned: want caught within 3 asks, no more poisoned", caughtAt, poisoned)
 				}
 				assertBans(t, tr, []peer.ID{l.h.ID()}, append(append(first, rest...), origin)...)
 				// Banned: the next answer goes around it, speculating.
@@ -137,9 +139,7 @@ func TestSpeculativeLiarConvicted(t *testing.T) {
 				}
 			}
 			t.Run("another holder", func(t *testing.T) { anotherHolder(t, false) })
-			if typ == "f32" {
-				t.Run("another holder, proven first", func(t *testing.T) { anotherHolder(t, true) })
-			}
+			t.Run("another holder, proven first", func(t *testing.T) { anotherHolder(t, true) })
 
 			t.Run("no other holder", func(t *testing.T) {
 				origin := newStagePeer(t)
@@ -151,31 +151,44 @@ func TestSpeculativeLiarConvicted(t *testing.T) {
 				o.SpotCheck = SpotCheck{}
 				o.Drafter = drafterOf(other, nil)
 				wantRange := Hop{Peer: l.h.ID().String(), Start: c, End: layers}
-				for i := 1; i <= 3; i++ {
-					res, events, err := ask(o, true)
-					if err != nil {
-						t.Fatal(err)
-					}
-					traced := false
-					for _, ev := range events {
-						traced = traced || ev.Kind == "unchecked" && len(ev.Route) == 1 && ev.Route[0] == wantRange
-					}
-					if len(res.Unchecked) != 1 || res.Unchecked[0] != wantRange || !traced {
-						t.Fatalf("ask %d: unchecked %v (traced %v), want %v", i, res.Unchecked, traced, wantRange)
-					}
-				}
+				// Required checked: refused before the liar sees a step.
 				o.RequireChecked = true
-				steps := l.steps.Load()
 				_, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true})
 				var ue *UncheckedError
 				if !errors.Is(err, ErrUnchecked) || !errors.As(err, &ue) || len(ue.Ranges) != 1 || ue.Ranges[0] != wantRange {
 					t.Fatalf("require_checked: %v, want the range %v refused", err, wantRange)
 				}
-				if got := l.steps.Load(); got != steps {
-					t.Fatalf("the refused route's last hop ran %d steps", got-steps)
+				if got := l.steps.Load(); got != 0 {
+					t.Fatalf("the refused route's last hop ran %d steps", got)
 				}
-				t.Logf("%s, no other holder: every answer unchecked naming %v; require_checked: %v", typ, wantRange, err)
-				assertBans(t, tr, nil, first[0], first[1], origin)
+				t.Logf("%s, no other holder, require_checked: %v", typ, err)
+				// Not required: the answer says which layers nobody checked;
+				// its audit convicts the liar, which no route then has.
+				o.RequireChecked = false
+				for i := 1; ; i++ {
+					res, events, err := ask(o, true)
+					if err != nil {
+						banned, _ := tr.Banned(l.h.ID())
+						var gap *GapError
+						if !banned || !errors.As(err, &gap) {
+							t.Fatalf("ask %d: %v (liar banned: %v)", i, err, banned)
+						}
+						t.Logf("%s, no other holder: the liar convicted by an answer's audit at ask %d; then: %v", typ, i-1, err)
+						break
+					}
+					traced, caught := false, false
+					for _, ev := range events {
+						traced = traced || ev.Kind == "unchecked" && len(ev.Route) == 1 && ev.Route[0] == wantRange
+						caught = caught || ev.Kind == "mismatch" && ev.Failed == l.h.ID().String() && ev.Proven && ev.Evidence == EvidenceVerify
+					}
+					if len(res.Unchecked) != 1 || res.Unchecked[0] != wantRange || !traced {
+						t.Fatalf("ask %d: unchecked %v (traced %v), want %v", i, res.Unchecked, traced, wantRange)
+					}
+					if !caught && i >= 3 {
+						t.Fatalf("the liar not caught within %d answers", i)
+					}
+				}
+				assertBans(t, tr, []peer.ID{l.h.ID()}, first[0], first[1], origin)
 			})
 
 			t.Run("honest", func(t *testing.T) {
@@ -188,8 +201,13 @@ func TestSpeculativeLiarConvicted(t *testing.T) {
 					p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
 					o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
 				}
-				checks, rounds := 0, 0
-				for i := 1; i <= 10; i++ {
+				// Ten answers spot-checked, then (every peer proven by
+				// them) ten at no spot check at all, each audited.
+				checks, rounds, audits := 0, 0, 0
+				for i := 1; i <= 20; i++ {
+					if i == 11 {
+						o.SpotCheck = SpotCheck{Probability: -1}
+					}
 					o.Drafter = drafterOf(other, nil) // a draft that disagrees often, and one that agrees
 					if i%2 == 0 {
 						o.Drafter = drafterOf(full, nil)
@@ -203,13 +221,17 @@ func TestSpeculativeLiarConvicted(t *testing.T) {
 							t.Fatalf("ask %d: an honest peer convicted: %+v", i, ev)
 						}
 					}
-					checks, rounds = checks+res.SpotChecked, rounds+res.DraftRounds
+					if i > 10 && res.DraftAccepted > 0 && (res.SpotChecked != 0 || res.VerifyAudits != 1) {
+						t.Fatalf("ask %d: %d steps checked, %d audits of %d accepted drafts", i, res.SpotChecked, res.VerifyAudits, res.DraftAccepted)
+					}
+					checks, rounds, audits = checks+res.SpotChecked, rounds+res.DraftRounds, audits+res.VerifyAudits
 				}
 				assertBans(t, tr, nil, append(peers, origin)...)
-				if checks == 0 || rounds == 0 {
-					t.Fatalf("%d checks over %d draft rounds", checks, rounds)
+				if checks == 0 || rounds == 0 || audits == 0 {
+					t.Fatalf("%d checks over %d draft rounds, %d audits", checks, rounds, audits)
 				}
-				t.Logf("%s, honest: %d checked steps over %d draft rounds in 10 answers, nobody banned", typ, checks, rounds)
+				t.Logf("%s, honest: %d checked steps over %d draft rounds and %d audits in 20 answers, nobody banned", typ, checks,
+					rounds, audits)
 			})
 		})
 	}
