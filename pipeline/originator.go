@@ -99,6 +99,12 @@ type Originator struct {
 	// only such a route left. Default false: the answer names those
 	// layers (answer.Pipeline.Unchecked) and goes on.
 	RequireChecked bool
+	// Audit is the share of greedy speculative answers that no second
+	// route checked whose one accepted draft token is asked about again
+	// once the answer is complete (speccheck.go): 0 is every one (1),
+	// negative none. An audit costs the swarm about a third of a short
+	// answer's compute (BenchmarkSpeculativeCheckCost).
+	Audit float64
 	// Arch is how this peer computes, as its record's platform arch names
 	// it (empty: engine.ComputeArch()): its own stages on a checked route
 	// count as that architecture.

@@ -465,6 +465,9 @@ func (g *generation) auditVerify(ctx context.Context) {
 	if a == nil || g.req.Sampling.Temperature > 0 || a.k < 1 || a.k >= len(g.res.Tokens) || ctx.Err() != nil {
 		return
 	}
+	if p := g.o.Audit; p < 0 || p > 0 && p < 1 && rand.Float64() >= p {
+		return
+	}
 	g.res.VerifyAudits++
 	f := g.convictVerify(ctx, a.k, g.res.Tokens[a.k], a.hops)
 	if f == nil {

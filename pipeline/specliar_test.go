@@ -226,6 +226,15 @@ func TestSpeculativeLiarConvicted(t *testing.T) {
 					}
 					checks, rounds, audits = checks+res.SpotChecked, rounds+res.DraftRounds, audits+res.VerifyAudits
 				}
+				o.Audit = -1 // none: nothing asked again
+				o.Drafter = drafterOf(full, nil)
+				res, _, err := ask(o, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.DraftAccepted == 0 || res.VerifyAudits != 0 {
+					t.Fatalf("no audits: %d audits of %d accepted", res.VerifyAudits, res.DraftAccepted)
+				}
 				assertBans(t, tr, nil, append(peers, origin)...)
 				if checks == 0 || rounds == 0 || audits == 0 {
 					t.Fatalf("%d checks over %d draft rounds, %d audits", checks, rounds, audits)
