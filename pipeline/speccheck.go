@@ -462,8 +462,9 @@ func (g *generation) noteAccepted(k, n int, hops []Hop) {
 func (g *generation) auditVerify(ctx context.Context) {
 	a := g.sc.audit
 	g.sc.audit = nil
-	if a == nil || g.req.Sampling.Temperature > 0 || a.k < 1 || a.k >= len(g.res.Tokens) || ctx.Err() != nil {
-		return
+	if a == nil || g.req.Sampling.Temperature > 0 || a.k < 1 || a.k >= len(g.res.Tokens) || ctx.Err() != nil ||
+		len(a.hops) == 0 || a.hops[len(a.hops)-1].Peer == g.o.Host.ID().String() {
+		return // nothing to ask: a sampled answer, or this peer chose the tokens itself
 	}
 	if p := g.o.Audit; p < 0 || p > 0 && p < 1 && rand.Float64() >= p {
 		return
