@@ -25,6 +25,7 @@ const (
 	Cancelled      Kind = "cancelled"               // the caller went away or cancelled
 	PipelineFailed Kind = "pipeline_failed"         // a pipeline generation failed past its failovers
 	NoPlan         Kind = "no_plan"                 // no placement of a model fits the live peers
+	Unchecked      Kind = "unchecked_route"         // every route has layers nobody can check, and the peer requires checked ones
 	NoMemory       Kind = "no_memory"               // loading would pass the peer's memory budget
 	NoStorage      Kind = "insufficient_storage"    // the data dir's disk cannot hold a download
 	HubAuth        Kind = "hub_auth"                // a model hub refused the credentials

@@ -28,6 +28,19 @@ type Pipeline struct {
 	Drafted       int `json:"drafted,omitempty"`
 	DraftAccepted int `json:"draft_accepted,omitempty"`
 	DraftRounds   int `json:"draft_rounds,omitempty"`
+	// VerifyAudits is how many accepted draft tokens of an answer no
+	// second route checked were asked about again, its route's last hop
+	// alone verifying the proposal and giving its logits for the same
+	// input (1 at most; a hop that contradicts itself there is convicted).
+	VerifyAudits int `json:"verify_audits,omitempty"`
+	// Unchecked names the layers of the route that nobody could check:
+	// each range with the peer that ran it, where no other live peer
+	// holds those layers and the originator has no copy of them. A spot
+	// check cannot catch a lie there (a plain step's or a verify step's):
+	// the answer is that peer's word. Empty: every layer had a second
+	// holder (whether this generation was drawn for a check is
+	// SpotChecked).
+	Unchecked []Hop `json:"unchecked,omitempty"`
 }
 
 // Hop runs layers [Start,End) on Peer: one stage of a route.
@@ -81,7 +94,8 @@ type Reroute struct {
 // "reroute", "spot_check" (a second route opened to check this one),
 // "mismatch" (the two disagreed; Failed is the liar found, if any),
 // "accusation" (an error frame named a peer that answers pings), "draft"
-// (a speculative round).
+// (a speculative round), "unchecked" (Route: the layers nobody else holds,
+// see Pipeline.Unchecked).
 type Trace struct {
 	Kind     string  `json:"kind"`
 	Route    []Hop   `json:"route,omitempty"`

@@ -55,6 +55,7 @@ var statusOfKind = map[answer.Kind]int{
 	answer.Cancelled:      statusClientClosed,
 	answer.PipelineFailed: http.StatusBadGateway,
 	answer.NoPlan:         http.StatusConflict,
+	answer.Unchecked:      http.StatusServiceUnavailable, // until a second holder of the layers joins
 	answer.NoMemory:       http.StatusInsufficientStorage,
 	answer.NoStorage:      http.StatusInsufficientStorage,
 	answer.HubAuth:        http.StatusForbidden,
@@ -167,6 +168,18 @@ type sse struct {
 func newSSE(w http.ResponseWriter) *sse {
 	f, _ := w.(http.Flusher)
 	return &sse{w: w, f: f}
+}
+
+// header sets a response header while the stream has not started (its
+// headers are sent with its first event); it reports whether it could.
+func (s *sse) header(k, v string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.closed {
+		return false
+	}
+	s.w.Header().Set(k, v)
+	return true
 }
 
 // startLocked sends the headers and the held events, once.

@@ -53,6 +53,9 @@ func (a *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, err)
 			return
 		}
+		if u := unchecked(out.Result); u != "" {
+			w.Header().Set(uncheckedHeader, u)
+		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": model,
 			"choices": []any{map[string]any{"index": 0, "finish_reason": out.Finish, "logprobs": nil,
@@ -84,6 +87,12 @@ func (a *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			if ar, ok := v.(answer.Agent); ok {
 				s.comment("agent " + ar.Role + " done")
 			}
+		case "trace":
+			// Known at the route, before the first token: a header while
+			// the stream's headers are not sent yet.
+			if ev, ok := v.(answer.Trace); ok && ev.Kind == "unchecked" {
+				s.header(uncheckedHeader, uncheckedText(ev.Route))
+			}
 		}
 	})
 	if err == nil && opt.jsonObject {
@@ -99,7 +108,11 @@ func (a *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	content("")
-	s.event("", chunk(map[string]any{}, out.Finish))
+	last := chunk(map[string]any{}, out.Finish)
+	if out.Result != nil && out.Result.Pipeline != nil && len(out.Result.Pipeline.Unchecked) > 0 {
+		last["swarm_unchecked"] = out.Result.Pipeline.Unchecked
+	}
+	s.event("", last)
 	if opt.includeUsage {
 		s.event("", map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
 			"choices": []any{}, "usage": usage(out)})
@@ -136,4 +149,25 @@ func (a *server) model(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeError(w, http.StatusNotFound, "model_not_found", fmt.Sprintf("model %q not found: GET /v1/models lists the models live peers serve", id))
+}
+
+// uncheckedHeader names the layers of a pipeline answer nobody could check
+// (answer.Pipeline.Unchecked): "start-end@peer", comma separated.
+const uncheckedHeader = "X-Swarm-Unchecked"
+
+// unchecked is res's unchecked layers as uncheckedHeader says them ("":
+// none, or not a pipeline answer).
+func unchecked(res *answer.Result) string {
+	if res == nil || res.Pipeline == nil {
+		return ""
+	}
+	return uncheckedText(res.Pipeline.Unchecked)
+}
+
+func uncheckedText(hops []answer.Hop) string {
+	var out []string
+	for _, h := range hops {
+		out = append(out, fmt.Sprintf("%d-%d@%s", h.Start, h.End, h.Peer))
+	}
+	return strings.Join(out, ", ")
 }

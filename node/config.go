@@ -156,6 +156,16 @@ type PipelineConfig struct {
 	// differ, relative to the largest (0: 1e-3).
 	SpotCheck     float64 `json:"spot_check,omitempty"`
 	SpotTolerance float64 `json:"spot_tolerance,omitempty"`
+	// RequireChecked refuses a pipeline route with layers nobody can
+	// check (one remote peer alone holds them and this peer has no copy):
+	// the query fails as unchecked_route instead of answering on that
+	// peer's word. Default false: the answer names those layers.
+	RequireChecked bool `json:"require_checked,omitempty"`
+	// SpotAudit is the share of greedy speculative answers no second
+	// route checked that are audited once complete: one accepted draft
+	// token asked about again of the route's last hop alone (0: every
+	// one; -1: none).
+	SpotAudit float64 `json:"spot_audit,omitempty"`
 	// PeerSessions and PeerQueue bound what one remote peer may hold on
 	// each shard this peer serves: sessions (0: a quarter of engine.slots,
 	// at least 2) and opens waiting for one of them (0: a quarter of
@@ -177,6 +187,8 @@ func (p PipelineConfig) validate() error {
 	switch {
 	case p.SpotCheck != -1 && (p.SpotCheck < 0 || p.SpotCheck > 1):
 		return fmt.Errorf("config: pipeline.spot_check %g: want 0..1, or -1", p.SpotCheck)
+	case p.SpotAudit != -1 && (p.SpotAudit < 0 || p.SpotAudit > 1):
+		return fmt.Errorf("config: pipeline.spot_audit %g: want 0..1, or -1", p.SpotAudit)
 	case p.SpotTolerance < 0 || p.SpotTolerance > 1:
 		return fmt.Errorf("config: pipeline.spot_tolerance %g: want 0..1", p.SpotTolerance)
 	case p.PeerSessions < 0 || p.PeerSessions > 64:

@@ -78,6 +78,7 @@ func TestConfigErrors(t *testing.T) {
 		{"too many shards", Config{DataDir: dir, Shards: make([]string, 65)}, "shards"},
 		{"spot-check probability", Config{DataDir: dir, Pipeline: PipelineConfig{SpotCheck: 1.5}}, "spot_check"},
 		{"negative spot-check tolerance", Config{DataDir: dir, Pipeline: PipelineConfig{SpotTolerance: -1}}, "spot_tolerance"},
+		{"spot-audit share", Config{DataDir: dir, Pipeline: PipelineConfig{SpotAudit: -0.5}}, "spot_audit"},
 		{"missing draft model", Config{DataDir: dir, Pipeline: PipelineConfig{Draft: dir + "/none.gguf"}}, "pipeline.draft"},
 		{"draft model a directory", Config{DataDir: dir, Pipeline: PipelineConfig{Draft: dir}}, "pipeline.draft"},
 		{"draft_min above draft_max", Config{DataDir: dir, Pipeline: PipelineConfig{DraftMin: 5, DraftMax: 3}}, "pipeline.draft_min"},

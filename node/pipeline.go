@@ -385,6 +385,7 @@ func (n *Node) newPipelineOriginator() *pipeline.Originator {
 		SpotCheck: pipeline.SpotCheck{Probability: n.cfg.Pipeline.SpotCheck, Tolerance: n.cfg.Pipeline.SpotTolerance},
 		Arch:      n.computeArch(),
 	}
+	o.RequireChecked, o.Audit = n.cfg.Pipeline.RequireChecked, n.cfg.Pipeline.SpotAudit
 	switch {
 	case n.pipe.drafter != nil:
 		o.Drafter = n.pipe.drafter.draft

@@ -60,6 +60,8 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 			return nil, answer.Wrap(answer.ModelNotFound, err)
 		case errors.As(err, &gap), errors.Is(err, pipeline.ErrNoModel):
 			return nil, answer.Wrap(answer.NoRoute, err)
+		case errors.Is(err, pipeline.ErrUnchecked):
+			return nil, answer.Wrap(answer.Unchecked, err)
 		case errors.Is(err, context.DeadlineExceeded):
 			return nil, answer.Errorf(answer.Timeout, "pipeline: no answer within %s: %w", q.timeout, err)
 		case errors.Is(err, context.Canceled):

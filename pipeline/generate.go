@@ -49,6 +49,9 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 	g.resetStats()
 	g.avoid, g.passed = map[string]int{}, map[Hop]bool{}
 	g.trace(answer.Trace{Kind: "route", Route: hops})
+	if err := g.noteUnchecked(hops); err != nil {
+		return err
+	}
 	if g.check = g.drawCheck(hops); g.check {
 		// Checked routes return logits, which is worth it only with a
 		// second route to compare them with.
@@ -61,6 +64,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		}
 		g.closeShadow()
 		g.dropDraft(nil)
+		g.auditVerify(ctx) // the route's sessions closed: the probes take their places
 		g.credit()
 	}()
 	var pending *Result // a step's result obtained by a replay after a failover
@@ -298,6 +302,9 @@ func (g *generation) recover(ctx context.Context, cause error, detect time.Durat
 			}
 			return nil, nil, fmt.Errorf("pipeline: stage %s (layers [%d,%d)) failed and no live peer replaces it: %w",
 				short(f.peer), f.layers[0], f.layers[1], err)
+		}
+		if err := g.noteUnchecked(hops); err != nil {
+			return nil, nil, err
 		}
 		if g.sb != nil && sharesPeer(hops, g.sb.peers(g.o.Host.ID().String())) {
 			g.closeShadow() // this peer's session on a shared peer would hold up the new route's

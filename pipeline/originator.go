@@ -93,6 +93,18 @@ type Originator struct {
 	Referee func(ctx context.Context, id peer.ID, c swarm.Claim) error
 	// SpotCheck sets how often real traffic is checked on a second route.
 	SpotCheck SpotCheck
+	// RequireChecked refuses a route with layers nobody can check (one
+	// remote peer alone holds them, and this peer has no copy): an
+	// *UncheckedError before the prompt is sent, or when a failover has
+	// only such a route left. Default false: the answer names those
+	// layers (answer.Pipeline.Unchecked) and goes on.
+	RequireChecked bool
+	// Audit is the share of greedy speculative answers that no second
+	// route checked whose one accepted draft token is asked about again
+	// once the answer is complete (speccheck.go): 0 is every one (1),
+	// negative none. An audit costs the swarm about a third of a short
+	// answer's compute (BenchmarkSpeculativeCheckCost).
+	Audit float64
 	// Arch is how this peer computes, as its record's platform arch names
 	// it (empty: engine.ComputeArch()): its own stages on a checked route
 	// count as that architecture.
@@ -314,6 +326,9 @@ func (o *Originator) Generate(ctx context.Context, req Request) (*answer.Pipelin
 	hops, err := o.planCtx(ctx, ref, holders, failed)
 	if err != nil {
 		return nil, err // a gap names the missing layers before anything starts
+	}
+	if err := o.refuseUnchecked(ref, holders, failed, hops); err != nil {
+		return nil, err
 	}
 	tok, err := o.Tokenizer(ctx, ref, holders)
 	if err != nil {

@@ -209,6 +209,9 @@ func (g *generation) specStep(ctx context.Context) ([]int32, time.Duration, erro
 	}
 	g.res.Drafted += len(drafts)
 	g.res.DraftAccepted += accepted
+	if !g.checking() && accepted > 0 {
+		g.noteAccepted(len(g.res.Tokens), accepted, g.hops) // a checked round was compared as it ran
+	}
 	g.res.DraftRounds++
 	g.trace(answer.Trace{Kind: "draft", AtToken: len(g.res.Tokens), Drafted: drafts,
 		Accepted: accepted})

@@ -453,8 +453,9 @@ func TestSpeculativeInTheField(t *testing.T) {
 // verify steps only (it accepts every proposal), honest in plain ones, is
 // caught at the first round the routes disagree: drafting stops, both
 // routes are opened again with logits, which agree, and contradict the
-// liar's verify tokens: its route's peers are suspects from then on, and
-// the answer is still one machine's. A primary hop killed mid-answer hands
+// liar's verify tokens; asked again alone, its verify token contradicts
+// its own logits: it alone is convicted and banned, and the answer is
+// still one machine's. A primary hop killed mid-answer hands
 // the answer to the check route, which ran the failed round as a verify
 // step: it runs the step again plainly, and the answer is still one
 // machine's. A primary stage that refuses verify steps (an older version)
@@ -544,11 +545,12 @@ func TestSpeculativeSpotCheck(t *testing.T) {
 			}
 			// The first round disagrees (the liar accepts every proposal):
 			// it counts for nothing, and the answer goes on plainly.
-			if len(mismatches) != 1 || !contains(mismatches[0].Suspects, l.h.ID().String()) || res.DraftRounds != 0 {
+			if len(mismatches) != 1 || mismatches[0].Failed != l.h.ID().String() || !mismatches[0].Proven ||
+				mismatches[0].Evidence != EvidenceVerify || len(mismatches[0].Suspects) != 0 || res.DraftRounds != 0 {
 				t.Fatalf("the liar in verify steps: mismatches %+v", mismatches)
 			}
-			t.Logf("liar: %s; suspects %v; %d draft rounds, then %d checks", mismatches[0].Reason, mismatches[0].Suspects,
-				res.DraftRounds, res.SpotChecked)
+			assertBans(t, o.View.Trust(), []peer.ID{l.h.ID()}, append(peers[:1:1], peers[2:]...)...)
+			t.Logf("liar: %s; %d draft rounds, then %d checks", mismatches[0].Reason, res.DraftRounds, res.SpotChecked)
 		})
 	}
 }

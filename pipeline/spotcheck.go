@@ -246,7 +246,7 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 		if ok {
 			g.passCheck(s)
 			g.res.SpotMaxDiff = max(g.res.SpotMaxDiff, diff)
-			g.judgeVerify(k, res)
+			g.judgeVerify(ctx, k, res)
 			return res, nil
 		}
 		g.res.Mismatches++

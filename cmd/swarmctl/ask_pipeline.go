@@ -88,5 +88,9 @@ func pipelineFooter(e *env, res *answer.Result, trace bool) error {
 		s += "; partial: cut off by its deadline"
 	}
 	fmt.Fprintln(e.stderr, s)
+	for _, u := range p.Unchecked {
+		fmt.Fprintf(e.stderr, "unchecked: layers [%d,%d) on %s: no other live peer holds them, so nothing checked them (pipeline.require_checked refuses such routes)\n",
+			u.Start, u.End, shortID(u.Peer))
+	}
 	return nil
 }

@@ -38,7 +38,9 @@ func answering(t *testing.T, res *answer.Result) string {
 
 // TestAskIncomplete: an answer cut off by its deadline is printed as far
 // as it goes, marked partial in the footer, and exits 3; --json prints
-// the result and exits 3 too. A whole answer exits 0.
+// the result and exits 3 too. A whole answer exits 0; a pipeline answer
+// with layers nobody could check says which on stderr (in --json, under
+// pipeline.unchecked) and exits 0.
 func TestAskIncomplete(t *testing.T) {
 	cut := &answer.Result{Mode: "writer", FinalAnswer: "The", AgentsResponded: 1, AgentResponses: []answer.Agent{
 		{Role: "writer", Peer: "12D3KooWAbcdefgh", Content: "The", Tokens: 1, Partial: true, PartialReason: "cut off by its deadline"}}}
@@ -46,6 +48,9 @@ func TestAskIncomplete(t *testing.T) {
 		{Role: "writer", Peer: "12D3KooWAbcdefgh", Content: "The sky.", Tokens: 3, Done: "stop"}}}
 	piped := &answer.Result{Mode: "pipeline", FinalAnswer: "The", Pipeline: &answer.Pipeline{Model: "tiny", Text: "The",
 		Tokens: []int32{1}, Done: "cancel"}}
+	// A whole pipeline answer whose last layers one peer alone holds.
+	unchecked := &answer.Result{Mode: "pipeline", FinalAnswer: "The sky.", Pipeline: &answer.Pipeline{Model: "tiny",
+		Text: "The sky.", Tokens: []int32{1, 2, 3}, Done: "stop", Unchecked: []answer.Hop{{Peer: "12D3KooWAbcdefgh", Start: 2, End: 4}}}}
 	// A peer died mid-answer beside another agent; the aggregator's whole
 	// answer is the final one: degraded, not cut short.
 	aggregated := &answer.Result{Mode: "moa", FinalAnswer: "The sky is blue.", AgentsResponded: 2, AgentResponses: []answer.Agent{
@@ -63,6 +68,8 @@ func TestAskIncomplete(t *testing.T) {
 		{"partial agent json", cut, true, 3, []string{"swarmctl: the answer is incomplete"}},
 		{"partial pipeline", piped, false, 3, []string{"partial: cut off by its deadline", "incomplete: the pipeline was cut off"}},
 		{"whole", whole, false, 0, nil},
+		{"unchecked pipeline", unchecked, false, 0, []string{"unchecked: layers [2,4) on "}},
+		{"unchecked pipeline json", unchecked, true, 0, []string{}},
 		{"aggregated beside a partial agent", aggregated, false, 0, []string{"(partial: stream reset)"}},
 	}
 	for _, c := range cases {
@@ -78,7 +85,9 @@ func TestAskIncomplete(t *testing.T) {
 			if !strings.Contains(out, c.res.FinalAnswer) {
 				t.Errorf("stdout %q lacks the answer %q", out, c.res.FinalAnswer)
 			}
-			if c.json && !strings.Contains(out, `"partial": true`) {
+			if c.json && c.res == unchecked && !strings.Contains(out, `"unchecked": [`) {
+				t.Errorf("--json stdout %q lacks the pipeline's unchecked layers", out)
+			} else if c.json && c.res != unchecked && !strings.Contains(out, `"partial": true`) {
 				t.Errorf("--json stdout %q lacks the result's partial", out)
 			}
 			for _, w := range c.wantErrs {
