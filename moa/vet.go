@@ -217,41 +217,37 @@ func (o *Originator) waitVets(cands []candidate, asked time.Time) (until time.Ti
 // first). The unverified ones are challenged in the background (see
 // startVets) and take no prompt while a verified holder exists. When none
 // is verified, a question that may wait (wait: an answering role) waits a
-// little for the checks running (waitVets) and takes who is verified by
-// then; if nobody is, under UnverifiedAsk and for an answering role, the
-// unverified holders the caps allow, else none, with an error matching
-// ErrUnverified that says why.
+// little for the checks running (waitVets): until the best holder is
+// verified, or none better than those verified is still being checked.
+// If nobody is verified by then: under UnverifiedAsk and for an answering
+// role, the unverified holders the caps allow; else none, with an error
+// matching ErrUnverified that says why.
 func (o *Originator) usable(ctx context.Context, role string, cands []candidate, wait bool) ([]candidate, error) {
 	asked := time.Now()
-	for {
-		if verified := onlyVerified(cands); len(verified) > 0 {
-			o.startVets(role, cands)
-			return verified, nil
+	o.startVets(role, cands)
+	if verified := onlyVerified(cands); len(verified) > 0 {
+		return verified, nil // no wait at all: the checks run on their own
+	}
+	for wait && len(cands) > 0 {
+		until, changed, ok := o.waitVets(pending(cands), asked)
+		if ok {
+			t := time.NewTimer(time.Until(until))
+			select {
+			case <-ctx.Done():
+			case <-changed:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		// Weighed again: a check may have ended since they were weighed.
+		cands = o.reweigh(cands)
+		if !ok || ctx.Err() != nil || len(pending(cands)) == 0 {
+			break
 		}
 		o.startVets(role, cands)
-		if !wait || len(cands) == 0 {
-			break
-		}
-		until, changed, ok := o.waitVets(cands, asked)
-		if !ok {
-			// A check may have ended since the holders were weighed.
-			cands = o.reweigh(cands)
-			if verified := onlyVerified(cands); len(verified) > 0 {
-				return verified, nil
-			}
-			break
-		}
-		t := time.NewTimer(time.Until(until))
-		select {
-		case <-ctx.Done():
-		case <-changed:
-		case <-t.C:
-		}
-		t.Stop()
-		if ctx.Err() != nil {
-			break
-		}
-		cands = o.reweigh(cands)
+	}
+	if verified := onlyVerified(cands); len(verified) > 0 {
+		return verified, nil
 	}
 	if len(cands) == 0 {
 		return nil, nil
@@ -263,6 +259,25 @@ func (o *Originator) usable(ctx context.Context, role string, cands []candidate,
 		return nil, fmt.Errorf("%w: %d holder(s) of %s, none verified by this peer yet (moa.unverified is never)", ErrUnverified, len(cands), role)
 	}
 	return o.capUnverified(cands), nil
+}
+
+// pending are the unverified holders in cands (best first) worth waiting
+// for: all of them while none is verified, else those that, verified,
+// would outweigh the best verified one.
+func pending(cands []candidate) []candidate {
+	best := 0.0
+	for _, c := range cands {
+		if c.verified && c.weight > best {
+			best = c.weight
+		}
+	}
+	var out []candidate
+	for _, c := range cands {
+		if !c.verified && (best == 0 || c.weight/unverifiedFactor > best) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // onlyVerified is the verified holders in cands.
