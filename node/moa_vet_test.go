@@ -240,3 +240,74 @@ func TestMoAUnverifiedRolePeersGetNoPrompt(t *testing.T) {
 		t.Fatalf("under ask the rogues got prompts by role %s: want the critic's only", log)
 	}
 }
+
+// TestMoASybilsOnOneAddress: 50 identities on 127.0.0.1 claim every role
+// of the honest peer's model at 1e6 tok/s; half have no challenge
+// handler, half stall it. The honest reasoner and concise peer answers
+// from another address. Three questions send the sybils no prompt
+// (before: 254 in the field, all with the prompt). Under moa.unverified
+// ask, a role only they hold is asked of at most two of them a question
+// (loopback is a /24 like any other), and never the spotter's or the
+// aggregator's.
+func TestMoASybilsOnOneAddress(t *testing.T) {
+	model := tinyModel(t)
+	_, _, cid, err := shards.BuildManifest(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := nodetest.Start(t, nodetest.Config(t.TempDir()))
+	acfg := nodetest.Config(t.TempDir())
+	acfg.MoA.Unverified = "ask"
+	acfg.Bootstrap = []string{origin.Addr(t)}
+	askOrigin := nodetest.Start(t, acfg)
+	hcfg := nodetest.Config(t.TempDir())
+	hcfg.Listen = []string{"/ip4/127.0.9.1/tcp/0"}
+	hcfg.Bootstrap = []string{origin.Addr(t)}
+	hcfg.Engine = node.EngineConfig{Threads: 1, Context: 512}
+	hcfg.Roles = map[string]string{moa.Reasoner: model, moa.Concise: model}
+	honest := nodetest.Start(t, hcfg)
+	log := &promptLog{roles: map[string]int{}}
+	listen := make([]string, 25)
+	for i := range listen {
+		listen[i] = "/ip4/127.0.0.1/tcp/0"
+	}
+	sybils := append(startRogues(t, listen, "missing", cid.String(), log, origin, askOrigin),
+		startRogues(t, listen, "stall", cid.String(), log, origin, askOrigin)...)
+	ids := append(rogueIDs(sybils), honest.ID())
+	for _, o := range []*nodetest.Peer{origin, askOrigin} {
+		nodetest.Eventually(t, 30*time.Second, "the origins see the honest peer and the 50 sybils alive", func() bool {
+			return nodetest.SeesAlive(o, ids...) && len(o.Swarm().View().ByRole(moa.Reasoner)) == 51
+		})
+	}
+	claim := swarm.RoleClaim(cid.String())
+	ask := func(o *nodetest.Peer, mode string) (*answer.Result, error) {
+		return client.New(o.APIAddr(), "").Query(t.Context(), client.QueryRequest{Query: secretPrompt, Mode: mode, MaxTokens: 4}, nil)
+	}
+	for _, o := range []*nodetest.Peer{origin, askOrigin} {
+		ask(o, "moa")
+		nodetest.Eventually(t, 60*time.Second, "the honest peer verified", func() bool { return o.Trust().Verified(honest.ID(), claim) })
+	}
+	for range 3 {
+		if _, err := ask(origin, "moa"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("never, a verified holder present: %d prompts to the 50 sybils in 4 questions", log.total())
+	if n := log.total(); n != 0 {
+		t.Fatalf("the sybils got %d prompts (%d with the secret; by role %s)", n, log.secret, log)
+	}
+
+	for i := range 3 {
+		ask(askOrigin, moa.Critic) // the sybils reset: it fails, after asking some
+		if n := log.of(moa.Critic); n > 2*(i+1) {
+			t.Fatalf("%d critic prompts to the sybils after %d questions: at most 2 a question", n, i+1)
+		}
+		if _, err := ask(askOrigin, "moa"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("ask: %d prompts to the 50 sybils in 3 critic and 4 mixture questions (by role %s)", log.total(), log)
+	if log.total() != log.of(moa.Critic) {
+		t.Fatalf("under ask the sybils got prompts by role %s: want the critic's only", log)
+	}
+}
