@@ -172,7 +172,7 @@ func (o *Originator) vetOne(k vetKey, claim swarm.Claim) {
 	tr := o.View.Trust()
 	verified := err == nil && tr != nil && tr.Verified(k.peer, claim)
 	if !verified && v.ctx.Err() == nil {
-		o.log().Info("role peer not verified; it gets no prompt while unverified", "peer", k.peer, "model", claim.Model, "err", err)
+		o.log().Debug("role peer not verified; it gets no prompt while unverified", "peer", k.peer, "model", claim.Model, "err", err)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
