@@ -56,6 +56,7 @@ func NewRouter(ctx context.Context, h host.Host, key crypto.PrivKey, log *slog.L
 	if cfg.gate != nil {
 		cfg.ledger = cfg.gate.ledger
 	}
+	cfg.net = h.Network()
 	params, thresholds := scoreParams(&cfg)
 	psOpts := []pubsub.Option{
 		pubsub.WithMessageSigning(true),

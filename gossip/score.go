@@ -7,6 +7,7 @@ import (
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -30,8 +31,8 @@ const (
 
 // Colocation sets the IP-colocation factor (P6): beyond Threshold peers
 // on one IP (for IPv6, also on one /64), each of them scores
-// Weight × (peers − Threshold)². go-libp2p-pubsub leaves loopback
-// addresses out of the count.
+// Weight × (peers − Threshold)². Loopback addresses count like any
+// other (go-libp2p-pubsub leaves them out; loopbackCrowd puts them back).
 type Colocation struct {
 	// Threshold is how many peers one IP may hold before the penalty
 	// (default 8: a household behind one NAT).
@@ -106,17 +107,21 @@ func scoreParams(cfg *config) (*pubsub.PeerScoreParams, *pubsub.PeerScoreThresho
 	caps.MeshFailurePenaltyDecay = decay
 
 	col := cfg.colocation.withDefaults()
-	app := func(peer.ID) float64 { return 0 }
-	if l := cfg.ledger; l != nil {
-		app = func(p peer.ID) float64 {
+	var crowd *loopbackCrowd // P6 on loopback, which pubsub does not count
+	if cfg.net != nil {
+		crowd = &loopbackCrowd{net: cfg.net, col: col}
+	}
+	l := cfg.ledger
+	app := func(p peer.ID) float64 {
+		if l != nil {
 			if banned, _ := l.Banned(p); banned {
 				return BannedScore
 			}
 			if l.Proven(p) {
-				return ProvenScore
+				return ProvenScore + crowd.penalty(p)
 			}
-			return 0
 		}
+		return crowd.penalty(p)
 	}
 	return &pubsub.PeerScoreParams{
 			Topics:                      map[string]*pubsub.TopicScoreParams{CapsTopic: caps, BMCTopic: topic()},
@@ -149,6 +154,7 @@ type config struct {
 	ledger     Ledger
 	gate       *Gate
 	inspect    func(map[peer.ID]float64)
+	net        network.Network // the host's, for the colocation count on loopback
 }
 
 // WithHeartbeat tells the router how often peers publish capability

@@ -62,8 +62,10 @@ func TestAggregatorPromptFitsItsContext(t *testing.T) {
 	origin := newTestPeer(t, 4)
 	b := newTestPeer(t, 4, Reasoner, Concise)
 	agg := newRolePeer(t, tinyModel, engine.Options{Threads: 1, Slots: 2, Context: 2048}, Aggregator)
-	v := swarm.NewView(origin.h.ID(), swarm.Liveness{})
+	tr := swarm.NewTrust()
+	v := swarm.NewView(origin.h.ID(), swarm.Liveness{}, swarm.WithTrust(tr))
 	for i, p := range []*testPeer{origin, b, agg} {
+		verifyRoles(tr, p)
 		origin.h.Peerstore().AddAddrs(p.h.ID(), p.h.Addrs(), time.Hour)
 		roles := p.srv.Roles()
 		for j := range roles {

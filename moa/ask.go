@@ -111,16 +111,14 @@ func (o *Originator) askAmong(ctx context.Context, role string, cands []candidat
 	a := answer.Agent{Role: role, Error: "no live peer serves " + role}
 	var partial *answer.Agent
 	var skipped []string
+	cands, err := o.usable(ctx, role, cands, role != Spotter && role != Aggregator)
+	if err != nil {
+		o.log().Info("role not asked: no verified holder", "role", role, "err", err)
+		return answer.Agent{Role: role, Error: "not asked: " + err.Error(), Err: err}
+	}
 	for _, c := range cands {
 		if ctx.Err() != nil {
 			break
-		}
-		if err := o.vetted(ctx, &c); err != nil {
-			o.log().Info("agent not asked: its check did not pass", "role", role, "peer", c.peer.ID, "err", err)
-			a = answer.Agent{Role: role, Peer: c.peer.ID.String(), Model: c.role.ModelName, ModelCID: c.role.ModelCID,
-				Error: "not asked: " + err.Error(), Err: err}
-			skipped = append(skipped, shortPeer(c.peer.ID.String())+": "+a.Error)
-			continue
 		}
 		streamed := false
 		a = o.askPeer(ctx, c, req, func(t string) {

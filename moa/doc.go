@@ -8,7 +8,9 @@
 //
 // Originating (any peer, even one holding no model): classify the query
 // (spotter role, strict parse, else rules), fan out in parallel to the best
-// live peer of each target role, wait up to a deadline set by the query's
+// live peer of each target role (only holders whose role model this peer
+// verified get a prompt, unless the user allows unverified ones; never as
+// spotter or aggregator), wait up to a deadline set by the query's
 // complexity, aggregate with the aggregator role (or pick the best answer),
 // and report who answered. Speed mode has a drafter answer and a reasoner
 // verify it. Only text crosses the network.

@@ -42,8 +42,10 @@ func TestHungAgentMovesToNextHolder(t *testing.T) {
 	origin := newTestPeer(t, 4)
 	hung, live := newTestPeer(t, 4, Reasoner), newTestPeer(t, 4, Reasoner)
 	px := behindProxy(t, origin, hung)
-	v := swarm.NewView(origin.h.ID(), swarm.Liveness{})
+	tr := swarm.NewTrust()
+	v := swarm.NewView(origin.h.ID(), swarm.Liveness{}, swarm.WithTrust(tr))
 	for i, p := range []*testPeer{origin, hung, live} {
+		verifyRoles(tr, p)
 		if p != hung {
 			origin.h.Peerstore().AddAddrs(p.h.ID(), p.h.Addrs(), time.Hour)
 		}

@@ -93,9 +93,23 @@ func newRolePeer(t *testing.T, file func(*testing.T) string, opts engine.Options
 	return p
 }
 
-// viewOf builds the originator's view of the given peers, as gossip would.
+// viewOf builds the originator's view of the given peers, as gossip
+// would, with a ledger in which this peer verified their role models
+// (these tests are not about trust; trust_test.go's and vet_test.go's
+// are).
 func viewOf(self *testPeer, peers ...*testPeer) *swarm.View {
-	return viewTrusting(nil, self, peers...)
+	tr := swarm.NewTrust()
+	for _, p := range peers {
+		verifyRoles(tr, p)
+	}
+	return viewTrusting(tr, self, peers...)
+}
+
+// verifyRoles records p's role models as verified in tr.
+func verifyRoles(tr *swarm.Trust, p *testPeer) {
+	for _, r := range p.srv.Roles() {
+		tr.Pass(p.h.ID(), swarm.RoleClaim(r.ModelCID))
+	}
 }
 
 // viewTrusting is viewOf with tr as the view's ledger (nil: none).

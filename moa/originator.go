@@ -30,17 +30,23 @@ type Originator struct {
 	Log      *slog.Logger
 	// Progress is how a hung agent is noticed (see swarm.Progress).
 	Progress swarm.Progress
-	// Vet checks a role peer's claim (swarm.RoleClaim of its model)
-	// before its first real question (see trust.go): nil lets it be asked
-	// (verified now, or not checkable here); an error skips it. nil: no
-	// vetting.
+	// Vet checks a role peer's claim (swarm.RoleClaim of its model) in
+	// the background (see vet.go); what it proves is read from the View's
+	// ledger. nil: no vetting (only holders the ledger already verified,
+	// and this peer itself, count as verified).
 	Vet func(ctx context.Context, id peer.ID, c swarm.Claim) error
+	// Unverified says whether holders not verified are asked when a role
+	// has no verified one (default UnverifiedNever); UnverifiedCaps bound
+	// how many of them one question considers.
+	Unverified     Unverified
+	UnverifiedCaps UnverifiedCaps
 	// ConnKind, if set, says how this peer reaches a peer ("direct",
 	// "punched" or "relayed"); traces show it per agent.
 	ConnKind func(peer.ID) string
 
 	stats       peerStats       // what this originator measured of each peer
 	badDrafters droppedDrafters // drafters reasoners gave up on (speed.go)
+	vets        vetting         // background checks of role holders (vet.go)
 }
 
 // Query is one question.
@@ -145,8 +151,16 @@ func (o *Originator) Direct(ctx context.Context, role string, q Query) (*answer.
 
 // mixture: classify, fan out, aggregate.
 func (o *Originator) mixture(ctx context.Context, q Query, res *answer.Result) error {
-	qt, classifier := o.classify(ctx, q.Prompt)
+	// The aggregator's holders are checked while the agents answer: it
+	// takes no prompt unverified, and does not wait for its checks.
+	o.startVets(Aggregator, o.candidates(Aggregator))
+	qt, classifier, spotter := o.classify(ctx, q.Prompt)
 	res.QueryType, res.Classifier = string(qt), classifier
+	if spotter != nil {
+		// Not a failure of the answer: the trace says the spotter's
+		// holders were left out, after the agents.
+		defer func() { res.FailedAgents = append(res.FailedAgents, *spotter) }()
+	}
 	roles := Targets(qt)
 	var present []string
 	for _, r := range roles {
@@ -257,7 +271,21 @@ func (o *Originator) finishSingle(res *answer.Result, a answer.Agent) error {
 	return nil
 }
 
+// noResponse is the error of a question no agent answered: ErrNoAgents
+// when every role was left out for want of a verified holder (no peer was
+// asked), else a NoResponseError.
 func noResponse(failed []answer.Agent) error {
+	var why []string
+	for _, f := range failed {
+		if !errors.Is(f.Err, ErrUnverified) {
+			why = nil
+			break
+		}
+		why = append(why, f.Error)
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("%w (%s)", ErrNoAgents, strings.Join(why, "; "))
+	}
 	e := &NoResponseError{}
 	for _, f := range failed {
 		err := f.Err
@@ -321,8 +349,10 @@ func (o *Originator) modelCandidates(role, model string) []candidate {
 	return out
 }
 
-// classify asks a live spotter (strictly parsed), else uses the rules.
-func (o *Originator) classify(ctx context.Context, prompt string) (QueryType, string) {
+// classify asks a live, verified spotter (strictly parsed), else uses
+// the rules. skipped is the spotter's entry for the trace when its
+// holders were left out unverified.
+func (o *Originator) classify(ctx context.Context, prompt string) (qt QueryType, by string, skipped *answer.Agent) {
 	if len(o.candidates(Spotter)) > 0 {
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
@@ -331,12 +361,15 @@ func (o *Originator) classify(ctx context.Context, prompt string) (QueryType, st
 			MaxTokens: 8, Think: &think}, nil, false)
 		if a.Error == "" {
 			if t, ok := ParseSpotter(a.Content); ok {
-				return t, "spotter"
+				return t, "spotter", nil
 			}
 			o.log().Debug("spotter answer not a category; using rules", "answer", trunc(a.Content))
 		}
+		if errors.Is(a.Err, ErrUnverified) {
+			skipped = &a
+		}
 	}
-	return ClassifyRules(prompt), "rules"
+	return ClassifyRules(prompt), "rules", skipped
 }
 
 func verifyPrompt(question, draft string) string {

@@ -73,12 +73,15 @@ func (o *Originator) speed(ctx context.Context, q Query, res *answer.Result) err
 	return nil
 }
 
-// draftPair is the best drafter with the reasoners (best first) whose
+// draftPair is the best verified drafter with the reasoners (best first) whose
 // announced tokenizer is its: who can answer speculatively.
 func (o *Originator) draftPair() (candidate, []candidate) {
 	reasoners := o.candidates(Reasoner)
-	for _, d := range o.candidates(Drafter) {
-		if d.role.Vocab == "" || o.badDrafters.recent(d.peer.ID) {
+	drafters := o.candidates(Drafter)
+	o.startVets(Drafter, drafters)
+	for _, d := range drafters {
+		// The drafter sees the prompt: only a verified one drafts.
+		if d.role.Vocab == "" || !d.verified || o.badDrafters.recent(d.peer.ID) {
 			continue
 		}
 		var same []candidate

@@ -16,6 +16,7 @@ import (
 	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/swarm"
 )
 
 // plainReasoner is the reasoner's own answer to q, undrafted.
@@ -213,6 +214,9 @@ func TestSpeculativeSpeedModeLiars(t *testing.T) {
 			origin.h.Peerstore().AddAddrs(l.h.ID(), l.h.Addrs(), time.Hour)
 			v.Observe(&gossip.Capability{PeerID: l.h.ID().String(), Seq: 9, Load: gossip.Load{Capacity: 4},
 				Roles: []gossip.Role{{Role: Drafter, ModelCID: rm.CID, Vocab: fp}}}, time.Now())
+			// Verified (it answers challenges honestly): its drafts are
+			// what the reasoner must catch.
+			v.Trust().Pass(l.h.ID(), swarm.RoleClaim(rm.CID))
 			o := &Originator{Host: origin.h, View: v}
 			if want == "" {
 				want = plainReasoner(t, o, reasoner, q)

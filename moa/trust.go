@@ -1,7 +1,6 @@
 package moa
 
 import (
-	"context"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -20,10 +19,14 @@ import (
 //     weighed × unverifiedFactor, so a verified holder is asked first;
 //   - a banned peer is not a candidate at all (swarm.View.Routable).
 //
-// Vetting is done before use: a peer not yet verified is challenged (Vet)
-// just before its first real question, so a liar fails its challenge and
-// never sees a prompt. A peer this peer cannot check (it has no copy of
-// the model to check with) is asked, and its answer says Unverified.
+// Vetting is done in the background (vet.go): a holder not yet verified
+// is challenged (Vet) when a question first finds it, and gets no prompt
+// while a verified holder of its role exists, so a liar fails its
+// challenge and never sees a prompt, and a check that stalls or a peer
+// with no challenge handler costs the question nothing. A role whose
+// holders are all unverified waits a little for their checks, then is
+// skipped, or under UnverifiedAsk asked of a few of them (never as
+// spotter or aggregator), their answers marked Unverified.
 
 // measured is the decode speed this peer measured of id answering as
 // role (0: none yet).
@@ -56,44 +59,6 @@ func (o *Originator) weigh(c *candidate) {
 		c.weight *= unverifiedFactor
 	}
 }
-
-// vetted runs Vet on a candidate not yet verified, and notes whether it
-// is verified now.
-func (o *Originator) vetted(ctx context.Context, c *candidate) error {
-	if c.verified || o.Vet == nil {
-		return nil
-	}
-	claim := swarm.RoleClaim(c.role.ModelCID)
-	vctx, cancel := context.WithTimeout(ctx, vetWait)
-	err := o.Vet(vctx, c.peer.ID, claim)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		// Skipped only if its check banned it (the ledger's word): a peer
-		// that went dead meanwhile is asked, and fails as a dead peer does.
-		if tr := o.View.Trust(); tr != nil {
-			if banned, _ := tr.Banned(c.peer.ID); banned {
-				return err
-			}
-		}
-		// Not proven a liar: slow to check, busy, or reached through a
-		// relay whose limits a check's trace exceeds. Asked, weighed low,
-		// and its answer says it is unverified; a check still running goes
-		// on and bans it if it lies.
-		o.log().Info("agent asked unverified: its check did not finish", "peer", c.peer.ID, "model", claim.Model, "err", err)
-		c.verified = false
-		return nil
-	}
-	tr := o.View.Trust()
-	c.verified = tr != nil && tr.Verified(c.peer.ID, claim)
-	return nil
-}
-
-// vetWait is how long a question waits for a role peer's check before it
-// asks the peer unverified.
-const vetWait = 15 * time.Second
 
 // decodeRate measures a peer's decode speed from the tokens as they
 // arrive here: (tokens − 1) over the time from the first to the last.

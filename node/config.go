@@ -223,6 +223,11 @@ type MoAConfig struct {
 	// pipeline.draft_min and draft_max do for pipelines.
 	DraftMin int `json:"draft_min,omitempty"`
 	DraftMax int `json:"draft_max,omitempty"`
+	// Unverified says whether a role whose holders this peer has not
+	// verified (challenged) is asked of them: "never" (default: only
+	// verified holders get a prompt) or "ask" (a few of them, their
+	// answers marked unverified; never as spotter or aggregator).
+	Unverified string `json:"unverified,omitempty"`
 }
 
 // checkDraftK checks a section's draft_min and draft_max.
@@ -400,6 +405,11 @@ func (c Config) validate() error {
 	}
 	if err := checkDraftK("moa", c.MoA.DraftMin, c.MoA.DraftMax); err != nil {
 		return err
+	}
+	switch moa.Unverified(c.MoA.Unverified) {
+	case "", moa.UnverifiedNever, moa.UnverifiedAsk:
+	default:
+		return fmt.Errorf("config: moa.unverified %q: want never (default) or ask", c.MoA.Unverified)
 	}
 	if err := c.Progress.validate(); err != nil {
 		return err

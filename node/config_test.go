@@ -85,6 +85,7 @@ func TestConfigErrors(t *testing.T) {
 		{"draft_max too long", Config{DataDir: dir, Pipeline: PipelineConfig{DraftMax: 33}}, "pipeline.draft_max"},
 		{"moa draft_min negative", Config{DataDir: dir, MoA: MoAConfig{DraftMin: -1}}, "moa.draft_min"},
 		{"draft_min above the default draft_max", Config{DataDir: dir, MoA: MoAConfig{DraftMin: 9}}, "moa.draft_min"},
+		{"moa unverified unknown", Config{DataDir: dir, MoA: MoAConfig{Unverified: "sometimes"}}, "moa.unverified"},
 		{"negative peer sessions", Config{DataDir: dir, Pipeline: PipelineConfig{PeerSessions: -1}}, "peer_sessions"},
 		{"peer queue", Config{DataDir: dir, Pipeline: PipelineConfig{PeerQueue: -2}}, "peer_queue"},
 	}

@@ -19,7 +19,8 @@ type GossipConfig struct {
 	IPColocationWeight float64 `json:"ip_colocation_weight,omitempty"`
 	// IPColocationWhitelist are networks (CIDR) exempt from the
 	// colocation penalty, e.g. a lab LAN whose peers reach others through
-	// one NAT. Loopback is always exempt.
+	// one NAT. Loopback is counted like any address unless listed here
+	// (tests with many peers on one machine list 127.0.0.0/8).
 	IPColocationWhitelist []string `json:"ip_colocation_whitelist,omitempty"`
 	// StreamGrace is how long a peer may send gossip while refusing this
 	// peer's own gossip stream before it is disconnected and refused for

@@ -302,6 +302,9 @@ func (n *Node) teardownLocked() error {
 		n.api = nil
 	}
 	n.waitLoads() // they take no lock of the node's: no deadlock here
+	if n.originator != nil {
+		n.originator.Close() // its background checks use the checker
+	}
 	if n.checks != nil {
 		// First: its checks use the store, the view and the host.
 		errs = append(errs, n.checks.close())

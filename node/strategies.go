@@ -198,8 +198,9 @@ func (n *Node) newOriginator() *moa.Originator {
 		Host: n.host, View: n.swarm.View(), Local: n.moaServer, Log: n.log,
 		Timeouts: moa.Timeouts{Simple: time.Duration(n.cfg.MoA.SimpleTimeout),
 			Complex: time.Duration(n.cfg.MoA.ComplexTimeout), Speed: time.Duration(n.cfg.MoA.SpeedTimeout)},
-		Progress: n.cfg.Progress.swarm(),
-		ConnKind: n.nat.ConnKind,
+		Progress:   n.cfg.Progress.swarm(),
+		ConnKind:   n.nat.ConnKind,
+		Unverified: moa.Unverified(n.cfg.MoA.Unverified),
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/pipeline"
 	"github.com/llmswarm/llmswarm/swarm"
 	"github.com/llmswarm/llmswarm/verify"
@@ -98,6 +99,9 @@ func (n *Node) wireChecks(ctx context.Context) {
 		}
 		n.pipeOrig.Vet = cs.checker.Vet
 		n.pipeOrig.Referee = cs.referee
+	} else if moa.Unverified(n.cfg.MoA.Unverified) != moa.UnverifiedAsk {
+		n.log.Warn("trust.challenges is off, so no role peer becomes verified, and moa.unverified is never: " +
+			"MoA questions use this peer's own roles and peers verified before only (set moa.unverified to ask to use the others)")
 	}
 	bg, cancel := context.WithCancel(ctx)
 	cs.cancel = cancel

@@ -79,6 +79,11 @@ func (v *View) keptAlive(p *Peer) bool {
 	return p.Self || v.proven(p.ID) || (v.opts.protect != nil && v.opts.protect(p.ID))
 }
 
+// Subnet is the network a peer is counted in by the caps on unproven or
+// unverified peers: /24 (IPv4) or /64 (IPv6), loopback included; the zero
+// prefix for an unknown address.
+func Subnet(a netip.Addr) netip.Prefix { return subnet(a) }
+
 // subnet is the network a peer is counted in: /24 (IPv4) or /64 (IPv6);
 // the zero prefix for an unknown address.
 func subnet(a netip.Addr) netip.Prefix {
