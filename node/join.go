@@ -104,13 +104,8 @@ func (n *Node) Join(ctx context.Context, token string) (client.Joined, error) {
 	if h == nil {
 		return client.Joined{}, ErrNotRunning
 	}
-	if cfg.Open {
-		return client.Joined{}, answer.Errorf(answer.BadRequest,
-			"this peer runs an open swarm (open: true in its config, or swarmd --open): restart it without it to join a private swarm")
-	}
-	if want := filepath.Join(cfg.DataDir, SwarmKeyFile); cfg.SwarmKey != want {
-		return client.Joined{}, answer.Errorf(answer.BadRequest,
-			"this peer's swarm key is the file %s (swarm_key, or swarmd --swarm-key); a join writes %s: drop that setting to join by token", cfg.SwarmKey, want)
+	if err := joinable(cfg); err != nil {
+		return client.Joined{}, answer.Wrap(answer.BadRequest, err)
 	}
 	if inv.Peer == h.ID() {
 		return client.Joined{}, answer.Errorf(answer.BadRequest, "the token is this peer's own invitation: use it on another peer")
@@ -161,23 +156,41 @@ func (n *Node) requestRestart() {
 	}
 }
 
-// JoinDataDir prepares the data dir dir to join the swarm of token before
-// the peer starts (swarmd --join): the same files as Node.Join writes.
-func JoinDataDir(dir, token string) (client.Joined, error) {
+// JoinDataDir prepares the data dir of cfg to join the swarm of token
+// before the peer starts (swarmd --join): the same files as Node.Join
+// writes, refused the same way (an open swarm, a swarm_key file).
+func JoinDataDir(cfg Config, token string) (client.Joined, error) {
 	inv, err := ParseInvite(token)
 	if err != nil {
 		return client.Joined{}, err
 	}
-	if err := prepareDataDir(dir); err != nil {
+	if cfg, err = cfg.withDefaults(); err != nil {
 		return client.Joined{}, err
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, IdentityFile)); err == nil {
+	if err := joinable(cfg); err != nil {
+		return client.Joined{}, err
+	}
+	if err := prepareDataDir(cfg.DataDir); err != nil {
+		return client.Joined{}, err
+	}
+	if b, err := os.ReadFile(filepath.Join(cfg.DataDir, IdentityFile)); err == nil {
 		if k, err := crypto.UnmarshalPrivateKey(b); err == nil && peerIDOf(k) == inv.Peer {
 			return client.Joined{}, errors.New("join: the token is this peer's own invitation: use it on another peer")
 		}
 	}
-	j, _, err := joinDataDir(dir, inv)
+	j, _, err := joinDataDir(cfg.DataDir, inv)
 	return j, err
+}
+
+// joinable says why a peer of cfg (defaults applied) cannot join by token.
+func joinable(cfg Config) error {
+	if cfg.Open {
+		return errors.New("join: this peer runs an open swarm (open: true in its config, or swarmd --open): drop it to join a private swarm")
+	}
+	if want := filepath.Join(cfg.DataDir, SwarmKeyFile); cfg.SwarmKey != want {
+		return fmt.Errorf("join: this peer's swarm key is the file %s (swarm_key, or swarmd --swarm-key); a join writes %s: drop that setting to join by token", cfg.SwarmKey, want)
+	}
+	return nil
 }
 
 // joinDataDir writes inv's key and addresses into dir; changed is false

@@ -234,7 +234,7 @@ func TestJoinRefusesBadTokens(t *testing.T) {
 			t.Fatalf("join %q: %v, want 400 mentioning %q", tc.tok, err, tc.want)
 		}
 	}
-	if _, err := node.JoinDataDir(t.TempDir(), "swarm1-abc"); !errors.Is(err, node.ErrBadToken) {
+	if _, err := node.JoinDataDir(node.Config{DataDir: t.TempDir()}, "swarm1-abc"); !errors.Is(err, node.ErrBadToken) {
 		t.Fatalf("JoinDataDir with a bad token: %v", err)
 	}
 	after, _ := os.ReadFile(filepath.Join(p.Dir, node.SwarmKeyFile))

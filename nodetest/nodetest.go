@@ -148,7 +148,7 @@ func Cluster(t testing.TB, n int, edit func(i int, c *node.Config)) []*Peer {
 			cfg = Config(t.TempDir())
 		} else {
 			cfg = FreshConfig(t.TempDir())
-			if _, err := node.JoinDataDir(cfg.DataDir, token); err != nil {
+			if _, err := node.JoinDataDir(cfg, token); err != nil {
 				t.Fatalf("joining the first peer's swarm: %v", err)
 			}
 		}
