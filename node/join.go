@@ -156,6 +156,26 @@ func (n *Node) requestRestart() {
 	}
 }
 
+// RestartConfig is the node's Config with the API and the libp2p listen
+// addresses pinned to those it has now (ephemeral ports included): the
+// config of the node that replaces it after RestartRequested, so that
+// local tools and other peers find the peer where it was.
+func (n *Node) RestartConfig() Config {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cfg := n.Config
+	if n.api != nil {
+		cfg.API = n.api.addr()
+	}
+	if n.host != nil {
+		cfg.Listen = nil
+		for _, a := range n.host.Network().ListenAddresses() {
+			cfg.Listen = append(cfg.Listen, a.String())
+		}
+	}
+	return cfg
+}
+
 // JoinDataDir prepares the data dir of cfg to join the swarm of token
 // before the peer starts (swarmd --join): the same files as Node.Join
 // writes, refused the same way (an open swarm, a swarm_key file).

@@ -36,15 +36,8 @@ func (f *daemonFlags) restart(ctx context.Context, n *node.Node, log *slog.Logge
 		log.Error("restart: config not re-read; using the one at start", "err", err)
 		cfg = n.Config
 	}
-	if addr := n.APIAddr(); addr != "off" {
-		cfg.API = addr
-	}
-	if h := n.Host(); h != nil {
-		cfg.Listen = nil
-		for _, a := range h.Network().ListenAddresses() {
-			cfg.Listen = append(cfg.Listen, a.String())
-		}
-	}
+	pinned := n.RestartConfig()
+	cfg.API, cfg.Listen = pinned.API, pinned.Listen
 	log.Info("restarting the peer with its new swarm key")
 	if err := n.Close(); err != nil {
 		log.Warn("restart: closing the peer", "err", err)
