@@ -603,4 +603,31 @@ function finish(r) {
   }
 }
 
+// The invitation is a secret: fetched and shown only when asked for,
+// hidden again on a second click.
+$("invite-show").addEventListener("click", async () => {
+  const box = $("invite"), btn = $("invite-show"), meta = $("invite-meta");
+  if (!box.hidden) {
+    box.hidden = true;
+    btn.textContent = "Show invitation";
+    return;
+  }
+  try {
+    const inv = await apiJSON("GET", "/v1/swarm/invite");
+    $("invite-token").textContent = inv.token;
+    const resp = await api("GET", "/v1/swarm/invite/qr.png");
+    const img = $("invite-qr");
+    if (img.src) URL.revokeObjectURL(img.src);
+    img.src = resp.ok ? URL.createObjectURL(await resp.blob()) : "";
+    meta.className = "small muted";
+    meta.textContent = `swarm ${inv.swarm_id} · ${inv.addrs.length} address(es)`;
+    box.hidden = false;
+    btn.textContent = "Hide";
+  } catch (err) {
+    if (err instanceof AuthError) return;
+    meta.className = "small error";
+    meta.textContent = err.message;
+  }
+});
+
 connect();
