@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestJoinByInvite: fresh daemons in a network namespace of their own,
+// mDNS on, each make a private swarm: c, started with --join and a's
+// token, is a member of a's swarm, while b, in the same namespace all
+// along, never shows in their tables nor they in its. Bad tokens are
+// refused by swarmd --join and swarmctl join, naming the problem. Then
+// swarmctl join on the running b: b restarts its network with a's key
+// (the old one kept), on the same API address, and sees a and its role.
+func TestJoinByInvite(t *testing.T) {
+	ns := newNetns(t)
+	model := archModel(t, "qwen3")
+	a := startFreshDaemon(t, ns, "--threads", "1", "--role", "writer="+model)
+	b := startFreshDaemon(t, ns)
+	tok, errOut, code := a.ctl("invite")
+	tok = strings.TrimSpace(tok)
+	if code != 0 || !strings.HasPrefix(tok, "swarm1-") || !strings.Contains(errOut, "swarmd --join") {
+		t.Fatalf("swarmctl invite: exit %d, %q, %q", code, tok, errOut)
+	}
+	t.Logf("swarmctl invite: a %d-character token", len(tok))
+
+	c := startFreshDaemon(t, ns, "--join", tok)
+	aID, bID, cID := a.peerID(), b.peerID(), c.peerID()
+	took := eventually(t, 30*time.Second, "c, started with --join, and a see each other", func() bool {
+		return a.peers()[cID] && c.peers()[aID]
+	})
+	t.Logf("a peer started with --join was in the swarm %s after its API answered", took)
+	for name, d := range map[string]*daemon{"a": a, "c": c} {
+		if _, ok := d.peers()[bID]; ok {
+			t.Fatalf("%s lists b, a peer of another swarm", name)
+		}
+	}
+	if ps := b.peers(); len(ps) != 1 {
+		t.Fatalf("b, a swarm of its own, lists %v", ps)
+	}
+
+	// Bad tokens.
+	if out, code := runSwarmd(t, "--data", t.TempDir(), "--api", "off", "--join", tok[:60]); code != 2 || !strings.Contains(out, "cut short") {
+		t.Fatalf("swarmd --join with a truncated token: exit %d\n%s", code, out)
+	}
+	if _, errOut, code := b.ctl("join", "swarm1-"+strings.Repeat("a", 8)); code != 1 || !strings.Contains(errOut, "bad join token") {
+		t.Fatalf("swarmctl join with a bad token: exit %d, %s", code, errOut)
+	}
+	if _, errOut, code := b.ctl("join"); code != 2 || !strings.Contains(errOut, "one argument") {
+		t.Fatalf("swarmctl join without a token: exit %d, %s", code, errOut)
+	}
+
+	// swarmctl join on the running b.
+	oldKey, _ := os.ReadFile(filepath.Join(b.dir, "swarm.key"))
+	out, errOut, code := b.ctl("join", tok)
+	if code != 0 || !strings.Contains(out, "joined swarm") || !strings.Contains(out, "left swarm") {
+		t.Fatalf("swarmctl join: exit %d, %s %s", code, out, errOut)
+	}
+	if kept, _ := os.ReadFile(filepath.Join(b.dir, "swarm.key.old")); string(kept) != string(oldKey) {
+		t.Fatal("the replaced key was not kept as swarm.key.old")
+	}
+	if !strings.Contains(b.log.String(), "previous_swarm=") {
+		t.Fatal("the key replacement was not logged with both swarm IDs")
+	}
+	eventually(t, 30*time.Second, "b, joined, sees a and its writer", func() bool {
+		return b.peers()[aID] && b.roles()["writer"] == 1
+	})
+	if b.peerID() != bID {
+		t.Fatal("b changed its identity joining")
+	}
+}
