@@ -176,9 +176,9 @@ func bootstrapProblem(err error, private bool) string {
 	case strings.Contains(s, "peer id mismatch"):
 		return "answers with another peer ID: the /p2p/ part of its address is wrong"
 	case handshakeFailed(s) && private:
-		return "refused the handshake: it has a different swarm key, or none (a private swarm admits only peers with its key)"
+		return "refused the handshake: it has a different swarm key, or none (a private swarm admits only peers with its key: join it with a token from swarmctl invite on one of its members)"
 	case handshakeFailed(s):
-		return "refused the handshake: it is probably a private swarm (swarm.key) this peer has no key for"
+		return "refused the handshake: it is probably a private swarm (swarm.key) this peer has no key for (join it with a token from swarmctl invite on one of its members)"
 	}
 	return "is unreachable: " + lastCause(s)
 }
