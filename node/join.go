@@ -195,7 +195,7 @@ func JoinDataDir(cfg Config, token string) (client.Joined, error) {
 	}
 	if b, err := os.ReadFile(filepath.Join(cfg.DataDir, IdentityFile)); err == nil {
 		if k, err := crypto.UnmarshalPrivateKey(b); err == nil && peerIDOf(k) == inv.Peer {
-			return client.Joined{}, errors.New("join: the token is this peer's own invitation: use it on another peer")
+			return client.Joined{}, errors.New("the token is this peer's own invitation: use it on another peer")
 		}
 	}
 	j, _, err := joinDataDir(cfg.DataDir, inv)
@@ -205,10 +205,10 @@ func JoinDataDir(cfg Config, token string) (client.Joined, error) {
 // joinable says why a peer of cfg (defaults applied) cannot join by token.
 func joinable(cfg Config) error {
 	if cfg.Open {
-		return errors.New("join: this peer runs an open swarm (open: true in its config, or swarmd --open): drop it to join a private swarm")
+		return errors.New("this peer runs an open swarm (open: true in its config, or swarmd --open): drop it to join a private swarm")
 	}
 	if want := filepath.Join(cfg.DataDir, SwarmKeyFile); cfg.SwarmKey != want {
-		return fmt.Errorf("join: this peer's swarm key is the file %s (swarm_key, or swarmd --swarm-key); a join writes %s: drop that setting to join by token", cfg.SwarmKey, want)
+		return fmt.Errorf("this peer's swarm key is the file %s (swarm_key, or swarmd --swarm-key); a join writes %s: drop that setting to join by token", cfg.SwarmKey, want)
 	}
 	return nil
 }

@@ -169,7 +169,7 @@ func TestOpenSwarm(t *testing.T) {
 	}
 }
 
-func testInvite(t *testing.T) node.Invite {
+func testInvite(t testing.TB) node.Invite {
 	key := bytes.Repeat([]byte{7}, 32)
 	id, err := peer.Decode("12D3KooWD3eckifWpRn9wQpMG9R9hX3sD158z7EqHWmweQAJU5SA")
 	if err != nil {
