@@ -603,6 +603,15 @@ function finish(r) {
   }
 }
 
+function dataURL(blob) {
+  return new Promise((ok, fail) => {
+    const r = new FileReader();
+    r.onload = () => ok(r.result);
+    r.onerror = () => fail(r.error);
+    r.readAsDataURL(blob);
+  });
+}
+
 // The invitation is a secret: fetched and shown only when asked for,
 // hidden again on a second click.
 $("invite-show").addEventListener("click", async () => {
@@ -616,9 +625,9 @@ $("invite-show").addEventListener("click", async () => {
     const inv = await apiJSON("GET", "/v1/swarm/invite");
     $("invite-token").textContent = inv.token;
     const resp = await api("GET", "/v1/swarm/invite/qr.png");
-    const img = $("invite-qr");
-    if (img.src) URL.revokeObjectURL(img.src);
-    img.src = resp.ok ? URL.createObjectURL(await resp.blob()) : "";
+    // A data: URL, as the page's CSP allows images from itself and data:
+    // only (the PNG needs the API token, so no plain <img src>).
+    $("invite-qr").src = resp.ok ? await dataURL(await resp.blob()) : "";
     meta.className = "small muted";
     meta.textContent = `swarm ${inv.swarm_id} · ${inv.addrs.length} address(es)`;
     box.hidden = false;
