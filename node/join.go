@@ -157,13 +157,19 @@ func (n *Node) requestRestart() {
 }
 
 // RestartConfig is the node's Config with the API and the libp2p listen
-// addresses pinned to those it has now (ephemeral ports included): the
-// config of the node that replaces it after RestartRequested, so that
-// local tools and other peers find the peer where it was.
+// addresses pinned to those it has now (ephemeral ports included), and
+// its roles and shards those it serves now (added at run time included,
+// removed ones left out): the config of the node that replaces it after
+// RestartRequested, so that local tools and other peers find the peer
+// where it was, serving what it served.
 func (n *Node) RestartConfig() Config {
+	roles, shardSpecs := n.servedSpecs()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	cfg := n.Config
+	if roles != nil {
+		cfg.Roles, cfg.Shards = roles, shardSpecs
+	}
 	if n.api != nil {
 		cfg.API = n.api.addr()
 	}
@@ -174,6 +180,28 @@ func (n *Node) RestartConfig() Config {
 		}
 	}
 	return cfg
+}
+
+// servedSpecs is what the peer serves now, as the roles and shards config
+// keys spell it: each role's model file, and each shard as the file its
+// layers were loaded from (a slice in the data dir, or the model) and its
+// range, so that a restart needs no other peer to load them again. Nil
+// roles: the peer is not running.
+func (n *Node) servedSpecs() (map[string]string, []string) {
+	if n.Swarm() == nil || n.moaServer == nil || n.pipe == nil {
+		return nil, nil
+	}
+	n.runMu.Lock() // an AddRole or AddShard under way finishes first
+	defer n.runMu.Unlock()
+	roles := map[string]string{}
+	for _, rm := range n.moaServer.Models() {
+		roles[rm.Role] = rm.Model.Info().Path
+	}
+	var specs []string
+	for _, sh := range n.pipe.stages.Local() {
+		specs = append(specs, fmt.Sprintf("%s:%d-%d", sh.Model.Info().Path, sh.Start, sh.End))
+	}
+	return roles, specs
 }
 
 // JoinDataDir prepares the data dir of cfg to join the swarm of token

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,5 +246,60 @@ func TestJoinRefusesBadTokens(t *testing.T) {
 	case <-p.RestartRequested():
 		t.Fatal("a refused join asked for a restart")
 	default:
+	}
+}
+
+// TestJoinKeepsRunTimeModels: a peer that serves a role and a shard added
+// at run time joins another swarm; the node that replaces it, on its
+// RestartConfig (as swarmd and the mobile facade start it), serves both,
+// and the role answers a question of the swarm it joined.
+func TestJoinKeepsRunTimeModels(t *testing.T) {
+	model := q8Model(t)
+	a := nodetest.Start(t, nodetest.FreshConfig(t.TempDir()))
+	cfg := nodetest.FreshConfig(t.TempDir())
+	cfg.Engine = node.EngineConfig{Threads: 1, Context: 256}
+	p := nodetest.Start(t, cfg)
+	c := client.New(p.APIAddr(), "")
+	if _, err := c.AddRole(t.Context(), moa.Critic, model); err != nil {
+		t.Fatalf("add critic: %v", err)
+	}
+	sh, err := c.AddShard(t.Context(), model+":0-2")
+	if err != nil {
+		t.Fatalf("add shard: %v", err)
+	}
+	inv, err := client.New(a.APIAddr(), "").Invite(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, err := c.Join(t.Context(), inv.Token); err != nil || !j.Restarting {
+		t.Fatalf("join: %+v, %v", j, err)
+	}
+	select {
+	case <-p.RestartRequested():
+	case <-time.After(10 * time.Second):
+		t.Fatal("join changed the key but asked for no restart")
+	}
+	rcfg := p.RestartConfig()
+	p.Close()
+	if got := rcfg.Roles[moa.Critic]; got != model {
+		t.Fatalf("RestartConfig roles %v: want the critic added at run time, on %s", rcfg.Roles, model)
+	}
+	p = nodetest.Start(t, rcfg)
+	var ps client.PS
+	nodetest.Eventually(t, 20*time.Second, "the restarted peer loads the critic and layers [0,2) added at run time", func() bool {
+		ps, _ = p.PS()
+		var critic, shard bool
+		for _, m := range ps.Models {
+			critic = critic || m.Kind == "role" && slices.Equal(m.Roles, []string{moa.Critic})
+			shard = shard || m.Kind == "shard" && m.ModelCID == sh.ModelCID && m.Start == 0 && m.End == 2
+		}
+		return critic && shard
+	})
+	nodetest.Eventually(t, 20*time.Second, "a sees the joined peer's critic", func() bool {
+		return len(a.Swarm().View().ByRole(moa.Critic)) == 1
+	})
+	res, err := client.New(a.APIAddr(), "").Query(t.Context(), client.QueryRequest{Query: "hi", Mode: moa.Critic, MaxTokens: 3}, nil)
+	if err != nil || len(res.AgentResponses) == 0 || res.AgentResponses[0].Peer != p.ID().String() {
+		t.Fatalf("a's question to the critic: %v %+v", err, res)
 	}
 }
