@@ -29,7 +29,9 @@ func joinBeforeStart(cfg node.Config, token string, log *slog.Logger) error {
 // start, after a join changed the swarm key under it (swarmctl join): the
 // libp2p host takes its key when it is made. The API and the libp2p
 // listeners come back on the addresses they had (ephemeral ports
-// included), so local tools and other peers find it where it was.
+// included), so local tools and other peers find it where it was, and it
+// serves the roles and shards it served (those added or removed at run
+// time included), not the config's.
 func (f *daemonFlags) restart(ctx context.Context, n *node.Node, log *slog.Logger) (*node.Node, error) {
 	cfg, err := f.buildConfig()
 	if err != nil {
@@ -38,6 +40,7 @@ func (f *daemonFlags) restart(ctx context.Context, n *node.Node, log *slog.Logge
 	}
 	pinned := n.RestartConfig()
 	cfg.API, cfg.Listen = pinned.API, pinned.Listen
+	cfg.Roles, cfg.Shards = pinned.Roles, pinned.Shards
 	log.Info("restarting the peer with its new swarm key")
 	if err := n.Close(); err != nil {
 		log.Warn("restart: closing the peer", "err", err)
