@@ -53,7 +53,14 @@ func TestJoinByInvite(t *testing.T) {
 		t.Fatalf("swarmctl join without a token: exit %d, %s", code, errOut)
 	}
 
-	// swarmctl join on the running b.
+	// swarmctl join on the running b, which serves a role and a shard added
+	// at run time: it serves them after the join too.
+	if out, errb, code := b.ctl("role", "add", "critic", model); code != 0 {
+		t.Fatalf("role add on b: exit %d\n%s%s", code, out, errb)
+	}
+	if out, errb, code := b.ctl("shard", "add", model+":0-2"); code != 0 {
+		t.Fatalf("shard add on b: exit %d\n%s%s", code, out, errb)
+	}
 	oldKey, _ := os.ReadFile(filepath.Join(b.dir, "swarm.key"))
 	out, errOut, code := b.ctl("join", tok)
 	if code != 0 || !strings.Contains(out, "joined swarm") || !strings.Contains(out, "left swarm") {
@@ -71,4 +78,29 @@ func TestJoinByInvite(t *testing.T) {
 	if b.peerID() != bID {
 		t.Fatal("b changed its identity joining")
 	}
+	var ps struct {
+		Models []struct {
+			Kind  string   `json:"kind"`
+			Roles []string `json:"roles"`
+			Start int      `json:"start"`
+			End   int      `json:"end"`
+		} `json:"models"`
+	}
+	// The restarted peer loads them in the background, as those of its config.
+	eventually(t, 30*time.Second, "b, joined, serves the role and shard added at run time", func() bool {
+		b.ctlJSON(&ps, "ps")
+		var critic, shard bool
+		for _, m := range ps.Models {
+			critic = critic || m.Kind == "role" && strings.Join(m.Roles, ",") == "critic"
+			shard = shard || m.Kind == "shard" && m.Start == 0 && m.End == 2
+		}
+		return critic && shard
+	})
+	eventually(t, 30*time.Second, "a sees b's critic and asks it", func() bool {
+		if a.roles()["critic"] != 1 {
+			return false
+		}
+		_, _, code := a.ctl("ask", "--mode", "critic", "--max-tokens", "3", "hello")
+		return code == 0
+	})
 }
