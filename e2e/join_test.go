@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,4 +104,35 @@ func TestJoinByInvite(t *testing.T) {
 		_, _, code := a.ctl("ask", "--mode", "critic", "--max-tokens", "3", "hello")
 		return code == 0
 	})
+}
+
+// TestJoinDataDirInUse: swarmd --join pointed at the data dir of a
+// running daemon fails as any second daemon on it does, and changes
+// nothing there: the running daemon keeps its key and its peers.
+func TestJoinDataDirInUse(t *testing.T) {
+	first := startFreshDaemon(t, "", "--no-mdns")
+	other := startFreshDaemon(t, "", "--no-mdns")
+	tok, errOut, code := other.ctl("invite")
+	if code != 0 {
+		t.Fatalf("swarmctl invite: exit %d: %s", code, errOut)
+	}
+	keyFile := filepath.Join(first.dir, "swarm.key")
+	before, _ := os.ReadFile(keyFile)
+	out, code := runSwarmd(t, "--data", first.dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--no-mdns",
+		"--join", strings.TrimSpace(tok))
+	want := fmt.Sprintf("pid %d", first.cmd.Process.Pid)
+	if code != 1 || !strings.Contains(out, "data dir in use") || !strings.Contains(out, want) {
+		t.Fatalf("swarmd --join on a dir in use: exit %d, want 1 and an error naming %q:\n%s", code, want, out)
+	}
+	if after, err := os.ReadFile(keyFile); err != nil || string(after) != string(before) {
+		t.Fatal("swarmd --join refused for a dir in use changed the running daemon's swarm key")
+	}
+	for _, f := range []string{"swarm.key.old", "joined.peers"} {
+		if _, err := os.Stat(filepath.Join(first.dir, f)); err == nil {
+			t.Fatalf("swarmd --join refused for a dir in use wrote %s", f)
+		}
+	}
+	if _, errOut, code := first.ctl("status"); code != 0 {
+		t.Fatalf("first daemon after the refusal: exit %d: %s", code, errOut)
+	}
 }

@@ -206,7 +206,8 @@ func (n *Node) servedSpecs() (map[string]string, []string) {
 
 // JoinDataDir prepares the data dir of cfg to join the swarm of token
 // before the peer starts (swarmd --join): the same files as Node.Join
-// writes, refused the same way (an open swarm, a swarm_key file).
+// writes, refused the same way (an open swarm, a swarm_key file), and
+// with ErrDataDirInUse, writing nothing, while a peer runs on the dir.
 func JoinDataDir(cfg Config, token string) (client.Joined, error) {
 	inv, err := ParseInvite(token)
 	if err != nil {
@@ -221,6 +222,13 @@ func JoinDataDir(cfg Config, token string) (client.Joined, error) {
 	if err := prepareDataDir(cfg.DataDir); err != nil {
 		return client.Joined{}, err
 	}
+	// A peer running on the dir holds its lock: its key must not change
+	// under it. Released on return, for the peer's Start to take.
+	lk, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return client.Joined{}, err
+	}
+	defer lk.release()
 	if b, err := os.ReadFile(filepath.Join(cfg.DataDir, IdentityFile)); err == nil {
 		if k, err := crypto.UnmarshalPrivateKey(b); err == nil && peerIDOf(k) == inv.Peer {
 			return client.Joined{}, errors.New("the token is this peer's own invitation: use it on another peer")

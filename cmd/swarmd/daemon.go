@@ -288,6 +288,9 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 	if f.join != "" {
 		if err := joinBeforeStart(cfg, f.join, log); err != nil {
 			fmt.Fprintln(stderr, "swarmd:", err)
+			if errors.Is(err, node.ErrDataDirInUse) {
+				return 1 // as when the peer's start finds the dir in use
+			}
 			return 2
 		}
 	}
