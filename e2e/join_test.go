@@ -15,7 +15,9 @@ import (
 // along, never shows in their tables nor they in its. Bad tokens are
 // refused by swarmd --join and swarmctl join, naming the problem. Then
 // swarmctl join on the running b: b restarts its network with a's key
-// (the old one kept), on the same API address, and sees a and its role.
+// (the old one kept), on the same API address, and sees a and its role;
+// it serves the role and shard added to it at run time, and a's question
+// to that role is answered.
 func TestJoinByInvite(t *testing.T) {
 	ns := newNetns(t)
 	model := archModel(t, "qwen3")
