@@ -44,6 +44,8 @@ type Backend interface {
 	EventsSnapshot() (client.EventsSnapshot, error)
 	Metrics() prometheus.Gatherer
 	APIToken() string
+	Invite() (client.Invite, error)
+	Join(ctx context.Context, token string) (client.Joined, error)
 }
 
 var _ Backend = (*node.Node)(nil)
@@ -107,6 +109,9 @@ func (a *server) routes() {
 	m.HandleFunc("GET /v1/swarm/plan", func(w http.ResponseWriter, r *http.Request) {
 		serveValue(w, func() (client.Plan, error) { return a.b.Plan(r.URL.Query().Get("model")) })
 	})
+	m.HandleFunc("GET /v1/swarm/invite", a.invite)
+	m.HandleFunc("GET /v1/swarm/invite/qr.png", a.inviteQR)
+	m.HandleFunc("POST /v1/swarm/join", a.join)
 	m.HandleFunc("POST /v1/swarm/roles", a.addRole)
 	m.HandleFunc("DELETE /v1/swarm/roles/{role}", a.removeRole)
 	m.HandleFunc("POST /v1/swarm/shards", a.addShard)

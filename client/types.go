@@ -10,6 +10,8 @@ type ID struct {
 	Version  string   `json:"version"`
 	Platform Platform `json:"platform"`
 	Private  bool     `json:"private"` // member of a private (swarm.key) network
+	// SwarmID is a short name of the swarm key (node.SwarmID).
+	SwarmID string `json:"swarm_id,omitempty"`
 }
 
 // Platform describes a device.
@@ -106,6 +108,7 @@ type Status struct {
 	DHTPeers    int      `json:"dht_routing_table"`
 	MDNS        bool     `json:"mdns"`
 	Private     bool     `json:"private"`
+	SwarmID     string   `json:"swarm_id,omitempty"`
 	HeartbeatMS int64    `json:"heartbeat_ms"`
 	DeadAfterMS int64    `json:"dead_after_ms"`
 	Bootstrap   int      `json:"bootstrap_peers"`

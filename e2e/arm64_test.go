@@ -97,6 +97,7 @@ func arm64Swarmd(t *testing.T) []string {
 func startDaemonExe(t *testing.T, exe []string, extra ...string) *daemon {
 	t.Helper()
 	d := &daemon{t: t, dir: t.TempDir(), exe: exe}
+	shareKey(t, d.dir, extra)
 	d.args = append([]string{"--data", d.dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0",
 		"--log-level", "debug"}, extra...)
 	d.start()

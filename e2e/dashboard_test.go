@@ -197,6 +197,11 @@ func TestDashboard(t *testing.T) {
 		chromedp.SendKeys("#token-input", token, chromedp.ByID), chromedp.Click("#token-ok", chromedp.ByID))
 	waitJS("the event stream is live", `document.getElementById("live").textContent === "live"`, 20*time.Second)
 	waitJS("the page shows 3 live peers", `document.querySelectorAll("#peers .peer.alive").length === 3`, 30*time.Second)
+	// The invitation (a secret) shows only on a click: the join token and
+	// its QR code, both fetched with the API token.
+	run("show the invitation", chromedp.Click("#invite-show", chromedp.ByID))
+	waitJS("the page shows the join token and its QR code", `document.getElementById("invite-token").textContent.startsWith("swarm1-") &&
+		document.getElementById("invite-qr").naturalWidth > 100`, 10*time.Second)
 	var cards string
 	run("read the peer cards", chromedp.Evaluate(`document.getElementById("peers").innerText`, &cards))
 	for _, want := range []string{"this peer", "reasoner", "writer", "aggregator", "tok/s"} {

@@ -7,6 +7,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -112,6 +114,45 @@ func startDaemon(t testing.TB, netns string, extra ...string) *daemon {
 func startDaemonThrottled(t testing.TB, netns string, th *throttle, extra ...string) *daemon {
 	t.Helper()
 	d := &daemon{t: t, dir: t.TempDir(), netns: netns, throttle: th}
+	shareKey(t, d.dir, extra)
+	d.args = append([]string{"--data", d.dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0",
+		"--log-level", "debug"}, extra...)
+	d.start()
+	t.Cleanup(d.kill)
+	return d
+}
+
+// testKeys holds each test's swarm key (hex), by test.
+var testKeys sync.Map
+
+// shareKey makes a daemon in dir a member of its test's swarm: one random
+// key per test, written into the data dir, as swarmd --join would. Not
+// for a daemon whose flags choose otherwise (--swarm-key, --open, --join).
+// startFreshDaemon starts one without it: a newly installed peer.
+func shareKey(t testing.TB, dir string, args []string) {
+	t.Helper()
+	for _, a := range args {
+		if a == "--swarm-key" || a == "--open" || a == "--join" {
+			return
+		}
+	}
+	k, ok := testKeys.Load(t)
+	if !ok {
+		b := make([]byte, 32)
+		rand.Read(b)
+		k, _ = testKeys.LoadOrStore(t, hex.EncodeToString(b))
+		t.Cleanup(func() { testKeys.Delete(t) })
+	}
+	if err := os.WriteFile(filepath.Join(dir, "swarm.key"), []byte("/key/swarm/psk/1.0.0/\n/base16/\n"+k.(string)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startFreshDaemon is startDaemon for a peer with no key yet: it makes
+// a private swarm of its own at start.
+func startFreshDaemon(t testing.TB, netns string, extra ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, dir: t.TempDir(), netns: netns}
 	d.args = append([]string{"--data", d.dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0",
 		"--log-level", "debug"}, extra...)
 	d.start()

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -151,6 +152,11 @@ func natDaemonEnv(t testing.TB, ns, listen string, env []string, cfg map[string]
 	}
 	d.args = append([]string{"--data", d.dir, "--config", conf, "--listen", listen,
 		"--api", "127.0.0.1:0", "--no-mdns", "--log-level", "debug"}, extra...)
+	if !slices.Contains(extra, "--swarm-key") {
+		// These tests compare an open swarm with a private one (keyFile),
+		// and QUIC takes no key.
+		d.args = append(d.args, "--open")
+	}
 	d.start()
 	t.Cleanup(d.kill)
 	return d

@@ -87,6 +87,7 @@ func (m *Node) Ask(requestJSON string, h AskHandler) (*Request, error) {
 		return nil, errStopped
 	}
 	m.reqs.Add(1)
+	n := m.n
 	m.mu.Unlock()
 	ctx, cancel := context.WithCancel(m.ctx)
 	r := &Request{cancel: cancel, done: make(chan struct{})}
@@ -95,7 +96,7 @@ func (m *Node) Ask(requestJSON string, h AskHandler) (*Request, error) {
 	go func() {
 		defer m.reqs.Done()
 		defer cancel()
-		res, err := m.n.Query(ctx, req, q.event)
+		res, err := n.Query(ctx, req, q.event)
 		if err != nil {
 			kind := answer.KindOf(err)
 			if ctx.Err() != nil {

@@ -182,6 +182,9 @@ replace github.com/llmswarm/llmswarm => %s
 // reported 10% battery, that role sees that in the phone's record.
 func runJava(t *testing.T, java, lib, classes, out string, role *nodetest.Peer) {
 	t.Helper()
+	if err := nodetest.ShareKey(filepath.Join(out, "data")); err != nil { // the phone joins role's swarm
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, java, "-Djava.library.path="+lib, "-cp", classes, "BindTest",

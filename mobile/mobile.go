@@ -26,7 +26,8 @@ type Node struct {
 	ctx    context.Context
 	cancel context.CancelFunc // ends every request; Stop calls it
 
-	mu       sync.Mutex
+	joinMu   sync.Mutex // one Join at a time
+	mu       sync.Mutex // guards n, which a Join replaces, and the fields below
 	stopped  bool
 	stopDone chan struct{}  // closed once Stop has stopped the peer
 	stopErr  error          // Stop's, once stopDone is closed
@@ -115,7 +116,10 @@ func (m *Node) Stop() error {
 	m.mu.Unlock()
 	m.cancel()
 	m.reqs.Wait()
-	err := m.n.Close()
+	m.mu.Lock()
+	n := m.n
+	m.mu.Unlock()
+	err := n.Close()
 	m.log.close()
 	m.stopErr = err
 	close(m.stopDone)
@@ -126,40 +130,44 @@ func (m *Node) Stop() error {
 // {"peer_id", "addrs", "version", "platform", "private"}. (Not "ID":
 // gobind turns a method named id into id_ in Objective-C.)
 func (m *Node) Identity() (string, error) {
-	if m.isStopped() {
+	n := m.node()
+	if n == nil {
 		return "", errStopped
 	}
-	v, err := m.n.ID()
+	v, err := n.ID()
 	return encode(v, err)
 }
 
 // Status is this peer's state as JSON, as GET /v1/swarm/status answers
 // (peers known and alive, connections, NAT, power with taking_work, ...).
 func (m *Node) Status() (string, error) {
-	if m.isStopped() {
+	n := m.node()
+	if n == nil {
 		return "", errStopped
 	}
-	v, err := m.n.Status()
+	v, err := n.Status()
 	return encode(v, err)
 }
 
 // Peers lists the peers this one knows, itself included, as JSON, as GET
 // /v1/swarm/peers answers: {"peers": [{"peer_id", "alive", "roles", ...}]}.
 func (m *Node) Peers() (string, error) {
-	if m.isStopped() {
+	n := m.node()
+	if n == nil {
 		return "", errStopped
 	}
-	v, err := m.n.Peers()
+	v, err := n.Peers()
 	return encode(v, err)
 }
 
 // APIAddr is the address the local HTTP API listens on, "off" when it
 // does not (the default on a phone).
 func (m *Node) APIAddr() string {
-	if m.isStopped() {
+	n := m.node()
+	if n == nil {
 		return "off"
 	}
-	return m.n.APIAddr()
+	return n.APIAddr()
 }
 
 // ReportPower tells the peer the device's power state: batteryPercent
@@ -172,17 +180,22 @@ func (m *Node) APIAddr() string {
 // (Android's ACTION_BATTERY_CHANGED and thermal status listener, iOS's
 // battery and thermal state notifications).
 func (m *Node) ReportPower(batteryPercent int, charging bool, thermal string) error {
-	if m.isStopped() {
+	n := m.node()
+	if n == nil {
 		return errStopped
 	}
-	return m.n.ReportPower(node.Power{BatteryPercent: batteryPercent, Charging: charging, Thermal: thermal})
+	return n.ReportPower(node.Power{BatteryPercent: batteryPercent, Charging: charging, Thermal: thermal})
 }
 
-// isStopped is true after Stop, and on a Node Start did not make.
-func (m *Node) isStopped() bool {
+// node is the running peer: nil after Stop, and on a Node Start did not
+// make. A Join that changed the swarm key replaces it.
+func (m *Node) node() *node.Node {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.stopped || m.n == nil
+	if m.stopped {
+		return nil
+	}
+	return m.n
 }
 
 func encode(v any, err error) (string, error) {
@@ -199,3 +212,6 @@ func encode(v any, err error) (string, error) {
 // Version is the build of the peer: release, then the module version or
 // VCS revision it was built from, as swarmd --version prints it.
 func Version() string { return version.String() }
+
+// isStopped is true after Stop, and on a Node Start did not make.
+func (m *Node) isStopped() bool { return m.node() == nil }

@@ -91,7 +91,11 @@ func phoneJSON(t testing.TB, bootstrap ...string) string {
 
 func startPhone(t testing.TB, configJSON string, logger Logger) *Node {
 	t.Helper()
-	m, err := Start(configJSON, t.TempDir(), logger)
+	dir := t.TempDir()
+	if err := nodetest.ShareKey(dir); err != nil { // a member of the test swarm
+		t.Fatal(err)
+	}
+	m, err := Start(configJSON, dir, logger)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -374,6 +378,12 @@ func TestZeroValues(t *testing.T) {
 	}
 	if err := m.ReportPower(50, false, ""); err == nil {
 		t.Fatal("zero Node took a power report")
+	}
+	if _, err := m.Invite(); err == nil {
+		t.Fatal("zero Node gave an invitation")
+	}
+	if _, err := m.Join("swarm1-x"); err == nil {
+		t.Fatal("zero Node joined")
 	}
 	if err := m.Stop(); err != nil || m.APIAddr() != "off" {
 		t.Fatalf("zero Node: Stop %v, APIAddr %q", err, m.APIAddr())

@@ -34,8 +34,8 @@ type Config struct {
 	// DataDir holds the identity key, the optional swarm.key, models and
 	// shards. Default: ~/.swarm.
 	DataDir string `json:"data_dir,omitempty"`
-	// Listen is the libp2p listen multiaddrs. Default: TCP and QUIC on
-	// port 7434 on all IPv4 and IPv6 interfaces.
+	// Listen is the libp2p listen multiaddrs. Default: TCP on port 7434
+	// on all IPv4 and IPv6 interfaces, and QUIC too in an open swarm.
 	Listen []string `json:"listen,omitempty"`
 	// API is the local HTTP API address. Default 127.0.0.1:7433; "off"
 	// disables it. A non-loopback address needs APIToken.
@@ -48,8 +48,14 @@ type Config struct {
 	// NoMDNS turns off LAN discovery by mDNS.
 	NoMDNS bool `json:"no_mdns,omitempty"`
 	// SwarmKey is the path of a pre-shared key file (IPFS swarm.key format)
-	// that makes the swarm private. Default: DataDir/swarm.key if it exists.
+	// that makes the swarm private. Default: DataDir/swarm.key, created
+	// with a new random key on first start (a swarm of its own, which
+	// others join by invitation).
 	SwarmKey string `json:"swarm_key,omitempty"`
+	// Open makes this peer a member of the open swarm: no key, and any
+	// peer that finds it (mDNS on the LAN, a dial) sees its models and
+	// routes prompts to it. Not with SwarmKey.
+	Open bool `json:"open,omitempty"`
 	// DHTMode is "server" (default), "client", "auto" or "off".
 	DHTMode string `json:"dht_mode,omitempty"`
 	// Heartbeat is how often capability records are published. Default 2s.
@@ -295,18 +301,23 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		c.DataDir = filepath.Join(home, ".swarm")
 	}
+	if c.Open && c.SwarmKey != "" {
+		return c, fmt.Errorf("config: open and swarm_key (%s) together: an open swarm has no key; drop one of them", c.SwarmKey)
+	}
 	if len(c.Listen) == 0 {
 		p := strconv.Itoa(DefaultPort)
-		c.Listen = []string{"/ip4/0.0.0.0/tcp/" + p, "/ip4/0.0.0.0/udp/" + p + "/quic-v1",
-			"/ip6/::/tcp/" + p, "/ip6/::/udp/" + p + "/quic-v1"}
+		c.Listen = []string{"/ip4/0.0.0.0/tcp/" + p, "/ip6/::/tcp/" + p}
+		if c.Open {
+			// QUIC takes no pre-shared key: an open swarm's only.
+			c.Listen = []string{"/ip4/0.0.0.0/tcp/" + p, "/ip4/0.0.0.0/udp/" + p + "/quic-v1",
+				"/ip6/::/tcp/" + p, "/ip6/::/udp/" + p + "/quic-v1"}
+		}
 	}
 	if c.API == "" {
 		c.API = DefaultAPI
 	}
-	if c.SwarmKey == "" {
-		if p := filepath.Join(c.DataDir, "swarm.key"); fileExists(p) {
-			c.SwarmKey = p
-		}
+	if c.SwarmKey == "" && !c.Open {
+		c.SwarmKey = filepath.Join(c.DataDir, SwarmKeyFile)
 	}
 	if c.DHTMode == "" {
 		c.DHTMode = "server"

@@ -12,12 +12,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	ma "github.com/multiformats/go-multiaddr"
 )
-
-// MDNSService is the mDNS service name peers of this swarm advertise.
-const MDNSService = "_llmswarm._udp"
 
 func newDHT(ctx context.Context, h host.Host, cfg Config) (*dht.IpfsDHT, error) {
 	mode := map[string]dht.ModeOpt{"server": dht.ModeServer, "client": dht.ModeClient, "auto": dht.ModeAuto}[cfg.DHTMode]
@@ -52,11 +50,13 @@ type discovery struct {
 // A host where mDNS cannot start (no multicast interface: a container, a
 // phone on mobile data) goes on without it, with a warning; d.mdns is then
 // nil.
-func startDiscovery(ctx context.Context, h host.Host, cfg Config, log *slog.Logger, hl *health) (*discovery, error) {
+func startDiscovery(ctx context.Context, h host.Host, cfg Config, psk pnet.PSK, log *slog.Logger, hl *health) (*discovery, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	d := &discovery{h: h, log: log, health: hl, private: cfg.SwarmKey != "", cancel: cancel}
+	d := &discovery{h: h, log: log, health: hl, private: psk != nil, cancel: cancel}
 	if !cfg.NoMDNS {
-		svc := mdns.NewMdnsService(h, MDNSService, d)
+		// Under a name of its swarm's own: peers of other swarms never
+		// hear of this one, nor it of them.
+		svc := mdns.NewMdnsService(h, mdnsService(psk), d)
 		if err := svc.Start(); err != nil {
 			svc.Close()
 			msg := fmt.Sprintf("mDNS is off: %v (no LAN discovery; peers are found through bootstrap peers and the DHT)", err)
@@ -176,9 +176,9 @@ func bootstrapProblem(err error, private bool) string {
 	case strings.Contains(s, "peer id mismatch"):
 		return "answers with another peer ID: the /p2p/ part of its address is wrong"
 	case handshakeFailed(s) && private:
-		return "refused the handshake: it has a different swarm key, or none (a private swarm admits only peers with its key)"
+		return "refused the handshake: it has a different swarm key, or none (a private swarm admits only peers with its key: join it with a token from swarmctl invite on one of its members)"
 	case handshakeFailed(s):
-		return "refused the handshake: it is probably a private swarm (swarm.key) this peer has no key for"
+		return "refused the handshake: it is probably a private swarm (swarm.key) this peer has no key for (join it with a token from swarmctl invite on one of its members)"
 	}
 	return "is unreachable: " + lastCause(s)
 }

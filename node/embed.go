@@ -29,7 +29,7 @@ func (n *Node) ID() (client.ID, error) {
 	}
 	self := n.selfCapability()
 	return client.ID{PeerID: h.ID().String(), Addrs: addrStrings(h), Version: Version,
-		Platform: platformOut(self.Platform), Private: n.private}, nil
+		Platform: platformOut(self.Platform), Private: n.private, SwarmID: SwarmID(n.psk)}, nil
 }
 
 // Peers lists the peers this one knows, itself included (GET
@@ -69,7 +69,7 @@ func (n *Node) Status() (client.Status, error) {
 	st := client.Status{
 		PeerID: h.ID().String(), Version: Version, UptimeS: time.Since(n.start).Seconds(),
 		Connections: len(h.Network().Conns()), DHTMode: n.cfg.DHTMode, MDNS: !n.cfg.NoMDNS,
-		Private: n.private, HeartbeatMS: time.Duration(n.cfg.Heartbeat).Milliseconds(),
+		Private: n.private, SwarmID: SwarmID(n.psk), HeartbeatMS: time.Duration(n.cfg.Heartbeat).Milliseconds(),
 		DeadAfterMS: s.View().Liveness().DeadAfter().Milliseconds(), Bootstrap: len(n.cfg.Bootstrap),
 		ListenAddrs: addrStrings(h), Warnings: n.Warnings(), Queue: queueOut(n.queue()),
 		NAT: n.nat.Status(), Power: n.powerStatus(), Memory: n.mem.status(), Tasks: n.tasks.list(),

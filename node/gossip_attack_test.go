@@ -30,7 +30,7 @@ func TestForgedAndReplayedRecords(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	key, _, _ := crypto.GenerateEd25519Key(nil)
-	h, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	h, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), nodetest.Member())
 	if err != nil {
 		t.Fatal(err)
 	}

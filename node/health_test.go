@@ -116,21 +116,25 @@ func TestBootstrapWarnings(t *testing.T) {
 	cases := []struct {
 		name string
 		boot string
-		key  string // swarm key of the dialing peer
+		key  string // swarm key of the dialing peer ("": the test swarm's; "open": none)
 		bad  peer.ID
 		want string
 	}{
 		{"unreachable", goneAddr, "", "", "is unreachable"},
 		{"wrong peer ID", fmt.Sprintf("%s/p2p/%s", tcp(target), otherID), "", otherID, "answers with another peer ID"},
 		{"swarm key mismatch", private.Addr(t), keyB, private.ID(), "different swarm key"},
-		{"private swarm, no key", private.Addr(t), "", private.ID(), "private swarm"},
+		{"open peer dials a private swarm", private.Addr(t), "open", private.ID(), "private swarm"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := nodetest.Config(t.TempDir())
 			cfg.Bootstrap = []string{c.boot}
-			if c.key != "" {
+			switch c.key {
+			case "":
+			case "open":
+				cfg.Open = true
+			default:
 				cfg.SwarmKey = writeSwarmKey(t, cfg.DataDir, c.key)
 			}
 			logs := &logBuffer{}

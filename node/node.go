@@ -54,6 +54,8 @@ type Node struct {
 	api     *apiListener
 	cancel  context.CancelFunc
 	private bool
+	psk     []byte        // the swarm key (nil: an open swarm)
+	restart chan struct{} // closed by Join: see RestartRequested
 	lock    *dirLock
 	health  health
 
@@ -111,6 +113,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err = prepareDataDir(n.cfg.DataDir); err != nil {
 		return err
 	}
+	if n.cfg, err = withJoinedPeers(n.cfg); err != nil {
+		return err
+	}
 	// Before anything else in the dir: a second peer on it must change
 	// nothing, api.addr included.
 	if n.lock, err = lockDataDir(n.cfg.DataDir); err != nil {
@@ -127,7 +132,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	n.private = psk != nil
+	n.private, n.psk = psk != nil, psk
 	// Claim the API port before starting libp2p, so "port in use" is found
 	// before the peer announces itself.
 	var apiLn net.Listener
@@ -232,7 +237,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.pipeOrig = n.newPipelineOriginator()
 	n.startShardFetches(runCtx)
 	n.wireChecks(runCtx)
-	if n.disc, err = startDiscovery(runCtx, h, n.cfg, n.log, &n.health); err != nil {
+	if n.disc, err = startDiscovery(runCtx, h, n.cfg, psk, n.log, &n.health); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
 		}
@@ -250,7 +255,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 	}
 	n.log.Info("peer started", "peer", h.ID(), "addrs", h.Addrs(), "api", n.apiAddrLocked(),
-		"data_dir", n.cfg.DataDir, "private", n.private, "mdns", !n.cfg.NoMDNS, "dht", n.cfg.DHTMode)
+		"data_dir", n.cfg.DataDir, "private", n.private, "swarm", SwarmID(psk), "mdns", !n.cfg.NoMDNS, "dht", n.cfg.DHTMode)
 	if ctx.Done() != nil {
 		go func() {
 			select {
@@ -263,11 +268,24 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	return nil
 }
 
+// loadPSK reads the swarm key; the data dir's own is created on first
+// start. An open swarm has none.
 func (n *Node) loadPSK() (psk []byte, err error) {
-	if n.cfg.SwarmKey == "" {
+	if n.cfg.Open {
+		if p := filepath.Join(n.cfg.DataDir, SwarmKeyFile); fileExists(p) {
+			n.log.Warn("open swarm: the data dir's swarm key is not used", "file", p)
+		}
 		return nil, nil
 	}
-	return loadSwarmKey(n.cfg.SwarmKey)
+	if n.cfg.SwarmKey != filepath.Join(n.cfg.DataDir, SwarmKeyFile) {
+		return loadSwarmKey(n.cfg.SwarmKey)
+	}
+	psk, created, err := loadOrCreateSwarmKey(n.cfg.SwarmKey)
+	if created {
+		n.log.Info("created a swarm key: this peer is a private swarm of its own; others join it with a token from swarmctl invite",
+			"swarm", SwarmID(psk), "file", n.cfg.SwarmKey)
+	}
+	return psk, err
 }
 
 // Close stops the peer. It is idempotent.

@@ -118,8 +118,10 @@ func TestSwarmKey(t *testing.T) {
 	if err := outsider.Host().Connect(ctx, *ai); err == nil {
 		t.Fatal("peer with another swarm key connected")
 	}
-	// And a peer without a key cannot either.
-	open := nodetest.Start(t, nodetest.Config(t.TempDir()))
+	// And a peer of the open swarm cannot either.
+	openCfg := nodetest.FreshConfig(t.TempDir())
+	openCfg.Open = true
+	open := nodetest.Start(t, openCfg)
 	ctx2, cancel2 := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel2()
 	if err := open.Host().Connect(ctx2, *ai); err == nil {
@@ -188,6 +190,7 @@ func TestStartErrors(t *testing.T) {
 		{"data dir is a file", func(c *node.Config) { c.DataDir = notDir }, notDir},
 		{"missing swarm key", func(c *node.Config) { c.SwarmKey = "/nonexistent/swarm.key" }, "/nonexistent/swarm.key"},
 		{"bad dht mode", func(c *node.Config) { c.DHTMode = "sometimes" }, "dht_mode"},
+		{"open with a swarm key", func(c *node.Config) { c.Open, c.SwarmKey = true, "/some/swarm.key" }, "open and swarm_key"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

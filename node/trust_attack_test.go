@@ -39,7 +39,7 @@ func newTestHost(t *testing.T, listen string) (host.Host, crypto.PrivKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := libp2p.New(libp2p.Identity(k), libp2p.ListenAddrStrings(listen), libp2p.DisableRelay())
+	h, err := libp2p.New(libp2p.Identity(k), libp2p.ListenAddrStrings(listen), libp2p.DisableRelay(), nodetest.Member())
 	if err != nil {
 		t.Fatal(err)
 	}

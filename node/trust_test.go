@@ -46,7 +46,7 @@ type liarPeer struct {
 func startLiar(t *testing.T, boot *nodetest.Peer, kind, model string, m *engine.Model) *liarPeer {
 	t.Helper()
 	key, _, _ := crypto.GenerateEd25519Key(nil)
-	h, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	h, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), nodetest.Member())
 	if err != nil {
 		t.Fatal(err)
 	}

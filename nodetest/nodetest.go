@@ -1,6 +1,7 @@
 // Package nodetest starts real peers on loopback for tests: each in its own
 // temp data dir, with the API on an ephemeral port, mDNS off (multicast
-// would leave the machine) and bootstrap links between them.
+// would leave the machine), one swarm key per test binary (SwarmKey) and
+// bootstrap links between them.
 //
 // It wires node and api together, so it sits above both (internal/tiers
 // lists it): tests of node, api and mobile import it; product code must
@@ -9,6 +10,8 @@ package nodetest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,7 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 
 	"github.com/llmswarm/llmswarm/api"
 	"github.com/llmswarm/llmswarm/internal/engine"
@@ -46,8 +52,18 @@ func (p *Peer) Addr(t testing.TB) string {
 // ID is the peer's ID.
 func (p *Peer) ID() peer.ID { return p.Host().ID() }
 
-// Config returns a config for a loopback test peer in dir.
+// Config returns a config for a loopback test peer in dir, a member of
+// this test binary's swarm: ShareKey writes its key into dir.
 func Config(dir string) node.Config {
+	if err := ShareKey(dir); err != nil {
+		panic(err) // test harness: a temp dir that cannot be written
+	}
+	return FreshConfig(dir)
+}
+
+// FreshConfig is Config for a peer that has no key yet: it creates one of
+// its own at start, as a newly installed peer does.
+func FreshConfig(dir string) node.Config {
 	return node.Config{
 		DataDir: dir,
 		Listen:  []string{"/ip4/127.0.0.1/tcp/0"},
@@ -57,6 +73,43 @@ func Config(dir string) node.Config {
 		// outlive the host by seconds).
 		NAT: nat.Config{PortMapping: "off"},
 	}
+}
+
+var (
+	keyOnce sync.Once
+	key     pnet.PSK
+)
+
+// SwarmKey is the key of this test binary's swarm, random per process:
+// the test peers of two packages running at once never meet, and an
+// adversary host of a test joins with libp2p.PrivateNetwork(SwarmKey()).
+func SwarmKey() pnet.PSK {
+	keyOnce.Do(func() {
+		key = make(pnet.PSK, 32)
+		if _, err := rand.Read(key); err != nil {
+			panic(err)
+		}
+	})
+	return key
+}
+
+// Member is the libp2p options an adversary host of a test needs to get
+// into the test swarm: its key, and TCP (QUIC takes no key).
+func Member() libp2p.Option {
+	return libp2p.ChainOptions(libp2p.PrivateNetwork(SwarmKey()), libp2p.Transport(tcp.NewTCPTransport))
+}
+
+// ShareKey writes SwarmKey into dir's swarm.key (creating dir), unless dir
+// has a key already.
+func ShareKey(dir string) error {
+	p := filepath.Join(dir, node.SwarmKeyFile)
+	if _, err := os.Stat(p); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(p, []byte("/key/swarm/psk/1.0.0/\n/base16/\n"+hex.EncodeToString(SwarmKey())+"\n"), 0o600)
 }
 
 // Start starts a peer with cfg (DataDir defaults to a new temp dir) and
@@ -75,14 +128,29 @@ func Start(t testing.TB, cfg node.Config) *Peer {
 	return &Peer{Node: n, Dir: cfg.DataDir}
 }
 
-// Cluster starts n peers; every peer after the first bootstraps to the first.
+// Cluster starts n peers; every peer after the first joins the first's
+// swarm by its invitation (node.JoinDataDir), as a user does with swarmd
+// --join, and so bootstraps to it.
 func Cluster(t testing.TB, n int, edit func(i int, c *node.Config)) []*Peer {
 	t.Helper()
 	var peers []*Peer
+	var token string
 	for i := 0; i < n; i++ {
-		cfg := Config(t.TempDir())
-		if i > 0 {
-			cfg.Bootstrap = []string{peers[0].Addr(t)}
+		if i == 1 {
+			inv, err := peers[0].Invite()
+			if err != nil {
+				t.Fatalf("invitation of the first peer: %v", err)
+			}
+			token = inv.Token
+		}
+		var cfg node.Config
+		if i == 0 {
+			cfg = Config(t.TempDir())
+		} else {
+			cfg = FreshConfig(t.TempDir())
+			if _, err := node.JoinDataDir(cfg, token); err != nil {
+				t.Fatalf("joining the first peer's swarm: %v", err)
+			}
 		}
 		if edit != nil {
 			edit(i, &cfg)

@@ -14,9 +14,9 @@ if [ -z "$MODEL" ]; then
   MODEL=$WORK/small.gguf
   "$BIN/swarmd" model synth --arch qwen3 --size small --type q8_0 -o "$MODEL" >/dev/null
 fi
-BOOT=""
+JOIN=""
 start_peer origin
-BOOT=$(ctl origin id | sed -n 2p | tr -d ' ')
+JOIN=$(ctl origin invite 2>/dev/null)
 start_peer r1 --role reasoner="$MODEL"
 start_peer r2 --role writer="$MODEL"
 start_peer r3 --role critic="$MODEL"

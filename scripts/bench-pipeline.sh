@@ -29,14 +29,14 @@ echo "== engine, single node, $CORES threads (swarmd bench)"
 "$BIN/swarmd" bench --model "$MODEL" --threads "$CORES" --gen "$GEN" --reps "$N"
 
 echo "== 1-stage daemon, $CORES threads, through the stage protocol"
-BOOT=""; start_peer one --threads "$CORES" --shard "$MODEL:0-$LAYERS"
+JOIN=""; start_peer one --threads "$CORES" --shard "$MODEL:0-$LAYERS"
 wait_covered one
 ctl one bench pipeline --n "$N" --max-tokens "$GEN"
 stop_all
 
 echo "== 2-stage pipeline on loopback, $ST thread(s) per stage, originator holds no layers"
 start_peer origin
-BOOT=$(ctl origin id | sed -n 2p | tr -d ' ')
+JOIN=$(ctl origin invite 2>/dev/null)
 start_peer s1 --threads "$ST" --shard "$MODEL:0-$HALF"
 start_peer s2 --threads "$ST" --shard "$MODEL:$HALF-$LAYERS"
 wait_covered origin
@@ -49,7 +49,7 @@ stop_all
 HT=$(( CORES / 2 > 0 ? CORES / 2 : 1 ))
 echo "== 2-stage pipeline, $HT thread(s) per stage: 1 sequence, then 2 concurrent sequences"
 start_peer origin
-BOOT=$(ctl origin id | sed -n 2p | tr -d ' ')
+JOIN=$(ctl origin invite 2>/dev/null)
 start_peer s1 --threads "$HT" --shard "$MODEL:0-$HALF"
 start_peer s2 --threads "$HT" --shard "$MODEL:$HALF-$LAYERS"
 wait_covered origin

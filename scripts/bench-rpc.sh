@@ -38,7 +38,7 @@ wait_covered() { for _ in $(seq 600); do ctl "$1" shards 2>/dev/null | grep -q "
 
 # ours
 start_peer origin
-BOOT=$(ctl origin id | sed -n 2p | tr -d ' ')
+JOIN=$(ctl origin invite 2>/dev/null)
 for i in $(seq 0 $((STAGES - 1))); do
   a=$((LAYERS * i / STAGES)); b=$((LAYERS * (i + 1) / STAGES))
   start_peer "s$i" --threads "$THREADS" --shard "$MODEL:$a-$b"

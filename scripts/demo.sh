@@ -5,8 +5,10 @@
 #   make demo                            # a built-in synthetic model (random weights:
 #                                        # the answers are gibberish, the mechanics are real)
 #
-# It starts peers on 127.0.0.1 (mDNS off, so nothing leaves this machine;
-# every peer bootstraps to the first), then:
+# It starts peers on 127.0.0.1 (mDNS off, so nothing leaves this machine).
+# The first makes a private swarm (a new key in its data dir); every other
+# joins it with the first's invitation (swarmd --join $(swarmctl invite)),
+# as machines of a real swarm do. Then:
 #   1. shows the swarm as a peer that holds no model sees it;
 #   2. answers a question by Mixture-of-Agents from that peer, with the trace;
 #   3. answers a question through a pipeline of 3 peers holding a third of the
@@ -26,9 +28,10 @@ fi
 LAYERS=$("$BIN/swarmd" model info "$MODEL" | awk '/^layers:/ {print $2}')
 
 
-BOOT=""
+JOIN=""
 start_peer hub
-BOOT=$(ctl hub id | sed -n 2p | tr -d ' ')
+JOIN=$(ctl hub invite 2>/dev/null)
+echo "the hub is a private swarm of its own (swarm $(ctl hub status --json | sed -n 's/.*"swarm_id": *"\([0-9a-f]*\)".*/\1/p')); the other peers join it with its invitation (swarmd --join ${JOIN:0:20}...)"
 start_peer thinker --role reasoner="$MODEL" --role concise="$MODEL" --role aggregator="$MODEL"
 start_peer scribe --role writer="$MODEL" --role critic="$MODEL" --role factchecker="$MODEL" --role drafter="$MODEL"
 

@@ -1,6 +1,7 @@
 # Shared by demo.sh and the bench scripts: loopback daemons in a temp dir,
 # killed and removed on exit. Source it after `cd` to the repo root.
-#   start_peer NAME [swarmd flags...]   (bootstraps to $BOOT when set; --threads 1
+#   start_peer NAME [swarmd flags...]   (joins the swarm of the token $JOIN when set,
+#                                        bootstraps to $BOOT when set; --threads 1
 #                                        unless the flags say otherwise)
 #   ctl NAME [swarmctl args...]
 BIN=${BIN:-bin}
@@ -19,6 +20,7 @@ start_peer() {
   local dir="$WORK/$name"
   mkdir -p "$dir"
   local args=(--data "$dir" --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0 --no-mdns --threads 1 --log-level warn)
+  [ -n "${JOIN:-}" ] && args+=(--join "$JOIN")
   [ -n "${BOOT:-}" ] && args+=(--bootstrap "$BOOT")
   "$BIN/swarmd" "${args[@]}" "$@" 2>"$dir/swarmd.log" &
   pids+=($!)
@@ -33,4 +35,5 @@ stop_all() {
   wait 2>/dev/null || true
   pids=()
   BOOT=""
+  JOIN=""
 }

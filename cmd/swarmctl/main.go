@@ -49,6 +49,8 @@ func init() {
 		"bench":   {"moa|pipeline|streams [PROMPT...]", "measure MoA fan-out overhead, pipeline speed, or the concurrency curve (aggregate tok/s, p50/p95 per token at 1, 2, 4, 8 streams)", runBench},
 		"help":    {"[COMMAND]", "print this help, or a command's", runHelp},
 		"id":      {"", "print this peer's ID and addresses", runID},
+		"invite":  {"", "print a join token for this peer's swarm (its key and this peer's addresses: a secret)", runInvite},
+		"join":    {"TOKEN", "join the swarm of a token from swarmctl invite (the peer restarts its network with the new key)", runJoin},
 		"peers":   {"", "list the peers this one knows, alive and dead", runPeers},
 		"plan":    {"[MODEL]", "recommend a placement of a model's layers on the live peers", runPlan},
 		"pull":    {"MODEL", "fetch a GGUF from Hugging Face into the peer (hf.co/OWNER/REPO:QUANT, or qwen3:0.6b...), resumable, sha256-checked, announced to peers", runPull},

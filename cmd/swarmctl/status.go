@@ -33,7 +33,11 @@ func printStatus(e *env, st client.Status) error {
 	row("connections", st.Connections)
 	row("dht", fmt.Sprintf("%s, %d in routing table", st.DHTMode, st.DHTPeers))
 	row("mdns", onOff(st.MDNS))
-	row("private swarm", onOff(st.Private))
+	if st.SwarmID != "" {
+		row("private swarm", "on, swarm "+st.SwarmID)
+	} else {
+		row("private swarm", onOff(st.Private)+" (open: anyone who finds this peer may join)")
+	}
 	row("heartbeat", fmt.Sprintf("%s (dead after %s)", time.Duration(st.HeartbeatMS)*time.Millisecond,
 		time.Duration(st.DeadAfterMS)*time.Millisecond))
 	row("bootstrap peers", st.Bootstrap)

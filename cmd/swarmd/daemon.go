@@ -41,6 +41,8 @@ type daemonFlags struct {
 	relays                                                            listFlag
 	relayService, reachability                                        string
 	maxMemory                                                         string
+	join                                                              string
+	open                                                              bool
 	given                                                             map[string]bool // flags set on the command line
 }
 
@@ -64,7 +66,9 @@ func parseDaemonFlags(args []string, stderr io.Writer) (*daemonFlags, *flag.Flag
 	fs.StringVar(&f.api, "api", "", "local HTTP API `HOST:PORT` (default 127.0.0.1:7433; \"off\" disables)")
 	fs.Var(&f.bootstrap, "bootstrap", "bootstrap peer `MULTIADDR` ending in /p2p/ID (repeatable)")
 	fs.BoolVar(&f.noMDNS, "no-mdns", false, "turn off LAN discovery by mDNS")
-	fs.StringVar(&f.swarmKey, "swarm-key", "", "pre-shared key `FILE` (IPFS swarm.key format) for a private swarm")
+	fs.StringVar(&f.swarmKey, "swarm-key", "", "pre-shared key `FILE` (IPFS swarm.key format) for a private swarm (default DATA/swarm.key, created if missing)")
+	fs.StringVar(&f.join, "join", "", "join the swarm of a `TOKEN` from swarmctl invite: its key replaces DATA/swarm.key, its peer is kept as a bootstrap peer")
+	fs.BoolVar(&f.open, "open", false, "be a peer of the open swarm: no key; anyone on the LAN, or who dials, sees this peer's models and may send it prompts")
 	fs.StringVar(&f.dhtMode, "dht-mode", "", "DHT mode: server, client, auto or off (default server)")
 	fs.DurationVar(&f.heartbeat, "heartbeat", 0, "capability heartbeat interval (default 2s)")
 	fs.StringVar(&f.device, "device", "", "device name announced to the swarm (e.g. raspberry-pi-4)")
@@ -147,6 +151,9 @@ func (f *daemonFlags) mergeConfig() (node.Config, error) {
 	}
 	if f.swarmKey != "" {
 		cfg.SwarmKey = f.swarmKey
+	}
+	if f.open {
+		cfg.Open = true
 	}
 	if f.dhtMode != "" {
 		cfg.DHTMode = f.dhtMode
@@ -278,6 +285,15 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	if f.join != "" {
+		if err := joinBeforeStart(cfg, f.join, log); err != nil {
+			fmt.Fprintln(stderr, "swarmd:", err)
+			if errors.Is(err, node.ErrDataDirInUse) {
+				return 1 // as when the peer's start finds the dir in use
+			}
+			return 2
+		}
+	}
 	n := &node.Node{Config: cfg, Logger: log}
 	n.API = api.New(n, log)
 	if err := n.Start(ctx); err != nil {
@@ -291,6 +307,11 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 			running = false
 		case <-hup:
 			f.reload(ctx, n, log)
+		case <-n.RestartRequested():
+			if n, err = f.restart(ctx, n, log); err != nil {
+				fmt.Fprintln(stderr, "swarmd:", err)
+				return 1
+			}
 		}
 	}
 	log.Info("shutting down")

@@ -8,7 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
 	"github.com/llmswarm/llmswarm/internal/version"
+	"github.com/llmswarm/llmswarm/node"
 )
 
 func runSwarmd(args ...string) (int, string, string) {
@@ -24,6 +28,8 @@ func TestUsageErrors(t *testing.T) {
 	numDur := filepath.Join(dir, "num.json")
 	os.WriteFile(numDur, []byte(`{"data_dir": "`+dir+`", "heartbeat": 2}`), 0o600)
 	data := []string{"--data", dir, "--api", "off", "--no-mdns", "--dht-mode", "off"}
+	id, _ := peer.Decode("12D3KooWD3eckifWpRn9wQpMG9R9hX3sD158z7EqHWmweQAJU5SA")
+	tok := node.Invite{Key: make([]byte, 32), Peer: id, Addrs: []ma.Multiaddr{ma.StringCast("/ip4/192.0.2.9/tcp/7434")}}.String()
 	cases := []struct {
 		name string
 		args []string
@@ -48,6 +54,12 @@ func TestUsageErrors(t *testing.T) {
 		{"bad relay service", []string{"--relay-service", "maybe"}, "nat.relay_service"},
 		{"bad reachability", []string{"--reachability", "sometimes"}, "nat.reachability"},
 		{"relay without id", []string{"--relay", "/ip4/198.51.100.10/tcp/4001"}, "nat.relays"},
+		{"open with a key", []string{"--open", "--swarm-key", filepath.Join(dir, "k")}, "open and swarm_key"},
+		{"join as an open peer", []string{"--open", "--join", tok}, "--join: this peer runs an open swarm"},
+		{"join with a key file", []string{"--swarm-key", filepath.Join(dir, "k"), "--join", tok}, "a join writes"},
+		{"truncated token", []string{"--join", tok[:len(tok)-12]}, "cut short"},
+		{"garbage token", []string{"--join", "swarm1-aaaaaaaaaaaaaaaaaaaaaaaa"}, "bad join token"},
+		{"not a token", []string{"--join", "12D3KooWabc"}, "does not start with swarm1-"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

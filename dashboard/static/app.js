@@ -603,4 +603,40 @@ function finish(r) {
   }
 }
 
+function dataURL(blob) {
+  return new Promise((ok, fail) => {
+    const r = new FileReader();
+    r.onload = () => ok(r.result);
+    r.onerror = () => fail(r.error);
+    r.readAsDataURL(blob);
+  });
+}
+
+// The invitation is a secret: fetched and shown only when asked for,
+// hidden again on a second click.
+$("invite-show").addEventListener("click", async () => {
+  const box = $("invite"), btn = $("invite-show"), meta = $("invite-meta");
+  if (!box.hidden) {
+    box.hidden = true;
+    btn.textContent = "Show invitation";
+    return;
+  }
+  try {
+    const inv = await apiJSON("GET", "/v1/swarm/invite");
+    $("invite-token").textContent = inv.token;
+    const resp = await api("GET", "/v1/swarm/invite/qr.png");
+    // A data: URL, as the page's CSP allows images from itself and data:
+    // only (the PNG needs the API token, so no plain <img src>).
+    $("invite-qr").src = resp.ok ? await dataURL(await resp.blob()) : "";
+    meta.className = "small muted";
+    meta.textContent = `swarm ${inv.swarm_id} · ${inv.addrs.length} address(es)`;
+    box.hidden = false;
+    btn.textContent = "Hide";
+  } catch (err) {
+    if (err instanceof AuthError) return;
+    meta.className = "small error";
+    meta.textContent = err.message;
+  }
+});
+
 connect();
