@@ -33,7 +33,7 @@ type dhtHolder struct {
 
 func startDHTHolder(t *testing.T, ctx context.Context, fetcher *nodetest.Peer, slice, root string, manifest []byte) *dhtHolder {
 	t.Helper()
-	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay(), nodetest.Member())
 	if err != nil {
 		t.Fatal(err)
 	}
