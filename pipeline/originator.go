@@ -97,6 +97,8 @@ type Originator struct {
 	// it (empty: engine.ComputeArch()): its own stages on a checked route
 	// count as that architecture.
 	Arch string
+
+	alerts alerts // layer ranges a disagreement put on alert (alert.go)
 }
 
 // Request is one generation.
