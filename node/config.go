@@ -156,6 +156,10 @@ type PipelineConfig struct {
 	// differ, relative to the largest (0: 1e-3).
 	SpotCheck     float64 `json:"spot_check,omitempty"`
 	SpotTolerance float64 `json:"spot_tolerance,omitempty"`
+	// SpotProbation is how many checked answers that agreed a proven peer
+	// serves before its generations are only sampled at SpotCheck: until
+	// then every generation through it is checked (0: 5; -1: none).
+	SpotProbation int `json:"spot_probation,omitempty"`
 	// PeerSessions and PeerQueue bound what one remote peer may hold on
 	// each shard this peer serves: sessions (0: a quarter of engine.slots,
 	// at least 2) and opens waiting for one of them (0: a quarter of
@@ -177,6 +181,8 @@ func (p PipelineConfig) validate() error {
 	switch {
 	case p.SpotCheck != -1 && (p.SpotCheck < 0 || p.SpotCheck > 1):
 		return fmt.Errorf("config: pipeline.spot_check %g: want 0..1, or -1", p.SpotCheck)
+	case p.SpotProbation < -1 || p.SpotProbation > 1000:
+		return fmt.Errorf("config: pipeline.spot_probation %d: want -1 (none) .. 1000", p.SpotProbation)
 	case p.SpotTolerance < 0 || p.SpotTolerance > 1:
 		return fmt.Errorf("config: pipeline.spot_tolerance %g: want 0..1", p.SpotTolerance)
 	case p.PeerSessions < 0 || p.PeerSessions > 64:
