@@ -163,9 +163,10 @@ func hopPeers(routes ...[]Hop) []string {
 // routes' last hops choose, as an unchecked answer gets them, rather than
 // logits: a plain greedy one. A last hop then cannot tell a checked session
 // from another by its asking for logits, and a hop that lies about the
-// token it chooses is checked on that very token.
+// token it chooses is checked on that very token. A speculating one is
+// checked by speccheck.go's rules.
 func (g *generation) byTokens() bool {
-	return !g.req.Speculate && !g.req.Logits && g.req.Sampling.Temperature <= 0
+	return !(g.req.Speculate && g.o.Drafter != nil) && !g.req.Logits && g.req.Sampling.Temperature <= 0
 }
 
 // drawCheck decides whether a generation starting on hops is checked:
