@@ -24,17 +24,19 @@ import (
 // the disputed layers (another peer, or this peer's own copy): the liar is
 // banned at its first lie and no answer is poisoned; honest hops on its
 // route never are. With one alternative holder and no copy here nothing
-// decides: nobody is banned, the layers stay on alert (every generation
-// over them checked), and no answer is poisoned either.
+// decides: nobody is banned, and the layers stay on alert (every
+// generation over them checked), yet the answers go through the liar,
+// the cheaper holder. A liar on the check route rather than the primary is
+// convicted alike.
 func TestLiarOnRealTraffic(t *testing.T) {
 	const asks, n = 30, 8
 	for _, typ := range []string{"f32", "q8_0", "q4_k"} {
 		full, cid := modelOf(t, "qwen3", "small", typ)
 		want := referenceFile(t, full, question, n)
 		for _, attack := range []string{"last-token", "middle-hidden"} {
-			judges := []string{"third-holder", "local", "alone"}
+			judges := []string{"third-holder", "local", "alone", "on-check-route"}
 			if typ != "f32" {
-				judges = judges[:2] // what nothing decides does not depend on the weights
+				judges = judges[:2] // the rest does not depend on the weights
 			}
 			for _, judge := range judges {
 				t.Run(typ+"/"+attack+"/"+judge, func(t *testing.T) {
@@ -47,7 +49,7 @@ func TestLiarOnRealTraffic(t *testing.T) {
 					// Two holders of every range: the liar's layers have
 					// one more (its third holder) or not.
 					ranges := [][2]int{{0, 2}, {0, 2}, {2, 6}, {2, 6}, {6, 8}, {6, 8}}
-					if judge != "third-holder" {
+					if judge == "local" || judge == "alone" {
 						ranges = slices.DeleteFunc(ranges, func(r [2]int) bool { return r == layers })
 						ranges = append(ranges, layers)
 					}
@@ -72,6 +74,16 @@ func TestLiarOnRealTraffic(t *testing.T) {
 					o := originatorTrusting(t, full, swarm.NewTrust(), origin, append(honest, l.stagePeer)...)
 					o.SpotCheck = SpotCheck{} // the defaults
 					slowDown(o, cid, layers, honest...)
+					if judge == "on-check-route" {
+						// One honest holder is faster than the liar: the
+						// primary takes it, the check route the liar.
+						for _, p := range honest {
+							if p.srv.Shards()[0].Start == layers[0] && p.srv.Shards()[0].End == layers[1] {
+								o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), 1)
+								break
+							}
+						}
+					}
 					for _, p := range append(honest, l.stagePeer) { // each passed its challenge
 						o.View.Trust().Pass(p.h.ID(), swarm.Claim{Model: cid, Start: 0, End: 8})
 					}
@@ -109,8 +121,8 @@ func TestLiarOnRealTraffic(t *testing.T) {
 						t.Fatalf("the liar ran %d real steps: it never lied", l.steps.Load())
 					}
 					if judge == "alone" {
-						// One honest peer's word against the liar's: the
-						// answers are as likely poisoned as not.
+						// One honest peer's word against the liar's: no
+						// ban, whoever the answers went through.
 						if bannedAt != 0 {
 							t.Errorf("the liar was banned with nothing to decide")
 						}
