@@ -17,16 +17,21 @@ import (
 
 // SpotCheck sets how real traffic is checked. A checked generation runs
 // every step on a second route over other peers too (the warm-standby
-// machinery: same batch shapes, and it takes over if the primary fails),
-// both return logits, the originator samples, and each step's logits must
-// agree within Tolerance. On a mismatch the originator finds the liar with
-// evidence, not a vote: it runs the history through both routes layer
-// range by layer range, each hop a probe it opens itself on the same
-// input, and where two hops disagree its own copy of the layers
-// (Originator.Local) or the Referee decides. A proven liar is left out and
-// recorded in Trust; when nothing decides, the generation avoids both
-// disagreeing hops and bans nobody. Either way it goes on from a route
-// without them, by a replay.
+// machinery: same batch shapes, and it takes over if the primary fails).
+// A plain greedy generation compares the tokens both last hops choose
+// (byTokens); any other has both return logits, the originator samples,
+// and each step's logits must agree within Tolerance. A peer is checked on
+// every generation until it has served Probation checked answers, and
+// layers where routes disagreed are checked on every generation for a
+// while (alert.go). On a mismatch the originator finds the liar by its
+// own recomputation: it runs the history through both routes layer range
+// by layer range, each hop a probe it opens itself on the same input, and
+// where two hops disagree its own copy of the layers (Originator.Local),
+// the Referee or a third holder decides; a hop that lies on real traffic
+// only is found by replays on mixed routes (tiebreak.go). A proven liar is
+// left out and recorded in Trust; when nothing decides, the generation
+// avoids the disagreeing hops and bans nobody. Either way it goes on from
+// a route without them, by a replay.
 type SpotCheck struct {
 	// Probability that a generation is checked (default 0.1; negative:
 	// none). A route through a peer Trust has not proven is always checked.
