@@ -13,15 +13,17 @@ import (
 // BenchmarkSpotCheck measures what a spot-checked generation costs on the
 // 0.6b shape (q8_0) against the same generation unchecked: two routes of
 // two one-thread stages ([0,14) and [14,28)), 64 tokens. Checked, the
-// second route runs every step at the same time as the first, both return
-// logits (152k floats a step) and the originator samples and compares them.
+// second route runs every step at the same time as the first, and the
+// originator compares the tokens both last hops chose (greedy: see
+// byTokens; before, both returned logits, 152k floats a step, and the
+// originator sampled and compared them).
 // Each iteration runs one unchecked and one checked generation, in
 // alternating order, so that a shared machine's load falls on both alike.
 // Every stage runs in this process, so its CPU time is the swarm's compute.
 // It reports the medians of wall time, decode tok/s, time to first token
 // and CPU time of each, and what that makes at the default probability.
-// The "other-cuts" runs cut the second route at layer 10, and report the
-// largest difference between the routes' agreeing logits.
+// The "other-cuts" runs cut the second route at layer 10 (their
+// max_diff, of logits, is 0 now that greedy checks compare tokens).
 // go test -run XXX -bench SpotCheck -benchtime 5x ./pipeline
 func BenchmarkSpotCheck(b *testing.B) {
 	const n = 64
