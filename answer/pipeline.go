@@ -28,6 +28,18 @@ type Pipeline struct {
 	Drafted       int `json:"drafted,omitempty"`
 	DraftAccepted int `json:"draft_accepted,omitempty"`
 	DraftRounds   int `json:"draft_rounds,omitempty"`
+	// Disputed names the layer ranges this answer ran on a peer that
+	// another holder of them contradicted on real traffic, where nothing
+	// has shown yet which of the two lied: the answer may be wrong.
+	Disputed []Dispute `json:"disputed,omitempty"`
+}
+
+// Dispute is two peers (Peers) that computed layers [Start,End)
+// differently, neither proven to lie.
+type Dispute struct {
+	Start int      `json:"start"`
+	End   int      `json:"end"`
+	Peers []string `json:"peers"`
 }
 
 // Hop runs layers [Start,End) on Peer: one stage of a route.

@@ -42,6 +42,8 @@ type generation struct {
 	check  bool           // results are checked on a second route (see SpotCheck)
 	checks int            // check routes opened
 	passed map[Hop]bool   // hops a second route confirmed: credited in Trust at the end
+
+	settling bool // this peer judges a replay with weights fetched to settle a dispute (settle.go)
 }
 
 func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error {

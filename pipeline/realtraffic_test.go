@@ -1,14 +1,21 @@
 package pipeline
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -23,20 +30,23 @@ import (
 // settled by replays on mixed routes, real sessions, and a third holder of
 // the disputed layers (another peer, or this peer's own copy): the liar is
 // banned at its first lie and no answer is poisoned; honest hops on its
-// route never are. With one alternative holder and no copy here nothing
-// decides: nobody is banned, and the layers stay on alert (every
-// generation over them checked), yet the answers go through the liar,
-// the cheaper holder. A liar on the check route rather than the primary is
-// convicted alike.
+// route never are. With one alternative holder and no copy here
+// ("alone"), this peer fetches the disputed layers' weights, verified
+// against the manifest, and replays the session through them: the liar is
+// banned alike. Where no weights are to be had ("alone-no-weights"),
+// nothing decides: nobody is banned, the layers stay on alert (every
+// generation over them checked), and the answers that went through either
+// disputed hop say they are disputed. A liar on the check route rather
+// than the primary is convicted alike.
 func TestLiarOnRealTraffic(t *testing.T) {
 	const asks, n = 30, 8
 	for _, typ := range []string{"f32", "q8_0", "q4_k"} {
 		full, cid := modelOf(t, "qwen3", "small", typ)
 		want := referenceFile(t, full, question, n)
 		for _, attack := range []string{"last-token", "middle-hidden"} {
-			judges := []string{"third-holder", "local", "alone", "on-check-route"}
+			judges := []string{"third-holder", "local", "alone", "alone-no-weights", "on-check-route"}
 			if typ != "f32" {
-				judges = judges[:2] // the rest does not depend on the weights
+				judges = judges[:3] // the rest does not depend on the weights
 			}
 			for _, judge := range judges {
 				t.Run(typ+"/"+attack+"/"+judge, func(t *testing.T) {
@@ -49,7 +59,8 @@ func TestLiarOnRealTraffic(t *testing.T) {
 					// Two holders of every range: the liar's layers have
 					// one more (its third holder) or not.
 					ranges := [][2]int{{0, 2}, {0, 2}, {2, 6}, {2, 6}, {6, 8}, {6, 8}}
-					if judge == "local" || judge == "alone" {
+					alone := strings.HasPrefix(judge, "alone")
+					if judge == "local" || alone {
 						ranges = slices.DeleteFunc(ranges, func(r [2]int) bool { return r == layers })
 						ranges = append(ranges, layers)
 					}
@@ -74,6 +85,15 @@ func TestLiarOnRealTraffic(t *testing.T) {
 					o := originatorTrusting(t, full, swarm.NewTrust(), origin, append(honest, l.stagePeer)...)
 					o.SpotCheck = SpotCheck{} // the defaults
 					slowDown(o, cid, layers, honest...)
+					var settle settleCost
+					switch judge {
+					case "alone":
+						o.Verified = settle.verified(t, full)
+					case "alone-no-weights":
+						o.Verified = func(context.Context, string, int, int) (*Shard, func(), error) {
+							return nil, nil, errors.New("no holder sends them")
+						}
+					}
 					if judge == "on-check-route" {
 						// One honest holder is faster than the liar: the
 						// primary takes it, the check route the liar.
@@ -89,9 +109,10 @@ func TestLiarOnRealTraffic(t *testing.T) {
 					}
 					poisoned, bannedAt, convictions := 0, 0, 0
 					asks := asks
-					if judge == "alone" {
+					if judge == "alone-no-weights" {
 						asks = 10 // nothing decides: each ask settles at length
 					}
+					disputed := 0
 					for ask := 1; ask <= asks; ask++ {
 						think := false
 						res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
@@ -110,26 +131,44 @@ func TestLiarOnRealTraffic(t *testing.T) {
 						if !sameTokens(res.Tokens, want) {
 							poisoned++
 						}
+						if len(res.Disputed) > 0 {
+							disputed++
+							if d := res.Disputed[0]; d.Start != layers[0] || d.End != layers[1] || !slices.Contains(d.Peers, l.h.ID().String()) {
+								t.Errorf("ask %d: disputed %+v, want layers %v with the liar", ask, res.Disputed, layers)
+							}
+						}
 						if b, _ := o.View.Trust().Banned(l.h.ID()); b && bannedAt == 0 {
 							bannedAt = ask
 						}
 					}
 					assertNoHonestBans(t, o.View.Trust(), honest...)
-					t.Logf("%s %s %s: %d of %d answers poisoned, liar banned at ask %d (0: never), %d convictions, liar's real steps %d",
-						typ, attack, judge, poisoned, asks, bannedAt, convictions, l.steps.Load())
+					t.Logf("%s %s %s: %d of %d answers poisoned, liar banned at ask %d (0: never), %d convictions, liar's real steps %d, %d answers marked disputed",
+						typ, attack, judge, poisoned, asks, bannedAt, convictions, l.steps.Load(), disputed)
+					if judge == "alone" {
+						t.Logf("%s %s: settled from verified weights %d time(s): %d bytes loaded in %v", typ, attack, settle.n, settle.bytes, settle.took)
+						if settle.n != 1 {
+							t.Errorf("settled from verified weights %d times, want once", settle.n)
+						}
+					}
 					if l.steps.Load() <= l.from {
 						t.Fatalf("the liar ran %d real steps: it never lied", l.steps.Load())
 					}
-					if judge == "alone" {
+					if judge == "alone-no-weights" {
 						// One honest peer's word against the liar's: no
-						// ban, whoever the answers went through.
+						// ban, and every answer through either says so.
 						if bannedAt != 0 {
 							t.Errorf("the liar was banned with nothing to decide")
 						}
 						if !o.alerts.on(cid, []Hop{{Start: layers[0], End: layers[1]}}) {
 							t.Error("the disputed layers are not on alert")
 						}
+						if disputed < asks {
+							t.Errorf("%d of %d answers marked disputed, all ran the disputed layers", disputed, asks)
+						}
 						return
+					}
+					if disputed > 0 {
+						t.Errorf("%d answers marked disputed, with the dispute settled", disputed)
 					}
 					if poisoned > 3 {
 						t.Errorf("%d of %d answers poisoned", poisoned, asks)
@@ -217,5 +256,34 @@ func TestHonestSwarmNeverConvicts(t *testing.T) {
 			}
 			t.Logf("%s: %d generations, %d steps checked, %d mismatches, nobody banned", typ, gens, checked, mismatches)
 		})
+	}
+}
+
+// settleCost is what an originator's Verified hook loaded: the test's
+// stand-in for the node's fetch from a holder, cutting the layers from
+// the model file (whose manifest the node checks them against).
+type settleCost struct {
+	n     int
+	bytes int64
+	took  time.Duration
+}
+
+func (c *settleCost) verified(t *testing.T, full string) func(ctx context.Context, model string, lo, hi int) (*Shard, func(), error) {
+	return func(ctx context.Context, model string, lo, hi int) (*Shard, func(), error) {
+		start := time.Now()
+		out := filepath.Join(t.TempDir(), fmt.Sprintf("settle.%d-%d.gguf", lo, hi))
+		if _, err := shards.Slice(full, out, lo, hi); err != nil {
+			return nil, nil, err
+		}
+		sh, err := LoadShard(ctx, out, model, lo, hi, engine.Options{Threads: 1, Slots: 2, Context: 1024, Isolated: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		if fi, err := os.Stat(out); err == nil {
+			c.bytes += fi.Size()
+		}
+		c.n++
+		c.took += time.Since(start)
+		return sh, func() { sh.Model.Close() }, nil
 	}
 }

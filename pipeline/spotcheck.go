@@ -329,6 +329,9 @@ func (g *generation) mismatch(ctx context.Context, k int, what string, input []i
 			where, suspects = at, who // the answer flipped there: nobody else is suspect
 		}
 	}
+	if len(liars) == 0 && where != [2]int{} && len(suspects) == 2 {
+		g.o.disputes.undecided(newDispute(g.ref.CID, where[0], where[1], suspects[0], suspects[1]), true)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -98,6 +98,9 @@ func (g *generation) convict(liar string, layers [2]int, c string, what string) 
 	by := "a third holder " + short(c)
 	if c == g.o.Host.ID().String() {
 		by = "this peer's own copy"
+		if g.settling {
+			by = "this peer's copy of the weights, checked against the model's manifest,"
+		}
 	}
 	return &fault{peer: liar, layers: layers, code: "mismatch", evidence: EvidenceMajority, proven: true, output: true,
 		reason: fmt.Sprintf("spot-check: with its layers [%d,%d), %s, where %s agreed with the hop it disagreed with",
@@ -183,48 +186,65 @@ func (g *generation) replayVote(ctx context.Context, a, b []Hop, k int, ra, rb *
 	}
 	before, after := outs[flip], outs[flip+1]
 	for _, c := range g.thirdHolders(s.lo, s.hi, s.a, s.b) {
-		route := mixed(segs, func(i int, t segment) string {
-			switch {
-			case i == flip:
-				return c
-			case i < flip:
-				return t.b
-			}
-			return t.a
-		})
-		r, err := g.replaySession(ctx, route, k)
-		if err != nil || ctx.Err() != nil {
-			continue
+		if f, stop := g.judgeReplay(ctx, segs, flip, k, c, before, after); stop {
+			return f, where, suspects
 		}
-		if len(r.Logits) == 0 && (g.req.DType == DTypeF16 || !g.ref.Float && !g.oneArch([]string{c, s.a, s.b})) {
-			// A near tie may round to other tokens: f16 hidden states
-			// rounded at other cuts, quantized weights on other CPUs.
-			return nil, where, suspects
-		}
-		tol := func(x string) float64 {
-			t := g.tolerance(c, x)
-			if g.req.DType == DTypeF16 {
-				t = max(t, f16Tolerance) // the mixed routes cut the model elsewhere
-			}
-			return t
-		}
-		liar, diff, ok := g.majority(c, s.a, s.b, tol, func(x string, tol float64) (bool, float64) {
-			o := before
-			if x == s.b {
-				o = after
-			}
-			return sameResult(r, o, tol)
-		})
-		if !ok {
-			return nil, where, suspects
-		}
-		what := fmt.Sprintf("a replay of the answer (a real session) gave logits %.3g apart", diff)
-		if len(r.Logits) == 0 {
-			what = "a replay of the answer (a real session) chose another token"
-		}
-		return g.convict(liar, where, c, what), where, suspects
 	}
-	return nil, where, suspects
+	// No third holder: this peer settles it from weights it checked
+	// against the model's manifest (settle.go), once per dispute.
+	return g.settleVerified(ctx, segs, flip, k, before, after), where, suspects
+}
+
+// judgeReplay has c run segment flip of segs in a replay of the answer's
+// first k tokens, a real session on a route otherwise the same: the hop
+// it agrees with stands, the one it clearly contradicts is convicted.
+// before and after are the results with the segment on its a and its b
+// peer. stop is false when the replay failed (another c may decide).
+func (g *generation) judgeReplay(ctx context.Context, segs []segment, flip, k int, c string, before, after *Result) (f *fault, stop bool) {
+	s := segs[flip]
+	route := mixed(segs, func(i int, t segment) string {
+		switch {
+		case i == flip:
+			return c
+		case i < flip:
+			return t.b
+		}
+		return t.a
+	})
+	r, err := g.replaySession(ctx, route, k)
+	if err != nil || ctx.Err() != nil {
+		if err != nil {
+			g.o.log().Info("pipeline: a replay to settle a spot-check failed", "route", route, "err", err)
+		}
+		return nil, false
+	}
+	if len(r.Logits) == 0 && (g.req.DType == DTypeF16 || !g.ref.Float && !g.oneArch([]string{c, s.a, s.b})) {
+		// A near tie may round to other tokens: f16 hidden states
+		// rounded at other cuts, quantized weights on other CPUs.
+		return nil, true
+	}
+	tol := func(x string) float64 {
+		t := g.tolerance(c, x)
+		if g.req.DType == DTypeF16 {
+			t = max(t, f16Tolerance) // the mixed routes cut the model elsewhere
+		}
+		return t
+	}
+	liar, diff, ok := g.majority(c, s.a, s.b, tol, func(x string, tol float64) (bool, float64) {
+		o := before
+		if x == s.b {
+			o = after
+		}
+		return sameResult(r, o, tol)
+	})
+	if !ok {
+		return nil, true
+	}
+	what := fmt.Sprintf("a replay of the answer (a real session) gave logits %.3g apart", diff)
+	if len(r.Logits) == 0 {
+		what = "a replay of the answer (a real session) chose another token"
+	}
+	return g.convict(liar, [2]int{s.lo, s.hi}, c, what), true
 }
 
 // sameResult compares two final results of routes: tokens exactly, logits
