@@ -280,7 +280,7 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 				return res, nil
 			}
 			g.res.Mismatches++
-			if res, err = g.mismatch(ctx, k, fmt.Sprintf("the check route chose token %d, this one %d", sres.Token, res.Token), input, res, sres); err != nil {
+			if res, err = g.mismatch(ctx, k, fmt.Sprintf("the check route chose token %d, this one %d", sres.Token, res.Token), input); err != nil {
 				return nil, err
 			}
 			continue
@@ -298,7 +298,7 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 			return res, nil
 		}
 		g.res.Mismatches++
-		if res, err = g.mismatch(ctx, k, fmt.Sprintf("by %.3g, tolerance %g", diff, tol), input, res, sres); err != nil {
+		if res, err = g.mismatch(ctx, k, fmt.Sprintf("by %.3g, tolerance %g", diff, tol), input); err != nil {
 			return nil, err
 		}
 	}
@@ -306,11 +306,11 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 }
 
 // mismatch settles a disagreement (what) between the primary and the
-// check route at step k, whose results were ra and rb, and returns the
-// step's result from a route without the liar (or, undecided, without
-// either disagreeing hop where others cover their layers). The layers
-// where the routes parted (all, when that stays unknown) go on alert.
-func (g *generation) mismatch(ctx context.Context, k int, what string, input []int32, ra, rb *Result) (*Result, error) {
+// check route at step k and returns the step's result from a route
+// without the liar (or, undecided, without either disagreeing hop where
+// others cover their layers). The layers where the routes parted (all,
+// when that stays unknown) go on alert.
+func (g *generation) mismatch(ctx context.Context, k int, what string, input []int32) (*Result, error) {
 	a, b := g.hops, g.sb.hops
 	// The probes open sessions on these peers from this one: end the
 	// routes' first (a peer's share of a stage's sessions is small).
@@ -321,7 +321,7 @@ func (g *generation) mismatch(ctx context.Context, k int, what string, input []i
 	liars, suspects, where := g.bisect(ctx, a, b)
 	if len(liars) == 0 && where == [2]int{} && ctx.Err() == nil {
 		// Every range agreed when probed: the liar lies on real traffic only.
-		lf, at, who := g.replayVote(ctx, a, b, k, ra, rb)
+		lf, at, who := g.replayVote(ctx, a, b, k)
 		if lf != nil {
 			liars = []*fault{lf}
 		}

@@ -144,34 +144,33 @@ func mixed(segs []segment, pick func(i int, s segment) string) []Hop {
 	return out
 }
 
-// replayVote settles routes a and b, which returned ra and rb at step k
-// although every layer range agreed when probed, by replays on mixed
-// routes (see above). It returns the liar's fault, or nil, and the layers
-// where the answer flipped (none: it did not) with the two peers that ran
-// them.
-func (g *generation) replayVote(ctx context.Context, a, b []Hop, k int, ra, rb *Result) (*fault, [2]int, []string) {
+// replayVote settles routes a and b, which disagreed at step k although
+// every layer range agreed when probed, by replays on mixed routes (see
+// above). Route a and route b are replayed too, and the answer compared
+// with a's replay, not with what the routes returned: a hop that lies on
+// some real sessions and not on others (from its nth step on, say) would
+// otherwise make the first segment that moves look like the flip, and the
+// honest peer running it like the liar. It returns the liar's fault, or
+// nil, and the layers where the answer flipped (none: it did not) with
+// the two peers that ran them.
+func (g *generation) replayVote(ctx context.Context, a, b []Hop, k int) (*fault, [2]int, []string) {
 	segs := segments(a, b)
-	outs := []*Result{ra}
+	var outs []*Result
 	flip := -1
-	for j := 1; j <= len(segs) && flip < 0; j++ {
-		var r *Result
-		if j == len(segs) {
-			r = rb
-		} else {
-			var err error
-			route := mixed(segs, func(i int, s segment) string {
-				if i < j {
-					return s.b
-				}
-				return s.a
-			})
-			if r, err = g.replaySession(ctx, route, k); err != nil {
-				g.o.log().Info("pipeline: a replay to settle a spot-check failed", "route", route, "err", err)
-				return nil, [2]int{}, nil
+	for j := 0; j <= len(segs) && flip < 0; j++ {
+		route := mixed(segs, func(i int, s segment) string {
+			if i < j {
+				return s.b
 			}
+			return s.a
+		})
+		r, err := g.replaySession(ctx, route, k)
+		if err != nil {
+			g.o.log().Info("pipeline: a replay to settle a spot-check failed", "route", route, "err", err)
+			return nil, [2]int{}, nil
 		}
 		outs = append(outs, r)
-		if same, _ := sameResult(r, ra, g.routesTolerance(a, b)); !same {
+		if same, _ := sameResult(r, outs[0], g.routesTolerance(a, b)); !same {
 			flip = j - 1 // segment j-1 moved from a's peer to b's, and the answer with it
 		}
 	}
