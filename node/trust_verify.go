@@ -99,6 +99,11 @@ func (n *Node) wireChecks(ctx context.Context) {
 		n.pipeOrig.Vet = cs.checker.Vet
 		n.pipeOrig.Referee = cs.referee
 	}
+	// Disputes on real traffic are settled from verified weights with or
+	// without challenges: a spot-check found them.
+	if cs.ref != nil {
+		n.pipeOrig.Verified = cs.ref.settleLayers
+	}
 	bg, cancel := context.WithCancel(ctx)
 	cs.cancel = cancel
 	cs.wg.Add(1)
