@@ -41,6 +41,18 @@ type Pipeline struct {
 	// holder (whether this generation was drawn for a check is
 	// SpotChecked).
 	Unchecked []Hop `json:"unchecked,omitempty"`
+	// Disputed names the layer ranges this answer ran on a peer that
+	// another holder of them contradicted on real traffic, where nothing
+	// has shown yet which of the two lied: the answer may be wrong.
+	Disputed []Dispute `json:"disputed,omitempty"`
+}
+
+// Dispute is two peers (Peers) that computed layers [Start,End)
+// differently, neither proven to lie.
+type Dispute struct {
+	Start int      `json:"start"`
+	End   int      `json:"end"`
+	Peers []string `json:"peers"`
 }
 
 // Hop runs layers [Start,End) on Peer: one stage of a route.

@@ -172,6 +172,10 @@ type PipelineConfig struct {
 	// token asked about again of the route's last hop alone (0: every
 	// one; -1: none).
 	SpotAudit float64 `json:"spot_audit,omitempty"`
+	// SpotProbation is how many checked answers that agreed a proven peer
+	// serves before its generations are only sampled at SpotCheck: until
+	// then every generation through it is checked (0: 5; -1: none).
+	SpotProbation int `json:"spot_probation,omitempty"`
 	// PeerSessions and PeerQueue bound what one remote peer may hold on
 	// each shard this peer serves: sessions (0: a quarter of engine.slots,
 	// at least 2) and opens waiting for one of them (0: a quarter of
@@ -195,6 +199,8 @@ func (p PipelineConfig) validate() error {
 		return fmt.Errorf("config: pipeline.spot_check %g: want 0..1, or -1", p.SpotCheck)
 	case p.SpotAudit != -1 && (p.SpotAudit < 0 || p.SpotAudit > 1):
 		return fmt.Errorf("config: pipeline.spot_audit %g: want 0..1, or -1", p.SpotAudit)
+	case p.SpotProbation < -1 || p.SpotProbation > 1000:
+		return fmt.Errorf("config: pipeline.spot_probation %d: want -1 (none) .. 1000", p.SpotProbation)
 	case p.SpotTolerance < 0 || p.SpotTolerance > 1:
 		return fmt.Errorf("config: pipeline.spot_tolerance %g: want 0..1", p.SpotTolerance)
 	case p.PeerSessions < 0 || p.PeerSessions > 64:

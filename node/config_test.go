@@ -77,6 +77,7 @@ func TestConfigErrors(t *testing.T) {
 		{"long device name", Config{DataDir: dir, Device: strings.Repeat("d", 129)}, "device"},
 		{"too many shards", Config{DataDir: dir, Shards: make([]string, 65)}, "shards"},
 		{"spot-check probability", Config{DataDir: dir, Pipeline: PipelineConfig{SpotCheck: 1.5}}, "spot_check"},
+		{"spot-check probation", Config{DataDir: dir, Pipeline: PipelineConfig{SpotProbation: -2}}, "spot_probation"},
 		{"negative spot-check tolerance", Config{DataDir: dir, Pipeline: PipelineConfig{SpotTolerance: -1}}, "spot_tolerance"},
 		{"spot-audit share", Config{DataDir: dir, Pipeline: PipelineConfig{SpotAudit: -0.5}}, "spot_audit"},
 		{"missing draft model", Config{DataDir: dir, Pipeline: PipelineConfig{Draft: dir + "/none.gguf"}}, "pipeline.draft"},

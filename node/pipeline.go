@@ -382,7 +382,7 @@ func (n *Node) newPipelineOriginator() *pipeline.Originator {
 		RTT:       func(id peer.ID) time.Duration { return n.host.Peerstore().LatencyEWMA(id) },
 		ConnKind:  n.nat.ConnKind,
 		Progress:  n.cfg.Progress.swarm(),
-		SpotCheck: pipeline.SpotCheck{Probability: n.cfg.Pipeline.SpotCheck, Tolerance: n.cfg.Pipeline.SpotTolerance},
+		SpotCheck: pipeline.SpotCheck{Probability: n.cfg.Pipeline.SpotCheck, Tolerance: n.cfg.Pipeline.SpotTolerance, Probation: n.cfg.Pipeline.SpotProbation},
 		Arch:      n.computeArch(),
 	}
 	o.RequireChecked, o.Audit = n.cfg.Pipeline.RequireChecked, n.cfg.Pipeline.SpotAudit

@@ -103,6 +103,11 @@ func (n *Node) wireChecks(ctx context.Context) {
 		n.log.Warn("trust.challenges is off, so no role peer becomes verified, and moa.unverified is never: " +
 			"MoA questions use this peer's own roles and peers verified before only (set moa.unverified to ask to use the others)")
 	}
+	// Disputes on real traffic are settled from verified weights with or
+	// without challenges: a spot-check found them.
+	if cs.ref != nil {
+		n.pipeOrig.Verified = cs.ref.settleLayers
+	}
 	bg, cancel := context.WithCancel(ctx)
 	cs.cancel = cancel
 	cs.wg.Add(1)

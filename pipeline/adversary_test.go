@@ -62,7 +62,7 @@ func TestBadNumbersProven(t *testing.T) {
 		{"nan-hidden", [2]int{2, 6}, nanHidden, nil, false},
 		{"huge-hidden", [2]int{2, 6}, hugeHidden, nil, false},
 		{"bad-token-behind-an-honest-hop", [2]int{6, 8}, nil, badResult, false},
-		{"inf-logit-from-the-first-hop", [2]int{0, 8}, nil, badResult, false}, // a second route exists: checked, logits come back
+		{"bad-token-from-the-first-hop-checked", [2]int{0, 8}, nil, badResult, false}, // a second route exists: checked, on tokens too
 		{"bad-token-from-the-first-hop", [2]int{0, 8}, nil, badResult, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,8 +103,8 @@ func TestBadNumbersProven(t *testing.T) {
 				t.Fatalf("re-routes: %+v", res.Reroutes)
 			}
 			rr := res.Reroutes[0]
-			if tc.proven != strings.Contains(rr.Reason, "outside the vocabulary") {
-				t.Errorf("reason %q: a sampling route should fail on a token, a checked one on its logits", rr.Reason)
+			if fromFirst := tc.result != nil && tc.layers[0] == 0; fromFirst != strings.Contains(rr.Reason, "outside the vocabulary") {
+				t.Errorf("reason %q: a greedy route, checked or not, should fail on its token (behind a hop: on a probe's logits)", rr.Reason)
 			}
 			if rr.Failed != l.h.ID().String() || !rr.Proven || rr.Evidence != EvidenceCheck || usesPeer(rr.NewRoute, rr.Failed) {
 				t.Fatalf("re-route %+v: want the liar proven by this peer's own check and left out", rr)

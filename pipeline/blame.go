@@ -275,9 +275,17 @@ func (g *generation) credit() {
 	if tr == nil {
 		return
 	}
+	agreed := map[peer.ID]bool{}
 	for h := range g.passed {
 		if id, err := peer.Decode(h.Peer); err == nil && id != g.o.Host.ID() {
 			tr.Pass(id, swarm.Claim{Model: g.ref.CID, Start: h.Start, End: h.End})
+			agreed[id] = true
 		}
+	}
+	if g.res.Mismatches > 0 {
+		return // an answer the routes disagreed on serves nobody's probation
+	}
+	for id := range agreed {
+		tr.Agreed(id)
 	}
 }

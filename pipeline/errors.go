@@ -30,6 +30,9 @@ const (
 	EvidenceCheck   = "check"      // this peer received bad numbers from it
 	EvidenceLocal   = "spot_check" // a spot-check this peer refereed with its own copy of the layers
 	EvidenceReferee = "referee"    // Originator.Referee found it lying
+	// EvidenceMajority: a third holder of its layers (or this peer's own
+	// copy), run on the same input, agreed with the hop it disagreed with.
+	EvidenceMajority = "majority"
 	// Not proof: the peers named are avoided for the generation, and
 	// nobody is excluded for longer or penalised.
 	EvidenceAccusation = "accusation" // an error frame named a peer that answers pings

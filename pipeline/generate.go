@@ -42,6 +42,8 @@ type generation struct {
 	check  bool           // results are checked on a second route (see SpotCheck)
 	checks int            // check routes opened
 	passed map[Hop]bool   // hops a second route confirmed: credited in Trust at the end
+
+	settling bool // this peer judges a replay with weights fetched to settle a dispute (settle.go)
 }
 
 func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error {
@@ -441,8 +443,9 @@ func (g *generation) replan(ctx context.Context) ([]Hop, error) {
 // generation asks for logits and samples them here.
 func (g *generation) open(ctx context.Context, hops []Hop) (*chain, error) {
 	open := g.o.newOpen(g.ref, hops, g.req)
-	// A checked greedy answer with a draft compares tokens; any other by logits.
-	open.Logits = open.Logits || (g.check && (g.dr.model == nil || g.req.Sampling.Temperature > 0))
+	// A checked greedy answer compares tokens (with a draft, those of
+	// verify steps); any other by logits.
+	open.Logits = open.Logits || (g.check && !g.byTokens() && (g.dr.model == nil || g.req.Sampling.Temperature > 0))
 	open.Verify = g.dr.model != nil && !open.Logits
 	var c *chain
 	err := g.watched(ctx, hops, 0, func(ctx context.Context) (err error) {

@@ -31,9 +31,18 @@ type liar struct {
 	acceptAll bool
 	// old refuses opens with verify, as a stage that predates verify
 	// steps does (its strict JSON knows no such field).
-	old   bool
-	from  int64
-	steps atomic.Int64
+	old bool
+	// realOnly lies on real sessions only: those whose route runs the
+	// whole model over several hops, not a probe of one range. Its steps
+	// are counted on those alone.
+	realOnly bool
+	from     int64
+	steps    atomic.Int64
+}
+
+// realSession reports whether open looks like a real generation's session.
+func realSession(open *Open) bool {
+	return len(open.Route) > 1 && open.Route[0].Start == 0 && !open.probe()
 }
 
 // newLiar serves [a,b) of the model at full and lies; it claims to be
@@ -123,7 +132,10 @@ func (l *liar) handle(st network.Stream) {
 			}
 			return
 		}
-		lie := l.steps.Add(1) > l.from
+		lie := false
+		if !l.realOnly || realSession(&open) {
+			lie = l.steps.Add(1) > l.from
+		}
 		stp, err := DecodeStepFrame(typ, body, open.Hidden)
 		if err != nil {
 			return

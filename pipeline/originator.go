@@ -91,6 +91,13 @@ type Originator struct {
 	// right; an error wrapping ErrCheckFailed means it lied (the referee
 	// records that in the ledger itself). nil: no referee.
 	Referee func(ctx context.Context, id peer.ID, c swarm.Claim) error
+	// Verified loads layers [lo,hi) of model from weights checked against
+	// the model's manifest, to settle a dispute on real traffic that no
+	// third holder decides (settle.go): the shard, and a function that
+	// unloads it and frees what it took. An error (no weights to be had,
+	// no room for them) leaves the dispute undecided. Called at most once
+	// per dispute; needs Local. nil: disputes are not settled so.
+	Verified func(ctx context.Context, model string, lo, hi int) (*Shard, func(), error)
 	// SpotCheck sets how often real traffic is checked on a second route.
 	SpotCheck SpotCheck
 	// RequireChecked refuses a route with layers nobody can check (one
@@ -109,6 +116,9 @@ type Originator struct {
 	// it (empty: engine.ComputeArch()): its own stages on a checked route
 	// count as that architecture.
 	Arch string
+
+	alerts   alerts   // layer ranges a disagreement put on alert (alert.go)
+	disputes disputes // disputes tried from verified weights, and undecided ones (settle.go)
 }
 
 // Request is one generation.
@@ -351,6 +361,7 @@ func (o *Originator) Generate(ctx context.Context, req Request) (*answer.Pipelin
 		sampler: engine.NewSampler(req.Sampling.Options()),
 	}
 	err = g.run(ctx, hops, start)
+	g.disputedNote()
 	g.res.TotalMS = msSince(start)
 	return g.res, err
 }

@@ -191,8 +191,8 @@ func originatorTrusting(t testing.TB, full string, tr *swarm.Trust, self *stageP
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No random spot-checks: a test that wants them says so.
-	return &Originator{Host: self.h, View: v, Local: self.srv, SpotCheck: SpotCheck{Probability: -1},
+	// No random spot-checks, no probation: a test that wants them says so.
+	return &Originator{Host: self.h, View: v, Local: self.srv, SpotCheck: SpotCheck{Probability: -1, Probation: -1},
 		Tokenizer: func(context.Context, ModelRef, []swarm.ShardHolder) (*engine.Tokenizer, error) { return tok, nil }}
 }
 

@@ -23,6 +23,8 @@ type Shard struct {
 	Model      *engine.Model
 	MemBytes   int64
 	MsPerLayer float64
+
+	private bool // loaded to settle a dispute: served to this peer's routes, not announced (settle.go)
 }
 
 // LoadShard loads the stage file at path, which holds layers [a,b) of the

@@ -17,16 +17,21 @@ import (
 
 // SpotCheck sets how real traffic is checked. A checked generation runs
 // every step on a second route over other peers too (the warm-standby
-// machinery: same batch shapes, and it takes over if the primary fails),
-// both return logits, the originator samples, and each step's logits must
-// agree within Tolerance. On a mismatch the originator finds the liar with
-// evidence, not a vote: it runs the history through both routes layer
-// range by layer range, each hop a probe it opens itself on the same
-// input, and where two hops disagree its own copy of the layers
-// (Originator.Local) or the Referee decides. A proven liar is left out and
-// recorded in Trust; when nothing decides, the generation avoids both
-// disagreeing hops and bans nobody. Either way it goes on from a route
-// without them, by a replay.
+// machinery: same batch shapes, and it takes over if the primary fails).
+// A plain greedy generation compares the tokens both last hops choose
+// (byTokens); any other has both return logits, the originator samples,
+// and each step's logits must agree within Tolerance. A peer is checked on
+// every generation until it has served Probation checked answers, and
+// layers where routes disagreed are checked on every generation for a
+// while (alert.go). On a mismatch the originator finds the liar by its
+// own recomputation: it runs the history through both routes layer range
+// by layer range, each hop a probe it opens itself on the same input, and
+// where two hops disagree its own copy of the layers (Originator.Local),
+// the Referee or a third holder decides; a hop that lies on real traffic
+// only is found by replays on mixed routes (tiebreak.go). A proven liar is
+// left out and recorded in Trust; when nothing decides, the generation
+// avoids the disagreeing hops and bans nobody. Either way it goes on from
+// a route without them, by a replay.
 type SpotCheck struct {
 	// Probability that a generation is checked (default 0.1; negative:
 	// none). A route through a peer Trust has not proven is always checked.
@@ -39,6 +44,23 @@ type SpotCheck struct {
 	// 1.9e-2), which lets small lies through; f32 routes (the default)
 	// agree bit for bit.
 	Tolerance float64 `json:"tolerance,omitempty"`
+	// Probation is how many checked real answers a peer must serve, each
+	// agreeing with a second route, before its generations are sampled
+	// at Probability: until then every generation through it is checked
+	// (default 5; negative: none). Passing a challenge proves a peer
+	// computes its layers when asked to; only its real traffic, checked,
+	// shows it does so when it cannot tell it is watched.
+	Probation int `json:"probation,omitempty"`
+}
+
+// defaultProbation is SpotCheck.Probation's default.
+const defaultProbation = 5
+
+func (s SpotCheck) probation() int {
+	if s.Probation == 0 {
+		return defaultProbation
+	}
+	return max(s.Probation, 0)
 }
 
 // f16Tolerance is the least tolerance between f16 routes cut at other
@@ -142,20 +164,34 @@ func hopPeers(routes ...[]Hop) []string {
 	return out
 }
 
-// drawCheck decides whether a generation starting on hops is checked.
-func (g *generation) drawCheck(hops []Hop) bool {
-	p := g.o.SpotCheck.probability()
-	return g.anyNew(hops) || p > 0 && rand.Float64() < p
+// byTokens reports whether a checked generation compares the tokens the
+// routes' last hops choose, as an unchecked answer gets them, rather than
+// logits: a plain greedy one. A last hop then cannot tell a checked session
+// from another by its asking for logits, and a hop that lies about the
+// token it chooses is checked on that very token. A speculating one is
+// checked by speccheck.go's rules.
+func (g *generation) byTokens() bool {
+	return !(g.req.Speculate && g.o.Drafter != nil) && !g.req.Logits && g.req.Sampling.Temperature <= 0
 }
 
-// anyNew reports whether hops go through a peer the ledger has not proven.
+// drawCheck decides whether a generation starting on hops is checked:
+// always through a peer not proven or still on probation, or over layers
+// a disagreement put on alert; else at the sampling rate.
+func (g *generation) drawCheck(hops []Hop) bool {
+	p := g.o.SpotCheck.probability()
+	return g.anyNew(hops) || g.o.alerts.on(g.ref.CID, hops) || p > 0 && rand.Float64() < p
+}
+
+// anyNew reports whether hops go through a peer the ledger has not proven,
+// or one still on probation (fewer checked real answers than Probation).
 func (g *generation) anyNew(hops []Hop) bool {
 	tr := g.o.View.Trust()
 	if tr == nil {
 		return false
 	}
 	for _, h := range hops {
-		if id, err := peer.Decode(h.Peer); err == nil && id != g.o.Host.ID() && !tr.Proven(id) {
+		if id, err := peer.Decode(h.Peer); err == nil && id != g.o.Host.ID() &&
+			(!tr.Proven(id) || tr.Checked(id) < g.o.SpotCheck.probation()) {
 			return true
 		}
 	}
@@ -200,7 +236,7 @@ func (g *generation) routesTolerance(a, b []Hop) float64 {
 // check goes on on a new one, if there is one.
 func (g *generation) confirm(ctx context.Context, k int, res *Result, input []int32) (*Result, error) {
 	for g.sb != nil && g.sb.check {
-		if len(res.Logits) == 0 {
+		if len(res.Logits) == 0 && !g.byTokens() {
 			if !g.checking() { // not a checked route's result: nothing to compare (not reached)
 				g.closeShadow()
 				return res, nil
@@ -237,6 +273,18 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 			g.sb = g.startStandby(ctx, true)
 			continue
 		}
+		if g.byTokens() && len(res.Logits) == 0 && len(sres.Logits) == 0 && len(sres.Tokens) == 0 {
+			// The token each last hop chose, as an unchecked answer gets it.
+			if sres.Token == res.Token {
+				g.passCheck(s)
+				return res, nil
+			}
+			g.res.Mismatches++
+			if res, err = g.mismatch(ctx, k, fmt.Sprintf("the check route chose token %d, this one %d", sres.Token, res.Token), input); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if len(sres.Logits) == 0 { // the check route runs verify steps: both again alike
 			g.sc.resync = true
 			return res, nil
@@ -250,28 +298,47 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 			return res, nil
 		}
 		g.res.Mismatches++
-		if res, err = g.mismatch(ctx, k, diff, tol, input); err != nil {
+		if res, err = g.mismatch(ctx, k, fmt.Sprintf("by %.3g, tolerance %g", diff, tol), input); err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
 }
 
-// mismatch settles a disagreement between the primary and the check route
-// at step k, and returns the step's result from a route without the liar
-// (or, undecided, without either disagreeing hop where others cover their
-// layers).
-func (g *generation) mismatch(ctx context.Context, k int, diff, tol float64, input []int32) (*Result, error) {
+// mismatch settles a disagreement (what) between the primary and the
+// check route at step k and returns the step's result from a route
+// without the liar (or, undecided, without either disagreeing hop where
+// others cover their layers). The layers where the routes parted (all,
+// when that stays unknown) go on alert.
+func (g *generation) mismatch(ctx context.Context, k int, what string, input []int32) (*Result, error) {
 	a, b := g.hops, g.sb.hops
 	// The probes open sessions on these peers from this one: end the
 	// routes' first (a peer's share of a stage's sessions is small).
 	g.chain.st.Reset()
 	g.chain = nil
 	g.closeShadow()
-	g.o.log().Warn("pipeline: spot-check mismatch; finding the liar", "at_token", k, "diff", diff, "route", a, "check_route", b)
+	g.o.log().Warn("pipeline: spot-check mismatch; finding the liar", "at_token", k, "disagreement", what, "route", a, "check_route", b)
 	liars, suspects, where := g.bisect(ctx, a, b)
+	if len(liars) == 0 && where == [2]int{} && ctx.Err() == nil {
+		// Every range agreed when probed: the liar lies on real traffic only.
+		lf, at, who := g.replayVote(ctx, a, b, k)
+		if lf != nil {
+			liars = []*fault{lf}
+		}
+		if at != [2]int{} {
+			where, suspects = at, who // the answer flipped there: nobody else is suspect
+		}
+	}
+	if len(liars) == 0 && where != [2]int{} && len(suspects) == 2 {
+		g.o.disputes.undecided(newDispute(g.ref.CID, where[0], where[1], suspects[0], suspects[1]), true)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if where == [2]int{} {
+		g.o.alerts.raise(g.ref.CID, 0, g.ref.Layers)
+	} else {
+		g.o.alerts.raise(g.ref.CID, where[0], where[1])
 	}
 	var f *fault
 	if len(liars) > 0 {
@@ -281,7 +348,7 @@ func (g *generation) mismatch(ctx context.Context, k int, diff, tol float64, inp
 		}
 	} else {
 		f = &fault{code: "mismatch", layers: where, evidence: EvidenceUndecided, suspects: suspects,
-			reason: fmt.Sprintf("two routes disagree at token %d (by %.3g, tolerance %g) and nothing here shows which lied", k, diff, tol)}
+			reason: fmt.Sprintf("two routes disagree at token %d (%s) and nothing here shows which lied", k, what)}
 	}
 	g.trace(answer.Trace{Kind: "mismatch", AtToken: k, Failed: f.peer, Layers: f.layers, Reason: f.reason, Proven: f.proven,
 		Evidence: f.evidence, Suspects: f.suspects})
@@ -386,6 +453,9 @@ func (g *generation) referee(ctx context.Context, ha, hb Hop, tokens []int32, hi
 		if len(liars) > 0 {
 			return liars, nil
 		}
+	}
+	if liars = g.voteProbe(ctx, ha, hb, tokens, hidden, shapes, oa, ob); len(liars) > 0 {
+		return liars, nil
 	}
 	return nil, remotePeers([]Hop{ha, hb}, self)
 }

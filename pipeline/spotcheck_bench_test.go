@@ -6,21 +6,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
 // BenchmarkSpotCheck measures what a spot-checked generation costs on the
 // 0.6b shape (q8_0) against the same generation unchecked: two routes of
 // two one-thread stages ([0,14) and [14,28)), 64 tokens. Checked, the
-// second route runs every step at the same time as the first, both return
-// logits (152k floats a step) and the originator samples and compares them.
+// second route runs every step at the same time as the first, and the
+// originator compares the tokens both last hops chose (greedy: see
+// byTokens; before, both returned logits, 152k floats a step, and the
+// originator sampled and compared them).
 // Each iteration runs one unchecked and one checked generation, in
 // alternating order, so that a shared machine's load falls on both alike.
 // Every stage runs in this process, so its CPU time is the swarm's compute.
 // It reports the medians of wall time, decode tok/s, time to first token
 // and CPU time of each, and what that makes at the default probability.
-// The "other-cuts" runs cut the second route at layer 10, and report the
-// largest difference between the routes' agreeing logits.
+// The "other-cuts" runs cut the second route at layer 10 (their
+// max_diff, of logits, is 0 now that greedy checks compare tokens).
 // go test -run XXX -bench SpotCheck -benchtime 5x ./pipeline
 func BenchmarkSpotCheck(b *testing.B) {
 	const n = 64
@@ -108,4 +111,92 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkRealTrafficChecks measures what checking real traffic costs a
+// generation on the small q8_0 shape (8 layers, routes of two one-thread
+// stages, 16 tokens, greedy, f32 wire): unchecked; checked (a second
+// route runs every step at once and the two last hops' tokens are
+// compared); and the generation in which a last hop lying on real traffic
+// from its 4th step is convicted (probes of every range, replays on mixed
+// routes and a third holder's replay), each a fresh swarm. It reports the
+// medians of wall time and the process's CPU time (every stage runs in
+// this process: the swarm's compute).
+// go test -run XXX -bench RealTrafficChecks -benchtime 5x ./pipeline
+func BenchmarkRealTrafficChecks(b *testing.B) {
+	const n = 16
+	full, cid := modelOf(b, "qwen3", "small", "q8_0")
+	setup := func(b *testing.B, liar bool) *Originator {
+		origin := newStagePeer(b)
+		ranges := [][2]int{{0, 4}, {4, 8}, {0, 4}, {4, 8}}
+		if liar {
+			ranges = append(ranges, [2]int{4, 8}) // a third holder
+		}
+		peers := servingPeers(b, full, cid, ranges...)
+		if liar {
+			l := newLiar(b, full, cid, 4, 8)
+			l.realOnly, l.from = true, 3
+			l.result = func(r *Result) {
+				if len(r.Logits) == 0 {
+					r.Token = (r.Token + 7) % 4096
+				}
+			}
+			peers = append(peers, l.stagePeer)
+		}
+		o := originatorTrusting(b, full, swarm.NewTrust(), origin, peers...)
+		for i, p := range peers {
+			ms := float64(1 + i/2) // the first route is the primary
+			if liar && p.srv.Shards()[0].Start == 4 {
+				ms = 50 // slower than the liar, unmeasured (DefaultMsPerLayer): the primary takes it
+			}
+			if !liar || i < len(peers)-1 {
+				o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), ms)
+			}
+			o.View.Trust().Pass(p.h.ID(), swarm.Claim{Model: cid, Start: 0, End: 8})
+		}
+		return o
+	}
+	generate := func(b *testing.B, o *Originator, p float64) (wall, cpu float64, res *answer.Pipeline) {
+		o.SpotCheck.Probability = p
+		think := false
+		c0, t0 := cpuTime(), time.Now()
+		res, err := o.Generate(context.Background(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return msSince(t0), ms(cpuTime() - c0), res
+	}
+	b.Run("unchecked-vs-checked", func(b *testing.B) {
+		o := setup(b, false)
+		var offW, offC, onW, onC []float64
+		for b.Loop() {
+			w, c, _ := generate(b, o, -1)
+			offW, offC = append(offW, w), append(offC, c)
+			w, c, res := generate(b, o, 1)
+			if res.SpotChecked != len(res.Tokens) || res.Mismatches != 0 {
+				b.Fatalf("%d of %d steps checked, %d mismatches", res.SpotChecked, len(res.Tokens), res.Mismatches)
+			}
+			onW, onC = append(onW, w), append(onC, c)
+		}
+		b.ReportMetric(pct50(offW), "unchecked_wall_ms")
+		b.ReportMetric(pct50(offC), "unchecked_cpu_ms")
+		b.ReportMetric(pct50(onW), "checked_wall_ms")
+		b.ReportMetric(pct50(onC), "checked_cpu_ms")
+	})
+	b.Run("conviction", func(b *testing.B) {
+		var wall, cpu []float64
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			o := setup(b, true)
+			o.SpotCheck.Probation = 0 // the default: the liar's first answers are checked
+			b.StartTimer()
+			w, c, res := generate(b, o, -1)
+			if res.Mismatches == 0 || len(res.Reroutes) == 0 || res.Reroutes[0].Evidence != EvidenceMajority {
+				b.Fatalf("no conviction: %d mismatches, re-routes %+v", res.Mismatches, res.Reroutes)
+			}
+			wall, cpu = append(wall, w), append(cpu, c)
+		}
+		b.ReportMetric(pct50(wall), "wall_ms")
+		b.ReportMetric(pct50(cpu), "cpu_ms")
+	})
 }

@@ -75,14 +75,14 @@ func TestSpotCheckHonestRoutes(t *testing.T) {
 // wrong hidden states (q8_0 weights). The check route disagrees; the
 // originator runs the history through both routes layer range by layer
 // range and finds the range where they part. With its own copy of the
-// layers, or a referee, it proves the liar, who is banned; with neither it
-// bans nobody and avoids both disagreeing hops. The text is one machine's
-// in every case.
+// layers, a referee, or a third holder of them, it proves the liar, who is
+// banned; with none it bans nobody and avoids both disagreeing hops. The
+// text is one machine's in every case.
 func TestSpotCheckFindsWrongHiddenStates(t *testing.T) {
 	const n = 24
 	full, cid := modelOf(t, "qwen3", "small", "q8_0")
 	want := referenceFile(t, full, question, n)
-	for _, judge := range []string{"local", "referee", "undecided"} {
+	for _, judge := range []string{"local", "referee", "third-holder", "undecided"} {
 		t.Run(judge, func(t *testing.T) {
 			origin := newStagePeer(t)
 			if judge == "local" {
@@ -90,7 +90,11 @@ func TestSpotCheckFindsWrongHiddenStates(t *testing.T) {
 				origin.srv.Local()[0].MsPerLayer = 1000 // used to referee, never to route unless it must
 			}
 			var honest []*stagePeer
-			for _, r := range [][2]int{{0, 2}, {0, 2}, {2, 6}, {2, 6}, {6, 8}, {6, 8}} {
+			ranges := [][2]int{{0, 2}, {0, 2}, {2, 6}, {6, 8}, {6, 8}}
+			if judge == "third-holder" {
+				ranges = append(ranges, [2]int{2, 6})
+			}
+			for _, r := range ranges {
 				p := newStagePeer(t)
 				p.serveFile(t, full, cid, r[0], r[1])
 				honest = append(honest, p)
@@ -123,14 +127,16 @@ func TestSpotCheckFindsWrongHiddenStates(t *testing.T) {
 				t.Logf("re-route at %d: %s %v proven=%v %s suspects=%d: %s", rr.AtToken, short(rr.Failed), rr.Layers, rr.Proven,
 					rr.Evidence, len(rr.Suspects), rr.Reason)
 			}
+			// Undecided, the liar and the hop it disagreed with are all
+			// that hold [2,6): one of them is used again.
 			last := res.Reroutes[len(res.Reroutes)-1].NewRoute
-			if usesPeer(last, l.h.ID().String()) {
+			if judge != "undecided" && usesPeer(last, l.h.ID().String()) {
 				t.Fatalf("the generation ended on a route through the liar: %v", last)
 			}
 			liar := l.h.ID().String()
 			switch judge {
-			case "local", "referee":
-				wantEv := map[string]string{"local": EvidenceLocal, "referee": EvidenceReferee}[judge]
+			case "local", "referee", "third-holder":
+				wantEv := map[string]string{"local": EvidenceLocal, "referee": EvidenceReferee, "third-holder": EvidenceMajority}[judge]
 				m := mismatches[0]
 				if len(mismatches) != 1 || m.Failed != liar || !m.Proven || m.Evidence != wantEv || m.Layers != [2]int{2, 6} {
 					t.Fatalf("mismatch %+v: want the liar proven by %s on [2,6)", mismatches, wantEv)

@@ -124,7 +124,9 @@ func (s *StageServer) Shards() []gossip.Shard {
 	defer s.mu.RUnlock()
 	out := make([]gossip.Shard, 0, len(s.shards))
 	for _, sh := range s.shards {
-		out = append(out, sh.Capability())
+		if !sh.private {
+			out = append(out, sh.Capability())
+		}
 	}
 	return out
 }

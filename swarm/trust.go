@@ -50,6 +50,7 @@ type Trust struct {
 type trustRecord struct {
 	Verified  []Claim            `json:"verified,omitempty"`
 	Passed    int                `json:"passed,omitempty"`
+	Checked   int                `json:"checked,omitempty"`
 	Failures  int                `json:"failures,omitempty"`
 	BanUntil  time.Time          `json:"ban_until,omitzero"`
 	LastFault string             `json:"last_fault,omitempty"`
@@ -156,6 +157,7 @@ func (t *Trust) Fail(id peer.ID, fault string) time.Duration {
 	r.BanUntil = t.now().Add(d)
 	r.LastFault = fault
 	r.Verified = nil
+	r.Checked = 0 // back on probation when its ban ends
 	subs := slices.Clone(t.subs)
 	t.mu.Unlock()
 	for _, f := range subs {
@@ -208,6 +210,26 @@ func (t *Trust) Proven(id peer.ID) bool {
 	return ok && r.Passed > 0 && !r.BanUntil.After(t.now())
 }
 
+// Agreed records that a real answer through id was checked on a second
+// route and agreed: a newly proven peer's first answers are all checked
+// until it has served enough of them (Checked).
+func (t *Trust) Agreed(id peer.ID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rec(id).Checked++
+}
+
+// Checked is how many checked real answers through id agreed since its
+// last failure.
+func (t *Trust) Checked(id peer.ID) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r, ok := t.peers[id]; ok {
+		return r.Checked
+	}
+	return 0
+}
+
 // Measure folds a speed this peer measured itself (key names what was
 // measured, e.g. "ms_per_layer:<model>" or "tok_s:<role>") into id's
 // running average.
@@ -247,6 +269,7 @@ type TrustEntry struct {
 	Peer      string             `json:"peer"`
 	Verified  []Claim            `json:"verified,omitempty"`
 	Passed    int                `json:"passed"`
+	Checked   int                `json:"checked,omitempty"` // checked real answers that agreed
 	Failures  int                `json:"failures"`
 	BanUntil  time.Time          `json:"ban_until,omitzero"`
 	LastFault string             `json:"last_fault,omitempty"`
@@ -261,7 +284,7 @@ func (t *Trust) Snapshot() []TrustEntry {
 	out := make([]TrustEntry, 0, len(t.peers))
 	for id, r := range t.peers {
 		out = append(out, TrustEntry{Peer: id.String(), Verified: slices.Clone(r.Verified), Passed: r.Passed,
-			Failures: r.Failures, BanUntil: r.BanUntil, LastFault: r.LastFault, Speeds: maps.Clone(r.Speeds), Seen: r.Seen})
+			Checked: r.Checked, Failures: r.Failures, BanUntil: r.BanUntil, LastFault: r.LastFault, Speeds: maps.Clone(r.Speeds), Seen: r.Seen})
 	}
 	slices.SortFunc(out, func(a, b TrustEntry) int {
 		if a.Peer < b.Peer {
@@ -289,7 +312,7 @@ func (t *Trust) Restore(b []byte) error {
 	defer t.mu.Unlock()
 	for _, e := range es {
 		id, err := peer.Decode(e.Peer)
-		if err != nil || e.Passed < 0 || e.Failures < 0 || len(t.peers) >= maxTrusted {
+		if err != nil || e.Passed < 0 || e.Checked < 0 || e.Failures < 0 || len(t.peers) >= maxTrusted {
 			continue
 		}
 		if len(e.Verified) > 64 {
@@ -298,7 +321,7 @@ func (t *Trust) Restore(b []byte) error {
 		if len(e.Speeds) > 64 {
 			e.Speeds = nil
 		}
-		t.peers[id] = &trustRecord{Verified: e.Verified, Passed: e.Passed, Failures: e.Failures, BanUntil: e.BanUntil,
+		t.peers[id] = &trustRecord{Verified: e.Verified, Passed: e.Passed, Checked: e.Checked, Failures: e.Failures, BanUntil: e.BanUntil,
 			LastFault: e.LastFault, Speeds: e.Speeds, Seen: e.Seen}
 	}
 	return nil

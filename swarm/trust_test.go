@@ -86,3 +86,35 @@ func TestTrustSpeedsAndRestore(t *testing.T) {
 		t.Fatalf("bad entries must be skipped: %v %d", err, len(back.Snapshot()))
 	}
 }
+
+// TestTrustChecked: the checked answers a peer served are counted, kept
+// over a save and restore, and forgotten by a failure (its probation
+// starts again).
+func TestTrustChecked(t *testing.T) {
+	tr := NewTrust()
+	id, err := test.RandPeerID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		tr.Agreed(id)
+	}
+	b, err := tr.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := NewTrust()
+	if err := back.Restore(b); err != nil {
+		t.Fatal(err)
+	}
+	if n := back.Checked(id); n != 3 {
+		t.Fatalf("%d checked answers after a restore, want 3", n)
+	}
+	back.Fail(id, "lied")
+	if n := back.Checked(id); n != 0 {
+		t.Fatalf("%d checked answers after a failure, want 0", n)
+	}
+	if err := back.Restore([]byte(`[{"peer":"` + id.String() + `","checked":-1}]`)); err != nil || back.Checked(id) != 0 {
+		t.Fatalf("a negative count restored: %v", err)
+	}
+}

@@ -87,6 +87,14 @@ func pipelineFooter(e *env, res *answer.Result, trace bool) error {
 	if p.Done == "cancel" {
 		s += "; partial: cut off by its deadline"
 	}
+	for _, d := range p.Disputed {
+		peers := make([]string, len(d.Peers))
+		for i, id := range d.Peers {
+			peers[i] = shortID(id)
+		}
+		s += fmt.Sprintf("; (disputed: layers [%d,%d) ran on a peer another holder contradicted, %s, nothing showing which lied: this answer may be wrong)",
+			d.Start, d.End, strings.Join(peers, " vs "))
+	}
 	fmt.Fprintln(e.stderr, s)
 	for _, u := range p.Unchecked {
 		fmt.Fprintf(e.stderr, "unchecked: layers [%d,%d) on %s: no other live peer holds them, so nothing checked them (pipeline.require_checked refuses such routes)\n",
