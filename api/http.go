@@ -248,13 +248,13 @@ func (s *sse) comment(text string) {
 	s.flush()
 }
 
-// streamKeepAlive is how long a streamed answer may stay quiet before the
-// stream starts (if it has not) and gets a comment line; well under the
-// read timeouts of common clients and proxies (60 s and more).
+// streamKeepAlive is how often a streamed answer that is being worked on
+// starts (if it has not) and gets a comment line; well under the read
+// timeouts of common clients and proxies (60 s and more).
 var streamKeepAlive = 5 * time.Second
 
-// keepAlive starts the stream with begin and writes a comment whenever the
-// stream has been quiet for every, until the returned stop is called.
+// keepAlive starts the stream with begin and writes a comment every
+// period, until the returned stop is called.
 func (s *sse) keepAlive(every time.Duration, begin func()) (stop func()) {
 	done := make(chan struct{})
 	ended := make(chan struct{})
