@@ -176,7 +176,14 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 	perToken := time.Duration(float64(time.Second) / tokps)
 	// The first token also waits for the prompt (and a queue): until one
 	// is measured, the probes alone decide.
-	w := o.Progress.Watch(o.Host, ttft, []peer.ID{c.peer.ID}, func(peer.ID, error) { cancel() })
+	w := o.Progress.Watch(o.Host, ttft, []peer.ID{c.peer.ID}, func(id peer.ID, cause error) {
+		// Out of the next questions' candidates until it answers a ping
+		// again (swarm.View.MarkHung); a live peer merely stuck is not.
+		if o.View != nil && !errors.Is(cause, swarm.ErrStalled) {
+			o.View.MarkHung(id)
+		}
+		cancel()
+	})
 	var text strings.Builder
 	var rate decodeRate
 	collect := func(t string) {

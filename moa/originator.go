@@ -288,6 +288,8 @@ func (o *Originator) request(role string, q Query, prompt string) *Request {
 // candidates are the holders of role that routing may use (View.Routable),
 // best first.
 func (o *Originator) candidates(role string) []candidate {
+	// Peers found hung that answer pings again rejoin later questions.
+	o.View.RecheckHung(o.Host, o.Progress.Defaults().ProbeTimeout)
 	all := candidates(o.View, role, o.weigh)
 	out := all[:0]
 	for _, c := range all {
