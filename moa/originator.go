@@ -39,6 +39,7 @@ type Originator struct {
 	// "punched" or "relayed"); traces show it per agent.
 	ConnKind func(peer.ID) string
 
+	calls       peerCalls       // calls open to each peer (peercalls.go)
 	stats       peerStats       // what this originator measured of each peer
 	badDrafters droppedDrafters // drafters reasoners gave up on (speed.go)
 }
