@@ -128,7 +128,7 @@ func (n *Node) loadShardFile(ctx context.Context, spec ShardSpec) error {
 		if err != nil {
 			return err
 		}
-		t := n.tasks.start("slice", fmt.Sprintf("%s [%d,%d)", spec.Path, spec.Start, spec.End), "", 0)
+		t := n.tasks.startIn(ctx, "slice", fmt.Sprintf("%s [%d,%d)", spec.Path, spec.Start, spec.End), "", 0)
 		se, err := n.pipe.store.EnsureSlice(me.CID, spec.Start, spec.End)
 		t.finish(err)
 		if err != nil {
@@ -170,7 +170,7 @@ func (n *Node) serveShard(ctx context.Context, path, modelCID string, a, b int) 
 		}
 	}
 	what := fmt.Sprintf("shard %s [%d,%d)", path, a, b)
-	t := n.tasks.start("load", what, "percent", 100)
+	t := n.tasks.startIn(ctx, "load", what, "percent", 100)
 	defer func() { t.finish(err) }()
 	reserved, err := n.mem.reserve(what, path, n.engineOptions())
 	if err != nil {
@@ -241,7 +241,7 @@ func (n *Node) tryFetchShard(ctx context.Context, spec ShardSpec) error {
 	var lastErr error = fmt.Errorf("no peer announces model %s", spec.CID)
 	for _, id := range n.shardSources(ctx, spec) {
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-		t := n.tasks.start("fetch", fmt.Sprintf("%s:%d-%d from %s", spec.CID, spec.Start, spec.End, id), "bytes", 0)
+		t := n.tasks.startIn(ctx, "fetch", fmt.Sprintf("%s:%d-%d from %s", spec.CID, spec.Start, spec.End, id), "bytes", 0)
 		se, err := shards.Fetch(fctx, n.host, id, n.pipe.store, spec.CID, spec.Start, spec.End,
 			shards.WithProgress(func(done, total int64) { t.update("download", done, total) }))
 		cancel()
