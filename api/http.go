@@ -261,6 +261,36 @@ func (s *sse) comment(text string) {
 	s.flush()
 }
 
+// streamKeepAlive is how often a streamed answer that is being worked on
+// starts (if it has not) and gets a comment line; well under the read
+// timeouts of common clients and proxies (60 s and more).
+var streamKeepAlive = 5 * time.Second
+
+// keepAlive starts the stream with begin and writes a comment every
+// period, until the returned stop is called.
+func (s *sse) keepAlive(every time.Duration, begin func()) (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				begin()
+				s.comment("working")
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
+}
+
 // sseEvent is one event of a stream; an empty name is a bare data line.
 type sseEvent struct {
 	name string

@@ -71,20 +71,38 @@ func (a *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
 	}
 	var role sync.Once
-	content := func(t string) {
+	begin := func() {
 		role.Do(func() { s.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil)) })
+	}
+	content := func(t string) {
+		begin()
 		if t != "" {
 			s.event("", chunk(map[string]any{"content": t}, nil))
 		}
 	}
+	// Agents at work start the stream (headers and the role delta) and a
+	// comment keeps it alive until the final answer: a client's read
+	// timeout must not end a long MoA answer before its first token. An
+	// error before any work (no agent, a full context) keeps its status,
+	// and so does a JSON answer found wrong before the stream had to start.
+	work := begin
+	if opt.jsonObject {
+		work = func() {}
+	}
+	stop := s.keepAlive(streamKeepAlive, begin)
 	out, err := a.b.Query(r.Context(), spec, func(event string, v any) {
 		switch event {
 		case "token":
 			if t, ok := v.(string); ok && !opt.jsonObject { // a JSON answer is sent once checked whole
 				content(t)
 			}
+		case "agent_token":
+			work()
 		case "agent":
 			if ar, ok := v.(answer.Agent); ok {
+				if ar.Error == "" {
+					work()
+				}
 				s.comment("agent " + ar.Role + " done")
 			}
 		case "trace":
@@ -95,6 +113,7 @@ func (a *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	})
+	stop()
 	if err == nil && opt.jsonObject {
 		if err = checkJSONObject(out.Text); err == nil {
 			content(out.Text)

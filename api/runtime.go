@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/llmswarm/llmswarm/client"
+	"github.com/llmswarm/llmswarm/node"
 )
 
 // addRole serves POST /v1/swarm/roles.
@@ -15,12 +16,30 @@ func (a *server) addRole(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	out, err := a.b.AddRole(r.Context(), req.Role, req.Path)
-	if err != nil {
-		writeErr(w, err)
+	if !req.Stream {
+		out, err := a.b.AddRole(r.Context(), req.Role, req.Path)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	s := newSSE(w)
+	out, err := a.b.AddRole(node.WithTaskWatch(r.Context(), func(t client.Task) { s.event("task", t) }), req.Role, req.Path)
+	streamResult(s, out, err)
+}
+
+// streamResult ends a stream of task events with the request's result or
+// its error.
+func streamResult(s *sse, out any, err error) {
+	if err != nil {
+		s.fail(err, func(status int, typ string) []sseEvent {
+			return []sseEvent{{"error", client.Error{Error: client.ErrorBody{Message: err.Error(), Type: typ, Status: status}}}}
+		})
+		return
+	}
+	s.event("result", out)
 }
 
 // removeRole serves DELETE /v1/swarm/roles/{role}.
@@ -39,12 +58,18 @@ func (a *server) addShard(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	out, err := a.b.AddShard(r.Context(), req.Shard)
-	if err != nil {
-		writeErr(w, err)
+	if !req.Stream {
+		out, err := a.b.AddShard(r.Context(), req.Shard)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	s := newSSE(w)
+	out, err := a.b.AddShard(node.WithTaskWatch(r.Context(), func(t client.Task) { s.event("task", t) }), req.Shard)
+	streamResult(s, out, err)
 }
 
 func (a *server) removeShard(w http.ResponseWriter, r *http.Request) {

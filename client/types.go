@@ -135,6 +135,9 @@ type Status struct {
 type RoleRequest struct {
 	Role string `json:"role"`
 	Path string `json:"path"`
+	// Stream: answer with server-sent "task" events (the load's
+	// progress), then "result" (Role) or "error".
+	Stream bool `json:"stream,omitempty"`
 }
 
 // ShardRequest is the body of POST /v1/swarm/shards: serve Shard,
@@ -142,6 +145,9 @@ type RoleRequest struct {
 // (fetched from a peer).
 type ShardRequest struct {
 	Shard string `json:"shard"`
+	// Stream: answer with server-sent "task" events (the fetch's, the
+	// slice's and the load's progress), then "result" (Shard) or "error".
+	Stream bool `json:"stream,omitempty"`
 }
 
 // PS is GET /v1/swarm/ps: the models this peer has loaded.

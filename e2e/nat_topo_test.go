@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -33,16 +34,47 @@ func (tp natTopo) all() []string { return []string{tp.inet, tp.relay, tp.nat1, t
 // topoSeq numbers the topologies of this process.
 var topoSeq atomic.Int64
 
+// topoMine holds the namespaces this process created (and not deleted).
+var topoMine sync.Map
+
+// topoPrefix is what the names of this process's namespaces begin with.
+func topoPrefix() string { return fmt.Sprintf("swn%d.", os.Getpid()) }
+
+// sweepStale deletes the namespaces named as this process's that it did
+// not create: a test process killed before its cleanups (a timeout, a
+// SIGKILL) leaves its namespaces behind, and pids wrap (pid_max is often
+// 32768): a later process given the same pid would find its names taken
+// ("ip netns add: File exists") and fail at once.
+func sweepStale() {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || !strings.HasPrefix(f[0], topoPrefix()) {
+			continue
+		}
+		if _, mine := topoMine.Load(f[0]); !mine {
+			natTopo{inet: f[0]}.down()
+		}
+	}
+}
+
 // down kills what runs in the topology's namespaces and deletes them
 // (again: a no-op).
 func (tp natTopo) down() {
 	for _, ns := range tp.all() {
+		if ns == "" {
+			continue
+		}
 		if out, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
 			for _, pid := range strings.Fields(string(out)) {
 				exec.Command("kill", "-9", pid).Run()
 			}
 		}
 		exec.Command("ip", "netns", "del", ns).Run()
+		topoMine.Delete(ns)
 	}
 }
 
@@ -75,10 +107,12 @@ func newNATTopo(t testing.TB) natTopo {
 			t.Fatalf("%s is not installed: run scripts/install-deps.sh", tool)
 		}
 	}
-	p := fmt.Sprintf("swn%d.%d", os.Getpid(), topoSeq.Add(1))
+	sweepStale()
+	p := fmt.Sprintf("%s%d", topoPrefix(), topoSeq.Add(1))
 	tp := natTopo{inet: p + "-i", relay: p + "-r", nat1: p + "-n1", nat2: p + "-n2", a: p + "-a", b: p + "-b"}
 	t.Cleanup(tp.down)
 	for _, ns := range tp.all() {
+		topoMine.Store(ns, true)
 		ipRun(t, "netns", "add", ns)
 		ipRun(t, "-n", ns, "link", "set", "lo", "up")
 	}
@@ -168,4 +202,43 @@ func symmetricNAT(t testing.TB, ns string) {
 	t.Helper()
 	nsRun(t, ns, "", "nft", "flush", "chain", "ip", "nat", "postrouting")
 	nsRun(t, ns, "", "nft", "add", "rule", "ip", "nat", "postrouting", "oifname", "wan0", "masquerade", "random,fully-random")
+}
+
+// TestNATTopoStaleNamespaces: namespaces left by a killed test process
+// whose pid this one reuses do not stop a topology from being built (they
+// made newNATTopo fail at once with "File exists"); they are swept.
+func TestNATTopoStaleNamespaces(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root")
+	}
+	next := topoSeq.Load() + 1
+	var stale []string
+	for seq := next; seq < next+3; seq++ {
+		p := fmt.Sprintf("%s%d", topoPrefix(), seq)
+		for _, suf := range []string{"-i", "-r", "-n1", "-n2", "-a", "-b"} {
+			ipRun(t, "netns", "add", p+suf)
+			stale = append(stale, p+suf)
+		}
+	}
+	t.Cleanup(func() {
+		for _, ns := range stale {
+			exec.Command("ip", "netns", "del", ns).Run()
+		}
+	})
+	tp := newNATTopo(t)
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			listed[f[0]] = true
+		}
+	}
+	for _, ns := range stale {
+		if listed[ns] && !slices.Contains(tp.all(), ns) {
+			t.Errorf("stale namespace %s is still there", ns)
+		}
+	}
 }

@@ -155,6 +155,16 @@ func (o *Originator) askAmong(ctx context.Context, role string, cands []candidat
 func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onToken func(string)) answer.Agent {
 	a := answer.Agent{Role: c.role.Role, Peer: c.peer.ID.String(), Model: c.role.ModelName, ModelCID: c.role.ModelCID,
 		Weight: c.weight, Thermal: c.peer.Cap.Thermal, Unverified: !c.verified}
+	if !c.peer.Self || o.Local == nil {
+		// Beyond this originator's share of streams to the peer, the
+		// question waits here for one to end (peercalls.go), before its
+		// deadline and watch start.
+		if err := o.calls.acquire(ctx, c.peer.ID); err != nil {
+			a.Error, a.Err = "no time left for this agent: it waited for one of this peer's other questions to end", err
+			return a
+		}
+		defer o.calls.release(c.peer.ID)
+	}
 	// With a user deadline, the server's own deadline ends first, so that
 	// what it made comes back as a clean partial answer rather than a reset
 	// stream.
@@ -174,7 +184,14 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 	perToken := time.Duration(float64(time.Second) / tokps)
 	// The first token also waits for the prompt (and a queue): until one
 	// is measured, the probes alone decide.
-	w := o.Progress.Watch(o.Host, ttft, []peer.ID{c.peer.ID}, func(peer.ID, error) { cancel() })
+	w := o.Progress.Watch(o.Host, ttft, []peer.ID{c.peer.ID}, func(id peer.ID, cause error) {
+		// Out of the next questions' candidates until it answers a ping
+		// again (swarm.View.MarkHung); a live peer merely stuck is not.
+		if o.View != nil && !errors.Is(cause, swarm.ErrStalled) {
+			o.View.MarkHung(id)
+		}
+		cancel()
+	})
 	var text strings.Builder
 	var rate decodeRate
 	collect := func(t string) {

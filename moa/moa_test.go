@@ -3,6 +3,7 @@ package moa
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -504,5 +505,36 @@ func TestOnePeerManyRequestsQueue(t *testing.T) {
 	}
 	if failed > 0 {
 		t.Fatalf("%d of %d concurrent requests from one peer failed, want all answered", failed, n)
+	}
+}
+
+// TestOriginatorManyQuestionsOneRolePeer: 50 concurrent questions from one
+// originator for a role only one peer serves, far more than the streams
+// one peer may open to another and than the role peer lets one peer hold
+// and line up, wait their turn and are all answered.
+func TestOriginatorManyQuestionsOneRolePeer(t *testing.T) {
+	b := newRolePeer(t, tinyModel, engine.Options{Threads: 1, Slots: 2, Queue: 16, Context: 2048}, Reasoner) // share 4, line 16
+	origin := newTestPeer(t, 1)
+	o := &Originator{Host: origin.h, View: viewOf(origin, b)}
+	const n = 50
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			res, err := o.Ask(t.Context(), Query{Prompt: "hi", MaxTokens: 2})
+			if err == nil && res.AgentsResponded != 1 {
+				err = fmt.Errorf("%d agents responded: %+v", res.AgentsResponded, res.FailedAgents)
+			}
+			errs <- err
+		}()
+	}
+	failed := 0
+	for range n {
+		if err := <-errs; err != nil {
+			failed++
+			t.Log(err)
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("%d of %d concurrent questions to one role peer failed, want all answered", failed, n)
 	}
 }

@@ -44,6 +44,7 @@ type Originator struct {
 	// "punched" or "relayed"); traces show it per agent.
 	ConnKind func(peer.ID) string
 
+	calls       peerCalls       // calls open to each peer (peercalls.go)
 	stats       peerStats       // what this originator measured of each peer
 	badDrafters droppedDrafters // drafters reasoners gave up on (speed.go)
 	vets        vetting         // background checks of role holders (vet.go)
@@ -316,6 +317,8 @@ func (o *Originator) request(role string, q Query, prompt string) *Request {
 // candidates are the holders of role that routing may use (View.Routable),
 // best first.
 func (o *Originator) candidates(role string) []candidate {
+	// Peers found hung that answer pings again rejoin later questions.
+	o.View.RecheckHung(o.Host, o.Progress.Defaults().ProbeTimeout)
 	all := candidates(o.View, role, o.weigh)
 	out := all[:0]
 	for _, c := range all {

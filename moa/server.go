@@ -287,6 +287,7 @@ func (s *Server) handle(st network.Stream) {
 			cancel()
 		}
 	}()
+	release := func() {}
 	if share, wait := s.peerLimit(req.Role); share > 0 {
 		// Over its share a peer's request waits here for one of its own to
 		// end; busy only when its line is full too.
@@ -298,7 +299,9 @@ func (s *Server) handle(st network.Stream) {
 			writeFrame(st, &Reply{Type: ReplyError, Error: &WireError{Code: CodeBusy, Message: err.Error()}})
 			return
 		}
-		defer s.inflight.release(remote, req.Role)
+		var once sync.Once
+		release = func() { once.Do(func() { s.inflight.release(remote, req.Role) }) }
+		defer release()
 	}
 	w := bufio.NewWriter(st)
 	done, err := s.Serve(ctx, req, func(text string) error {
@@ -307,6 +310,9 @@ func (s *Server) handle(st network.Stream) {
 		}
 		return w.Flush()
 	})
+	// The peer's place frees before it hears that the answer ended: its
+	// next question, sent as soon as it does, finds the place free.
+	release()
 	if err != nil {
 		if ctx.Err() != nil {
 			s.log.Debug("moa: originator went away", "peer", st.Conn().RemotePeer(), "role", req.Role)

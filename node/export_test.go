@@ -67,3 +67,15 @@ type SourceStat = sourceStat
 
 // SourceStatForTest is what this peer recorded of shard source id.
 func (n *Node) SourceStatForTest(id peer.ID) SourceStat { return n.pipe.sources.stat(id) }
+// ReferenceSourcesForTest lists the peers a reference copy of layer l of
+// model would be fetched from, in order.
+func (n *Node) ReferenceSourcesForTest(ctx context.Context, model string, l int) []peer.ID {
+	return n.checks.ref.sources(ctx, model, l)
+}
+
+// ReferenceLayerForTest gets this peer's reference copy of layer l of
+// model, fetching it if need be, as a challenge does.
+func (n *Node) ReferenceLayerForTest(ctx context.Context, model string, l int) error {
+	_, err := n.checks.ref.Layer(ctx, model, l)
+	return err
+}

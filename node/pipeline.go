@@ -130,7 +130,7 @@ func (n *Node) loadShardFile(ctx context.Context, spec ShardSpec) error {
 		if err != nil {
 			return err
 		}
-		t := n.tasks.start("slice", fmt.Sprintf("%s [%d,%d)", spec.Path, spec.Start, spec.End), "", 0)
+		t := n.tasks.startIn(ctx, "slice", fmt.Sprintf("%s [%d,%d)", spec.Path, spec.Start, spec.End), "", 0)
 		se, err := n.pipe.store.EnsureSlice(me.CID, spec.Start, spec.End)
 		t.finish(err)
 		if err != nil {
@@ -172,7 +172,7 @@ func (n *Node) serveShard(ctx context.Context, path, modelCID string, a, b int) 
 		}
 	}
 	what := fmt.Sprintf("shard %s [%d,%d)", path, a, b)
-	t := n.tasks.start("load", what, "percent", 100)
+	t := n.tasks.startIn(ctx, "load", what, "percent", 100)
 	defer func() { t.finish(err) }()
 	reserved, err := n.mem.reserve(what, path, n.engineOptions())
 	if err != nil {
@@ -247,7 +247,7 @@ func (n *Node) tryFetchShard(ctx context.Context, spec ShardSpec) error {
 			continue // banned since the list was made
 		}
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-		t := n.tasks.start("fetch", fmt.Sprintf("%s:%d-%d from %s", spec.CID, spec.Start, spec.End, id), "bytes", 0)
+		t := n.tasks.startIn(ctx, "fetch", fmt.Sprintf("%s:%d-%d from %s", spec.CID, spec.Start, spec.End, id), "bytes", 0)
 		var got atomic.Int64
 		se, err := shards.Fetch(fctx, n.host, id, n.pipe.store, spec.CID, spec.Start, spec.End,
 			shards.WithProgress(func(done, total int64) { got.Store(done); t.update("download", done, total) }),

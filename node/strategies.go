@@ -129,11 +129,23 @@ func (n *Node) selfAnnounced() bool {
 // waitLoads stops the background loads of Start and waits for them.
 func (n *Node) waitLoads() { n.loads.stop() }
 
+// stageEngine is a load's stage once its weights are read.
+const stageEngine = "loading into engine"
+
 // loadOptions is engineOptions with the weights' load reported as t's
 // progress, in percent.
 func (n *Node) loadOptions(t *task) engine.Options {
 	o := n.engineOptions()
-	o.LoadProgress = func(f float32) { t.update("weights", int64(f*100), 100) }
+	o.LoadProgress = func(f float32) {
+		if f >= 1 {
+			// The weights are read; the engine sets up the model (the
+			// compute graph, the KV cache, a speed measurement): a stage
+			// of its own, not "weights 100%" for seconds.
+			t.update(stageEngine, 100, 100)
+			return
+		}
+		t.update("weights", int64(f*100), 100)
+	}
 	return o
 }
 
@@ -149,7 +161,7 @@ func (n *Node) loadRole(ctx context.Context, role, path string) (*moa.RoleModel,
 // model or fails to load).
 func (n *Node) loadRoleReserved(ctx context.Context, role, path string, reserved int64) (rm *moa.RoleModel, err error) {
 	start := time.Now()
-	t := n.tasks.start("load", "role "+role+": "+path, "percent", 100)
+	t := n.tasks.startIn(ctx, "load", "role "+role+": "+path, "percent", 100)
 	defer func() { t.finish(err) }()
 	for _, other := range n.moaServer.Models() {
 		if other.Model.Info().Path == path {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -35,6 +36,25 @@ type task struct {
 	sent  time.Time
 	end   time.Time
 	watch func(client.Task) // sees what is published, e.g. the API call that asked for the task
+}
+
+// taskWatchKey carries, in a request's context, what sees the tasks the
+// request runs (WithTaskWatch).
+type taskWatchKey struct{}
+
+// WithTaskWatch returns ctx carrying watch: every task (a load, a fetch, a
+// slice) that a call given ctx runs is shown to watch as it is published
+// (client.Task), from its start to its end, so that the caller can show
+// progress (POST /v1/swarm/roles and /v1/swarm/shards with stream).
+func WithTaskWatch(ctx context.Context, watch func(client.Task)) context.Context {
+	return context.WithValue(ctx, taskWatchKey{}, watch)
+}
+
+// startIn is start, watched by ctx's watch if it carries one
+// (WithTaskWatch).
+func (l *taskList) startIn(ctx context.Context, kind, name, unit string, total int64) *task {
+	watch, _ := ctx.Value(taskWatchKey{}).(func(client.Task))
+	return l.startWatched(kind, name, unit, total, watch)
 }
 
 // start begins a task of kind on name, counting unit; total is 0 while

@@ -188,14 +188,18 @@ func (r *reference) fetch(ctx context.Context, model string, l int) (shards.Slic
 
 // sources lists the peers that may serve layer l of model: holders of a
 // shard covering it, then holders of the model as a role, then other
-// holders and the DHT's providers; proven peers first within each.
+// holders and the DHT's providers; proven peers first within each; never
+// a peer that is not Routable (banned, or found hung and silent since).
 func (r *reference) sources(ctx context.Context, model string, l int) []peer.ID {
 	n := r.n
 	self := n.host.ID()
 	var cover, role []peer.ID
 	view := n.swarm.View()
 	for _, p := range view.Peers() {
-		if !p.Alive || p.ID == self {
+		// Not Routable: a peer found hung (the one a failover routes
+		// around, whose spare this check is for) would hold the fetch
+		// until the check's deadline.
+		if !view.Routable(p.ID) || p.ID == self {
 			continue
 		}
 		for _, sh := range p.Cap.Shards {
@@ -229,7 +233,7 @@ func (r *reference) sources(ctx context.Context, model string, l int) []peer.ID 
 			return 0
 		})
 		for _, id := range group {
-			if banned, _ := r.ledger.Banned(id); !banned && id != self && !slices.Contains(out, id) {
+			if banned, _ := r.ledger.Banned(id); !banned && id != self && !view.Hung(id) && !slices.Contains(out, id) {
 				out = append(out, id)
 			}
 		}

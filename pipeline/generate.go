@@ -508,7 +508,10 @@ func (g *generation) watched(ctx context.Context, hops []Hop, expected time.Dura
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := g.o.Progress.Watch(g.o.Host, expected, ids, func(peer.ID, error) { cancel() })
+	w := g.o.Progress.Watch(g.o.Host, expected, ids, func(id peer.ID, cause error) {
+		g.o.markHung(id, cause)
+		cancel()
+	})
 	err := fn(wctx)
 	hung, cause, detect := w.Stop()
 	if hung == "" || ctx.Err() != nil {

@@ -302,6 +302,17 @@ func (o *Originator) excluded(failed map[string]time.Time) func(string) bool {
 	}
 }
 
+// markHung keeps a peer a watch found hung out of routes (this
+// generation's replans, the vetting of its spares, the next questions)
+// until it answers a ping again (swarm.View.MarkHung). A peer that
+// answers pings but makes no progress (swarm.ErrStalled) is only this
+// generation's failure.
+func (o *Originator) markHung(id peer.ID, cause error) {
+	if o.View != nil && !errors.Is(cause, swarm.ErrStalled) {
+		o.View.MarkHung(id)
+	}
+}
+
 // plan assembles the cheapest live route, its new peers vetted (see
 // planCtx), within VetTimeout.
 func (o *Originator) plan(ref ModelRef, holders []swarm.ShardHolder, failed map[string]time.Time) ([]Hop, error) {

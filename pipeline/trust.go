@@ -85,6 +85,10 @@ func (o *Originator) routeHolders(ref ModelRef, holders []swarm.ShardHolder) []H
 // challenge and never answer cost a query at most that long. When it is
 // spent, the route is planned over peers already verified alone.
 func (o *Originator) planCtx(ctx context.Context, ref ModelRef, holders []swarm.ShardHolder, failed map[string]time.Time) ([]Hop, error) {
+	if o.View != nil {
+		// Peers found hung that answer pings again rejoin later routes.
+		o.View.RecheckHung(o.Host, o.Progress.Defaults().ProbeTimeout)
+	}
 	hs := o.routeHolders(ref, holders)
 	ex := o.excluded(failed)
 	refused := map[string]error{}

@@ -31,7 +31,7 @@ for c in "${cmds[@]}"; do
   case "$c" in
     swarmd)
       GOOS=linux GOARCH=arm64 CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc CXX=aarch64-linux-gnu-g++ \
-        CGO_CFLAGS="$flags" CGO_CXXFLAGS="$flags" CGO_CPPFLAGS=-DGGML_USE_CPU_REPACK go build -o "$out/swarmd" ./cmd/swarmd
+        CGO_CFLAGS="$flags -Wno-stringop-overflow" CGO_CXXFLAGS="$flags -Wno-stringop-overflow" CGO_CPPFLAGS=-DGGML_USE_CPU_REPACK go build -o "$out/swarmd" ./cmd/swarmd
       echo "cross-arm64: $out/swarmd (linux/arm64, ggml built with $flags)" ;;
     swarmctl)
       GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -o "$out/swarmctl" ./cmd/swarmctl

@@ -30,44 +30,65 @@ const maxConnPing = 10 * time.Second
 // deadline while another answers is dead (a punched path a NAT forgot, a
 // relay gone) and is closed, so streams opened next use one that works.
 // A connection that refuses the ping stream (a resource limit, a reset)
-// is not judged. Concurrent pings of one peer share one round.
+// is not judged. Concurrent pings of one peer share one round: the calls
+// watched at once on one peer (many questions to one role peer) probe it
+// with one stream, not one each, which its stream limits would refuse.
 func Ping(ctx context.Context, h host.Host, id peer.ID) error {
 	// Over a relayed (limited) connection too: an answer proves the peer
 	// is there, however it is reached.
 	ctx = network.WithAllowLimitedConn(ctx, "ping")
-	if len(h.Network().ConnsToPeer(id)) < 2 {
-		return pingPeer(ctx, h, id)
-	}
 	k := pingKey{h.ID(), id}
 	pings.mu.Lock()
-	if c, ok := pings.m[k]; ok {
-		pings.mu.Unlock()
-		select {
-		case <-c.done:
-			return c.err
-		case <-ctx.Done():
-			return ErrNoPong
+	c, ok := pings.m[k]
+	if !ok {
+		c = &pingCall{done: make(chan struct{})}
+		pings.m[k] = c
+		// The round is its own: a caller that gives up (its question
+		// ended) must not end it for the others, who would read its end
+		// as silence. It lasts until the first caller's deadline.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxConnPing)
+		if dl, ok := ctx.Deadline(); ok {
+			cancel()
+			rctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), dl)
 		}
+		c.deadline, _ = rctx.Deadline()
+		go func() {
+			defer cancel()
+			if len(h.Network().ConnsToPeer(id)) < 2 {
+				c.err = pingPeer(rctx, h, id)
+			} else {
+				c.err = pingConns(rctx, h, id)
+			}
+			pings.mu.Lock()
+			delete(pings.m, k)
+			pings.mu.Unlock()
+			close(c.done)
+		}()
 	}
-	c := &pingCall{done: make(chan struct{})}
-	pings.m[k] = c
 	pings.mu.Unlock()
-	c.err = pingConns(ctx, h, id)
-	pings.mu.Lock()
-	delete(pings.m, k)
-	pings.mu.Unlock()
-	close(c.done)
-	return c.err
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		if dl, ok := ctx.Deadline(); ok && !c.deadline.After(dl) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The round ends at this same deadline: its verdict (an answer
+			// on one connection, the others silent) is this caller's.
+			<-c.done
+			return c.err
+		}
+		return ErrNoPong
+	}
 }
 
 type pingKey struct{ self, peer peer.ID }
 
 type pingCall struct {
-	done chan struct{}
-	err  error
+	done     chan struct{}
+	deadline time.Time // when the round gives up
+	err      error
 }
 
-// pings are the multi-connection pings in flight.
+// pings are the pings in flight.
 var pings = struct {
 	mu sync.Mutex
 	m  map[pingKey]*pingCall

@@ -3,7 +3,8 @@ package swarm
 import "github.com/libp2p/go-libp2p/core/peer"
 
 // Routable reports whether a strategy may route work through id: the view
-// holds it alive, this peer's ledger (WithTrust) does not ban it, and no
+// holds it alive, no call found it hung since it last answered a ping
+// (MarkHung), this peer's ledger (WithTrust) does not ban it, and no
 // authority outside the view (WithDead: a BMC's table) declares it dead.
 //
 // It is the one answer every strategy (MoA candidates, pipeline routes,
@@ -13,7 +14,7 @@ import "github.com/libp2p/go-libp2p/core/peer"
 // anyway), the peers a generation saw fail, and relays too limited for
 // a pipeline's traffic.
 func (v *View) Routable(id peer.ID) bool {
-	if !v.Alive(id) {
+	if !v.Alive(id) || v.Hung(id) {
 		return false
 	}
 	if t := v.opts.trust; t != nil {

@@ -259,6 +259,8 @@ func (s *Service) sweep(ctx context.Context) {
 			for _, id := range s.view.Sweep(now) {
 				s.log.Info("peer dead", "peer", id, "silent_for", s.view.live.DeadAfter())
 			}
+			// A peer a call found hung is routable again once it answers.
+			s.view.RecheckHung(s.host, Progress{}.Defaults().ProbeTimeout)
 		}
 	}
 }

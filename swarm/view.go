@@ -65,6 +65,7 @@ type View struct {
 	mu    sync.RWMutex
 	peers map[peer.ID]*Peer
 	subs  subscribers
+	hung  hungSet // peers found hung (hung.go)
 }
 
 // NewView returns an empty table for the peer self.

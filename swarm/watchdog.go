@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -170,7 +171,9 @@ func (w *Watch) probe() (peer.ID, error) {
 	}
 	var first verdict
 	for range w.peers {
-		if v := <-out; v.err != nil && first.err == nil {
+		// This peer's own stream limits refusing the ping say nothing of
+		// the other peer.
+		if v := <-out; v.err != nil && first.err == nil && !errors.Is(v.err, network.ErrResourceLimitExceeded) {
 			first = v
 		}
 	}

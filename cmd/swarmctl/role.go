@@ -33,7 +33,9 @@ func runRole(ctx context.Context, e *env, args []string) error {
 		}
 		ctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
-		r, err := e.client.AddRole(ctx, pos[1], path)
+		bar := newTaskBar(e.stderr, e.stderrTTY)
+		r, err := e.client.AddRoleWatched(ctx, pos[1], path, bar.show)
+		bar.done()
 		if err != nil {
 			return e.explain(ctx, err)
 		}
@@ -100,7 +102,9 @@ func runShard(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	sh, err := e.client.AddShard(ctx, src+":"+rng)
+	bar := newTaskBar(e.stderr, e.stderrTTY)
+	sh, err := e.client.AddShardWatched(ctx, src+":"+rng, bar.show)
+	bar.done()
 	if err != nil {
 		return e.explain(ctx, err)
 	}
