@@ -67,6 +67,7 @@ type SourceStat = sourceStat
 
 // SourceStatForTest is what this peer recorded of shard source id.
 func (n *Node) SourceStatForTest(id peer.ID) SourceStat { return n.pipe.sources.stat(id) }
+
 // ReferenceSourcesForTest lists the peers a reference copy of layer l of
 // model would be fetched from, in order.
 func (n *Node) ReferenceSourcesForTest(ctx context.Context, model string, l int) []peer.ID {
