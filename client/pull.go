@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 )
 
@@ -40,50 +39,19 @@ type Pulled struct {
 // Pull pulls a model. With req.Stream, onTask sees the pull's progress
 // (client.Task) as it goes; the result is returned either way.
 func (c *Client) Pull(ctx context.Context, req PullRequest, onTask func(Task)) (*Pulled, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	if !req.Stream {
-		var out Pulled
-		if err := c.do(ctx, http.MethodPost, "/v1/models/pull", bytes.NewReader(body), &out); err != nil {
+	var out Pulled
+	if req.Stream {
+		if err := c.postTasks(ctx, "/v1/models/pull", req, onTask, &out); err != nil {
 			return nil, err
 		}
 		return &out, nil
 	}
-	resp, err := c.send(ctx, http.MethodPost, "/v1/models/pull", bytes.NewReader(body))
+	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	var out *Pulled
-	err = readSSE(resp, func(event string, data []byte) error {
-		switch event {
-		case "task":
-			var t Task
-			if err := json.Unmarshal(data, &t); err != nil {
-				return err
-			}
-			if onTask != nil {
-				onTask(t)
-			}
-		case "result":
-			out = &Pulled{}
-			return json.Unmarshal(data, out)
-		case "error":
-			var e Error
-			if err := json.Unmarshal(data, &e); err != nil {
-				return err
-			}
-			return &APIError{Status: e.Error.Status, Message: e.Error.Message, Type: e.Error.Type, Streamed: true}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/models/pull", bytes.NewReader(body), &out); err != nil {
 		return nil, err
 	}
-	if out == nil {
-		return nil, fmt.Errorf("swarmd at %s: pull stream ended without a result", c.addr)
-	}
-	return out, nil
+	return &out, nil
 }

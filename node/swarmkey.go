@@ -82,29 +82,15 @@ func loadOrCreateSwarmKey(path string) (psk pnet.PSK, created bool, err error) {
 
 // writeFileNew writes b (mode 0600) to a temp file in path's dir and links
 // it into place: fs.ErrExist when path exists.
-func writeFileNew(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Link(tmp.Name(), path)
-}
+func writeFileNew(path string, b []byte) error { return writePrivate(path, b, os.Link) }
 
 // writeFileReplace writes b (mode 0600) to path through a temp file and a
 // rename, so that a reader sees the old or the new content, never half.
-func writeFileReplace(path string, b []byte) error {
+func writeFileReplace(path string, b []byte) error { return writePrivate(path, b, os.Rename) }
+
+// writePrivate writes b to a temp file (mode 0600) in path's dir and puts
+// it at path with place (os.Link or os.Rename).
+func writePrivate(path string, b []byte, place func(tmp, path string) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
 	if err != nil {
 		return err
@@ -121,7 +107,7 @@ func writeFileReplace(path string, b []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	return place(tmp.Name(), path)
 }
 
 // installSwarmKey makes psk the key at path. A different key already
