@@ -302,15 +302,7 @@ func (o *Originator) reweigh(cands []candidate) []candidate {
 		o.weigh(&c)
 		out = append(out, c)
 	}
-	slices.SortStableFunc(out, func(a, b candidate) int {
-		switch {
-		case a.weight > b.weight:
-			return -1
-		case a.weight < b.weight:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(out, heavierFirst)
 	return out
 }
 

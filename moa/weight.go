@@ -1,6 +1,7 @@
 package moa
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -58,14 +59,9 @@ func candidates(v *swarm.View, role string, weigh func(*candidate)) []candidate 
 		out = append(out, c)
 	}
 	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	slices.SortStableFunc(out, func(a, b candidate) int {
-		switch {
-		case a.weight > b.weight:
-			return -1
-		case a.weight < b.weight:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(out, heavierFirst)
 	return out
 }
+
+// heavierFirst orders candidates by weight, the heaviest first.
+func heavierFirst(a, b candidate) int { return cmp.Compare(b.weight, a.weight) }
