@@ -69,9 +69,11 @@ type SourceStat = sourceStat
 func (n *Node) SourceStatForTest(id peer.ID) SourceStat { return n.pipe.sources.stat(id) }
 
 // ReferenceSourcesForTest lists the peers a reference copy of layer l of
-// model would be fetched from, in order.
+// model would be fetched from, in order: the view's, then the DHT's.
 func (n *Node) ReferenceSourcesForTest(ctx context.Context, model string, l int) []peer.ID {
-	return n.checks.ref.sources(ctx, model, l)
+	r := n.checks.ref
+	src := r.sources(model, l)
+	return append(src, r.providers(ctx, model, src)...)
 }
 
 // ReferenceLayerForTest gets this peer's reference copy of layer l of

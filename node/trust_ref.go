@@ -154,43 +154,70 @@ func (r *reference) fetch(ctx context.Context, model string, l int) (shards.Slic
 	if c, err := shards.ParseModelCID(model); err != nil || !shards.IsRoot(c) {
 		return shards.SliceEntry{}, fmt.Errorf("%s is not a model root: no reference is fetched for it", model)
 	}
-	sources := r.sources(ctx, model, l)
-	if len(sources) == 0 {
-		return shards.SliceEntry{}, fmt.Errorf("no peer to fetch layer %d of %s from", l, model)
-	}
-	var errs []error
-	for _, id := range sources {
-		if nat.RelayedOnly(n.host, id) {
-			// Relays limit bytes: a source reached only through one cannot
-			// send layers, and a direct dial through its NAT would only
-			// time out.
-			errs = append(errs, fmt.Errorf("%s: reachable only through a relay", id))
-			continue
-		}
-		// The dial for a direct connection is bounded too.
-		fctx, cancel := context.WithTimeout(network.WithDialPeerTimeout(ctx, refResponse), refFetchLimit)
-		// A source that stalls is dropped quickly for the next one; what it
-		// sent is not kept (reference fetches are not resumed).
-		se, err := shards.Fetch(fctx, n.host, id, n.pipe.store, model, l, l+1, shards.WithFetchLogger(n.log),
+	se, from, errs := r.fetchFirst(ctx, model, r.sources(model, l), func(ctx context.Context, id peer.ID) (shards.SliceEntry, error) {
+		return shards.Fetch(ctx, n.host, id, n.pipe.store, model, l, l+1, shards.WithFetchLogger(n.log),
 			shards.WithFetchTimeouts(refResponse, refStall), shards.WithoutResume())
-		cancel()
-		if err == nil {
-			n.log.Info("trust: reference layer fetched", "model", model, "layer", l, "from", id, "bytes", se.Size)
-			return se, nil
-		}
-		if ctx.Err() != nil {
-			return shards.SliceEntry{}, ctx.Err()
-		}
-		errs = append(errs, err)
+	})
+	switch {
+	case from != "":
+		n.log.Info("trust: reference layer fetched", "model", model, "layer", l, "from", from, "bytes", se.Size)
+		return se, nil
+	case ctx.Err() != nil:
+		return shards.SliceEntry{}, ctx.Err()
+	case len(errs) == 0:
+		return shards.SliceEntry{}, fmt.Errorf("no peer to fetch layer %d of %s from", l, model)
 	}
 	return shards.SliceEntry{}, fmt.Errorf("layer %d of %s: %w", l, model, errors.Join(errs...))
 }
 
-// sources lists the peers that may serve layer l of model: holders of a
-// shard covering it, then holders of the model as a role, then other
-// holders and the DHT's providers; proven peers first within each; never
-// a peer that is not Routable (banned, or found hung and silent since).
-func (r *reference) sources(ctx context.Context, model string, l int) []peer.ID {
+// fetchFirst tries get on each of first in turn, then, if none served,
+// on the DHT's other providers of model, until one serves: it returns
+// what that one sent and its ID, or the errors of those tried (none:
+// there was no source). The DHT is asked last, not first: its lookup
+// waits on each peer it asks that does not answer, up to the DHT's
+// request timeout, and the stage a failover routes around, frozen with
+// its connections open, is such a peer; the spare's check would wait
+// that long for a layer the view's other holders send at once.
+func (r *reference) fetchFirst(ctx context.Context, model string, first []peer.ID,
+	get func(context.Context, peer.ID) (shards.SliceEntry, error)) (shards.SliceEntry, peer.ID, []error) {
+	var errs []error
+	try := func(ids []peer.ID) (shards.SliceEntry, peer.ID) {
+		for _, id := range ids {
+			if nat.RelayedOnly(r.n.host, id) {
+				// Relays limit bytes: a source reached only through one
+				// cannot send layers, and a direct dial through its NAT
+				// would only time out.
+				errs = append(errs, fmt.Errorf("%s: reachable only through a relay", id))
+				continue
+			}
+			// The dial for a direct connection is bounded too. A source
+			// that stalls is dropped quickly for the next one; what it
+			// sent is not kept (reference fetches are not resumed).
+			fctx, cancel := context.WithTimeout(network.WithDialPeerTimeout(ctx, refResponse), refFetchLimit)
+			se, err := get(fctx, id)
+			cancel()
+			if err == nil {
+				return se, id
+			}
+			if ctx.Err() != nil {
+				return shards.SliceEntry{}, ""
+			}
+			errs = append(errs, err)
+		}
+		return shards.SliceEntry{}, ""
+	}
+	if se, id := try(first); id != "" || ctx.Err() != nil {
+		return se, id, errs
+	}
+	se, id := try(r.providers(ctx, model, first))
+	return se, id, errs
+}
+
+// sources lists the peers of this peer's view that may serve layer l of
+// model: holders of a shard covering it, then holders of the model as a
+// role; proven peers first within each; never a peer that is not
+// Routable (banned, or found hung and silent since).
+func (r *reference) sources(model string, l int) []peer.ID {
 	n := r.n
 	self := n.host.ID()
 	var cover, role []peer.ID
@@ -213,15 +240,30 @@ func (r *reference) sources(ctx context.Context, model string, l int) []peer.ID 
 			}
 		}
 	}
-	var rest []peer.ID
-	if found, err := n.swarm.FindProviders(ctx, swarm.ModelKey(model), 16); err == nil {
-		for _, ai := range found {
-			n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
-			rest = append(rest, ai.ID)
+	return r.usable(nil, cover, role)
+}
+
+// providers lists the DHT's providers of model not in skip, proven first,
+// none banned, hung or this peer.
+func (r *reference) providers(ctx context.Context, model string, skip []peer.ID) []peer.ID {
+	var found []peer.ID
+	if ais, err := r.n.swarm.FindProviders(ctx, swarm.ModelKey(model), 16); err == nil {
+		for _, ai := range ais {
+			r.n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
+			found = append(found, ai.ID)
 		}
 	}
-	var out []peer.ID
-	for _, group := range [][]peer.ID{cover, role, rest} {
+	return r.usable(skip, found)[len(skip):]
+}
+
+// usable appends to out each group's peers, proven ones first within a
+// group, leaving out banned and hung peers, this peer and those already
+// in out.
+func (r *reference) usable(out []peer.ID, groups ...[]peer.ID) []peer.ID {
+	self := r.n.host.ID()
+	view := r.n.swarm.View()
+	out = slices.Clone(out)
+	for _, group := range groups {
 		slices.SortStableFunc(group, func(a, b peer.ID) int {
 			pa, pb := r.ledger.Proven(a), r.ledger.Proven(b)
 			switch {

@@ -7,11 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/gossip"
-	"github.com/llmswarm/llmswarm/nat"
 	"github.com/llmswarm/llmswarm/pipeline"
 	"github.com/llmswarm/llmswarm/shards"
 )
@@ -84,7 +82,7 @@ func (r *reference) settleLayers(ctx context.Context, model string, lo, hi int) 
 // fetch does one layer (sources that hold layer lo first).
 func (r *reference) fetchRange(ctx context.Context, model string, lo, hi int) (shards.SliceEntry, error) {
 	n := r.n
-	sources := r.sources(ctx, model, lo)
+	sources := r.sources(model, lo)
 	// Holders of the whole range first: the others refuse it.
 	view := n.swarm.View()
 	whole := func(id peer.ID) bool {
@@ -102,27 +100,18 @@ func (r *reference) fetchRange(ctx context.Context, model string, lo, hi int) (s
 		}
 		return 0
 	})
-	if len(sources) == 0 {
-		return shards.SliceEntry{}, fmt.Errorf("no peer to fetch layers [%d,%d) of %s from", lo, hi, model)
-	}
-	var errs []error
-	for _, id := range sources {
-		if nat.RelayedOnly(n.host, id) {
-			errs = append(errs, fmt.Errorf("%s: reachable only through a relay", id))
-			continue
-		}
-		fctx, cancel := context.WithTimeout(network.WithDialPeerTimeout(ctx, refResponse), refFetchLimit)
-		se, err := shards.Fetch(fctx, n.host, id, n.pipe.store, model, lo, hi, shards.WithFetchLogger(n.log),
+	se, from, errs := r.fetchFirst(ctx, model, sources, func(ctx context.Context, id peer.ID) (shards.SliceEntry, error) {
+		return shards.Fetch(ctx, n.host, id, n.pipe.store, model, lo, hi, shards.WithFetchLogger(n.log),
 			shards.WithFetchTimeouts(refResponse, refStall), shards.WithoutResume())
-		cancel()
-		if err == nil {
-			n.log.Info("trust: layers fetched to settle a dispute", "model", model, "layers", [2]int{lo, hi}, "from", id, "bytes", se.Size)
-			return se, nil
-		}
-		if ctx.Err() != nil {
-			return shards.SliceEntry{}, ctx.Err()
-		}
-		errs = append(errs, err)
+	})
+	switch {
+	case from != "":
+		n.log.Info("trust: layers fetched to settle a dispute", "model", model, "layers", [2]int{lo, hi}, "from", from, "bytes", se.Size)
+		return se, nil
+	case ctx.Err() != nil:
+		return shards.SliceEntry{}, ctx.Err()
+	case len(errs) == 0:
+		return shards.SliceEntry{}, fmt.Errorf("no peer to fetch layers [%d,%d) of %s from", lo, hi, model)
 	}
 	return shards.SliceEntry{}, fmt.Errorf("layers [%d,%d) of %s: %w", lo, hi, model, errors.Join(errs...))
 }
