@@ -106,6 +106,7 @@ func TestSpeculativeRoute(t *testing.T) {
 						t.Fatalf("%s: the step after the answer gave %v (%v), plain %d", d.name, r, err, want[n])
 					}
 					t.Logf("%s: %d of %d drafts accepted, %d route steps for %d tokens", d.name, st.Accepted, st.Proposed, st.Rounds+1, n)
+					c.close() // a stage holds few sessions per peer: free its place
 				}
 				// A verify step longer than a draft can make is refused (the
 				// last hop would hold every position's logits), and the
@@ -119,6 +120,7 @@ func TestSpeculativeRoute(t *testing.T) {
 				if _, _, err := long.step(t.Context(), prompt, nil); err != nil {
 					t.Fatalf("the session after the refused verify step: %v", err)
 				}
+				long.close() // a stage holds few sessions per peer: free its place
 				// A session not opened for verify steps refuses them, and
 				// stays usable; a greedy one refuses draft distributions.
 				_, _, err = plain.verify(t.Context(), want[n:n+1], nil)
