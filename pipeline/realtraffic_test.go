@@ -39,6 +39,7 @@ import (
 // disputed hop say they are disputed. A liar on the check route rather
 // than the primary is convicted alike.
 func TestLiarOnRealTraffic(t *testing.T) {
+	t.Parallel() // long and self-contained: runs beside the other long ones
 	const asks, n = 30, 8
 	for _, typ := range []string{"f32", "q8_0", "q4_k"} {
 		full, cid := modelOf(t, "qwen3", "small", typ)
@@ -231,6 +232,7 @@ func TestProbation(t *testing.T) {
 // layers, every generation checked (200 of them, varied prompts), on f32,
 // q8_0 and q4_k weights: no mismatch, nobody banned.
 func TestHonestSwarmNeverConvicts(t *testing.T) {
+	t.Parallel()
 	const gens = 200
 	for _, typ := range []string{"f32", "q8_0", "q4_k"} {
 		t.Run(typ, func(t *testing.T) {

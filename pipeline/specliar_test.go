@@ -34,6 +34,7 @@ import (
 // that agrees, ban nobody: ten answers all spot-checked, then ten not
 // spot-checked, each audited.
 func TestSpeculativeLiarConvicted(t *testing.T) {
+	t.Parallel()
 	const n, asks = 16, 30
 	for _, typ := range []string{"f32", "q8_0", "q4_k"} {
 		t.Run(typ, func(t *testing.T) {
