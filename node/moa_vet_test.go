@@ -290,10 +290,9 @@ func TestMoASybilsOnOneAddress(t *testing.T) {
 	ask := func(o *nodetest.Peer, mode string) (*answer.Result, error) {
 		return client.New(o.APIAddr(), "").Query(t.Context(), client.QueryRequest{Query: secretPrompt, Mode: mode, MaxTokens: 4}, nil)
 	}
-	for _, o := range []*nodetest.Peer{origin, askOrigin} {
-		ask(o, "moa")
-		nodetest.Eventually(t, 60*time.Second, "the honest peer verified", func() bool { return o.Trust().Verified(honest.ID(), claim) })
-	}
+	// The never origin first, alone: what the sybils get is its doing.
+	ask(origin, "moa")
+	nodetest.Eventually(t, 60*time.Second, "the honest peer verified", func() bool { return origin.Trust().Verified(honest.ID(), claim) })
 	for range 3 {
 		if _, err := ask(origin, "moa"); err != nil {
 			t.Fatal(err)
@@ -303,6 +302,17 @@ func TestMoASybilsOnOneAddress(t *testing.T) {
 	if n := log.total(); n != 0 {
 		t.Fatalf("the sybils got %d prompts (%d with the secret; by role %s)", n, log.secret, log)
 	}
+	// The ask origin's first question may find the honest peer not yet
+	// verified (a loaded machine) and ask sybils within the caps: counted
+	// apart from what follows.
+	ask(askOrigin, "moa")
+	nodetest.Eventually(t, 60*time.Second, "the honest peer verified by the ask origin", func() bool {
+		return askOrigin.Trust().Verified(honest.ID(), claim)
+	})
+	t.Logf("ask: the first question, before the honest peer was verified: prompts by role %s", log)
+	log.mu.Lock()
+	log.roles, log.secret = map[string]int{}, 0
+	log.mu.Unlock()
 
 	for i := range 3 {
 		ask(askOrigin, moa.Critic) // the sybils reset: it fails, after asking some
