@@ -282,25 +282,23 @@ func (g *Gate) rejected(p peer.ID, reason string) {
 }
 
 func (g *Gate) forgetOldestInvalid() {
-	var victim peer.ID
-	var oldest time.Time
-	for p, c := range g.invalid {
-		if victim == "" || c.at.Before(oldest) {
-			victim, oldest = p, c.at
-		}
-	}
-	delete(g.invalid, victim)
+	forgetOldest(g.invalid, func(c *invalidCount) time.Time { return c.at })
 }
 
 func (g *Gate) forgetOldestWaiting() {
+	forgetOldest(g.waiting, func(w *wait) time.Time { return w.last })
+}
+
+// forgetOldest deletes the entry of m whose time (at) is earliest.
+func forgetOldest[V any](m map[peer.ID]V, at func(V) time.Time) {
 	var victim peer.ID
 	var oldest time.Time
-	for p, w := range g.waiting {
-		if victim == "" || w.last.Before(oldest) {
-			victim, oldest = p, w.last
+	for p, v := range m {
+		if t := at(v); victim == "" || t.Before(oldest) {
+			victim, oldest = p, t
 		}
 	}
-	delete(g.waiting, victim)
+	delete(m, victim)
 }
 
 func (g *Gate) forgetOldestStrike(now time.Time) {
