@@ -45,6 +45,21 @@ type Pipeline struct {
 	// another holder of them contradicted on real traffic, where nothing
 	// has shown yet which of the two lied: the answer may be wrong.
 	Disputed []Dispute `json:"disputed,omitempty"`
+	// CheckLost is set when an answer drawn for a spot check (by chance,
+	// through a peer on probation, or over layers on alert) went on with
+	// steps no second route compared: its check route failed and no other
+	// could be had, or there was none over other peers. A lie in those
+	// steps goes uncaught, and they credit no peer's probation. Nil: every
+	// step of a checked answer was compared, or the answer was not drawn
+	// for a check (SpotChecked says how many steps were).
+	CheckLost *CheckLost `json:"check_lost,omitempty"`
+}
+
+// CheckLost is how many steps of a checked answer went uncompared, and why
+// (the last reason, when there were several).
+type CheckLost struct {
+	Steps  int    `json:"steps"`
+	Reason string `json:"reason"`
 }
 
 // Dispute is two peers (Peers) that computed layers [Start,End)

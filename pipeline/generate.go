@@ -40,6 +40,7 @@ type generation struct {
 
 	avoid  map[string]int // suspects, with how often they were: avoided where others cover their layers
 	check  bool           // results are checked on a second route (see SpotCheck)
+	lost   lostChecks     // steps of a generation drawn for a check that went uncompared
 	checks int            // check routes opened
 	passed map[Hop]bool   // hops a second route confirmed: credited in Trust at the end
 
@@ -57,7 +58,10 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 	if g.check = g.drawCheck(hops); g.check {
 		// Checked routes return logits, which is worth it only with a
 		// second route to compare them with.
-		_, g.check = g.secondRoute(ctx)
+		g.lost.drawn = true
+		if _, g.check = g.secondRoute(ctx); !g.check {
+			g.lost.why = "no second route over other peers"
+		}
 	}
 	g.startDraft(ctx)
 	defer func() {
@@ -68,6 +72,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		g.dropDraft(nil)
 		g.auditVerify(ctx) // the route's sessions closed: the probes take their places
 		g.credit()
+		g.res.CheckLost = g.lost.result(g.res.Unchecked)
 	}()
 	var pending *Result // a step's result obtained by a replay after a failover
 	var err error
@@ -98,6 +103,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		drafted := false // spec came from a round: its last token the route's own
 		stepped := false // res came from a step on the current route
 		k := len(g.res.Tokens)
+		g.lost.compared = false
 		g.restartCheck(ctx)
 		switch bad := g.deadHop(); {
 		case pending != nil:
@@ -187,6 +193,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 			}
 			spec = []int32{token}
 		}
+		g.lost.step()
 		done := ""
 		for i, token := range spec {
 			g.res.Tokens = append(g.res.Tokens, token)

@@ -103,6 +103,7 @@ func (g *generation) checkRound(ctx context.Context, k int, tokens []int32, res 
 	}
 	for i, t := range mine {
 		if theirs[i] != t {
+			g.lost.compared = true
 			return &disagreement{k: k, agreed: slices.Clone(tokens[1 : i+1]), main: t, second: theirs[i],
 				hops: slices.Clone(g.hops), other: slices.Clone(s.hops)}
 		}
@@ -126,6 +127,7 @@ func chosen(r *Result) []int32 {
 // but those a check found lying.
 func (g *generation) passCheck(s *standby) {
 	g.res.SpotChecked++
+	g.lost.compared = true
 	for _, h := range append(slices.Clone(g.hops), s.hops...) {
 		if !g.sc.distrust[h.Peer] {
 			g.passed[h] = true
@@ -137,6 +139,7 @@ func (g *generation) passCheck(s *standby) {
 // error proves.
 func (g *generation) checkFailed(err error) {
 	g.o.log().Info("pipeline: the spot-check route failed; checking on another", "err", err)
+	g.lost.why = "the check route failed: " + err.Error()
 	g.closeShadow()
 	var se *StageError
 	if errors.As(err, &se) && se.Evidence != "" && se.Evidence != EvidenceStall {

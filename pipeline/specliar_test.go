@@ -3,9 +3,11 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -198,6 +200,10 @@ func TestSpeculativeLiarConvicted(t *testing.T) {
 				tr := swarm.NewTrust()
 				o := originatorTrusting(t, full, tr, origin, peers...)
 				o.SpotCheck = SpotCheck{Probability: 1}
+				// Not a test of hang detection: on a loaded machine a ping
+				// late by half a second would call an honest peer hung and
+				// leave its route out of the checks.
+				o.Progress = swarm.Progress{ProbeTimeout: 10 * time.Second}
 				for i, p := range peers {
 					p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
 					o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
@@ -205,6 +211,7 @@ func TestSpeculativeLiarConvicted(t *testing.T) {
 				// Ten answers spot-checked, then (every peer proven by
 				// them) ten at no spot check at all, each audited.
 				checks, rounds, audits := 0, 0, 0
+				var lost []string // why drawn answers went uncompared
 				for i := 1; i <= 20; i++ {
 					if i == 11 {
 						o.SpotCheck = SpotCheck{Probability: -1}
@@ -225,6 +232,12 @@ func TestSpeculativeLiarConvicted(t *testing.T) {
 					if i > 10 && res.DraftAccepted > 0 && (res.SpotChecked != 0 || res.VerifyAudits != 1) {
 						t.Fatalf("ask %d: %d steps checked, %d audits of %d accepted drafts", i, res.SpotChecked, res.VerifyAudits, res.DraftAccepted)
 					}
+					if i <= 10 && res.SpotChecked == 0 && res.CheckLost == nil {
+						t.Fatalf("ask %d: drawn for a check, nothing compared, and the answer does not say so", i)
+					}
+					if res.CheckLost != nil {
+						lost = append(lost, fmt.Sprintf("ask %d: %d steps: %s", i, res.CheckLost.Steps, res.CheckLost.Reason))
+					}
 					checks, rounds, audits = checks+res.SpotChecked, rounds+res.DraftRounds, audits+res.VerifyAudits
 				}
 				o.Audit = -1 // none: nothing asked again
@@ -238,10 +251,10 @@ func TestSpeculativeLiarConvicted(t *testing.T) {
 				}
 				assertBans(t, tr, nil, append(peers, origin)...)
 				if checks == 0 || rounds == 0 || audits == 0 {
-					t.Fatalf("%d checks over %d draft rounds, %d audits", checks, rounds, audits)
+					t.Fatalf("%d checks over %d draft rounds, %d audits; checks lost: %v", checks, rounds, audits, lost)
 				}
-				t.Logf("%s, honest: %d checked steps over %d draft rounds and %d audits in 20 answers, nobody banned", typ, checks,
-					rounds, audits)
+				t.Logf("%s, honest: %d checked steps over %d draft rounds and %d audits in 20 answers, nobody banned; checks lost: %v",
+					typ, checks, rounds, audits, lost)
 			})
 		})
 	}

@@ -280,6 +280,7 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 				return res, nil
 			}
 			g.res.Mismatches++
+			g.lost.compared = true
 			if res, err = g.mismatch(ctx, k, fmt.Sprintf("the check route chose token %d, this one %d", sres.Token, res.Token), input); err != nil {
 				return nil, err
 			}
@@ -298,6 +299,7 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 			return res, nil
 		}
 		g.res.Mismatches++
+		g.lost.compared = true
 		if res, err = g.mismatch(ctx, k, fmt.Sprintf("by %.3g, tolerance %g", diff, tol), input); err != nil {
 			return nil, err
 		}

@@ -64,8 +64,9 @@ type standby struct {
 func (g *generation) startStandby(ctx context.Context, history bool) *standby {
 	if g.check {
 		if g.checks >= maxChecks {
-			g.trace(answer.Trace{Kind: "spot_check", AtToken: len(g.res.Tokens),
-				Reason: fmt.Sprintf("the generation's %d check routes are used: not checked from here", maxChecks)})
+			why := fmt.Sprintf("the generation's %d check routes are used: not checked from here", maxChecks)
+			g.lost.why = why
+			g.trace(answer.Trace{Kind: "spot_check", AtToken: len(g.res.Tokens), Reason: why})
 			return nil
 		}
 		g.checks++
@@ -77,6 +78,9 @@ func (g *generation) startStandby(ctx context.Context, history bool) *standby {
 	c, err := g.open(ctx, hops)
 	if err != nil {
 		g.o.log().Info("pipeline: no warm standby", "err", err)
+		if g.check {
+			g.lost.why = "the check route did not open: " + err.Error()
+		}
 		return nil
 	}
 	s := &standby{hops: hops, c: c, check: g.check, done: make(chan struct{}), last: -1, results: map[int]*Result{}}
@@ -105,7 +109,8 @@ func (g *generation) secondRoute(ctx context.Context) ([]Hop, bool) {
 	hops, err := g.plan(ctx, avoid)
 	if err != nil || sharesPeer(hops, avoid) {
 		if g.check {
-			g.trace(answer.Trace{Kind: "spot_check", AtToken: len(g.res.Tokens), Reason: "no second route over other peers: not checked"})
+			g.lost.why = "no second route over other peers"
+			g.trace(answer.Trace{Kind: "spot_check", AtToken: len(g.res.Tokens), Reason: g.lost.why + ": not checked"})
 		}
 		return nil, false
 	}

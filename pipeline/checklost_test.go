@@ -1,0 +1,92 @@
+package pipeline
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// TestCheckLostIsMarked: an answer drawn for a spot check whose check
+// route cannot be opened, or fails halfway, says how many of its steps went
+// uncompared and why (answer.Pipeline.CheckLost), rather than reading as
+// an unchecked answer that was never drawn. Its text is still one
+// machine's, and the steps nobody compared credit nobody's probation.
+func TestCheckLostIsMarked(t *testing.T) {
+	const n = 12
+	full, cid := modelOf(t, "qwen3", "small", "q8_0")
+	want := referenceFile(t, full, question, n)
+	think := false
+	setup := func(t *testing.T) (*Originator, []*stagePeer) {
+		origin := newStagePeer(t)
+		var peers []*stagePeer
+		for i, r := range [][2]int{{0, 3}, {3, 8}, {0, 5}, {5, 8}} { // two routes, cut at other layers
+			p := newStagePeer(t)
+			p.serveFile(t, full, cid, r[0], r[1])
+			p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
+			peers = append(peers, p)
+		}
+		o := originatorTrusting(t, full, swarm.NewTrust(), origin, peers...)
+		for i, p := range peers { // the first route is the cheapest
+			o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
+		}
+		o.SpotCheck = SpotCheck{Probability: 1}
+		return o, peers
+	}
+
+	t.Run("check route cannot open", func(t *testing.T) {
+		o, peers := setup(t)
+		peers[3].h.Close() // gone, its record still in the table: the check route's last hop
+		res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameTokens(res.Tokens, want) {
+			t.Fatalf("tokens differ from one machine:\n got %v\nwant %v", res.Tokens, want)
+		}
+		if res.SpotChecked != 0 || res.CheckLost == nil || res.CheckLost.Steps != len(res.Tokens) ||
+			!strings.Contains(res.CheckLost.Reason, "check route") {
+			t.Fatalf("%d steps checked, check lost %+v, want all %d lost", res.SpotChecked, res.CheckLost, len(res.Tokens))
+		}
+		t.Logf("nothing checked, %d steps lost: %s", res.CheckLost.Steps, res.CheckLost.Reason)
+		for _, p := range peers[:2] {
+			if got := o.View.Trust().Checked(p.h.ID()); got != 0 {
+				t.Fatalf("%s credited %d checked answers by an answer nobody checked", short(p.h.ID().String()), got)
+			}
+		}
+	})
+
+	t.Run("check route fails", func(t *testing.T) {
+		o, peers := setup(t)
+		tokens := 0
+		res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
+			OnToken: func(string) {
+				if tokens++; tokens == 4 { // the check route's last hop goes away
+					peers[3].h.Close()
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameTokens(res.Tokens, want) {
+			t.Fatalf("tokens differ from one machine:\n got %v\nwant %v", res.Tokens, want)
+		}
+		if res.SpotChecked == 0 || res.CheckLost == nil || res.SpotChecked+res.CheckLost.Steps != len(res.Tokens) ||
+			!strings.Contains(res.CheckLost.Reason, "check route") {
+			t.Fatalf("%d steps checked, check lost %+v, of %d tokens: want the steps after the check route failed lost", res.SpotChecked,
+				res.CheckLost, len(res.Tokens))
+		}
+		t.Logf("%d steps checked, then %d lost: %s", res.SpotChecked, res.CheckLost.Steps, res.CheckLost.Reason)
+	})
+
+	t.Run("checked whole", func(t *testing.T) {
+		o, _ := setup(t)
+		res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.SpotChecked != len(res.Tokens) || res.CheckLost != nil {
+			t.Fatalf("%d of %d steps checked, check lost %+v", res.SpotChecked, len(res.Tokens), res.CheckLost)
+		}
+	})
+}
