@@ -56,6 +56,9 @@ func (a *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		if u := unchecked(out.Result); u != "" {
 			w.Header().Set(uncheckedHeader, u)
 		}
+		if l := checkLost(out.Result); l != nil {
+			w.Header().Set(checkLostHeader, fmt.Sprintf("%d; %s", l.Steps, l.Reason))
+		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": model,
 			"choices": []any{map[string]any{"index": 0, "finish_reason": out.Finish, "logprobs": nil,
@@ -131,6 +134,9 @@ func (a *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if out.Result != nil && out.Result.Pipeline != nil && len(out.Result.Pipeline.Unchecked) > 0 {
 		last["swarm_unchecked"] = out.Result.Pipeline.Unchecked
 	}
+	if l := checkLost(out.Result); l != nil {
+		last["swarm_check_lost"] = l
+	}
 	s.event("", last)
 	if opt.includeUsage {
 		s.event("", map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -168,6 +174,20 @@ func (a *server) model(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeError(w, http.StatusNotFound, "model_not_found", fmt.Sprintf("model %q not found: GET /v1/models lists the models live peers serve", id))
+}
+
+// checkLostHeader says how many steps of a pipeline answer drawn for a
+// spot check no second route compared, and why (answer.Pipeline.CheckLost):
+// "STEPS; REASON".
+const checkLostHeader = "X-Swarm-Check-Lost"
+
+// checkLost is res's lost checks: nil when none were, or it is no
+// pipeline answer.
+func checkLost(res *answer.Result) *answer.CheckLost {
+	if res == nil || res.Pipeline == nil {
+		return nil
+	}
+	return res.Pipeline.CheckLost
 }
 
 // uncheckedHeader names the layers of a pipeline answer nobody could check

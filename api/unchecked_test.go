@@ -53,6 +53,11 @@ func TestUncheckedPipeline(t *testing.T) {
 		p.Unchecked[0] != (answer.Hop{Peer: b.ID().String(), Start: 2, End: 4}) {
 		t.Fatalf("swarm.pipeline: %+v", whole.Swarm.Pipeline)
 	}
+	// Drawn for a check (b is not proven) with no second route: the
+	// unchecked layers say it, not a lost check besides.
+	if l := resp.Header.Get("X-Swarm-Check-Lost"); l != "" || whole.Swarm.Pipeline.CheckLost != nil {
+		t.Fatalf("an unchecked answer also says check lost: %q, %+v", l, whole.Swarm.Pipeline.CheckLost)
+	}
 
 	s := chat(t, a.APIAddr(), body, true)
 	last := s.chunks[len(s.chunks)-1]

@@ -22,6 +22,7 @@ type metrics struct {
 	failovers prometheus.Counter
 	checked   prometheus.Counter // spot-checked pipeline steps
 	mismatch  prometheus.Counter // spot-check mismatches
+	lost      prometheus.Counter // steps of checked answers nobody compared
 }
 
 func newMetrics(n *Node) *metrics {
@@ -40,7 +41,9 @@ func newMetrics(n *Node) *metrics {
 		Help: "Pipeline steps whose logits a second route confirmed."})
 	m.mismatch = prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_pipeline_spot_check_mismatches_total",
 		Help: "Pipeline steps where two routes disagreed."})
-	m.reg.MustRegister(m.requests, m.tokens, m.seconds, m.failovers, m.checked, m.mismatch, &gauges{n: n})
+	m.lost = prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_pipeline_check_lost_steps_total",
+		Help: "Steps of pipeline answers drawn for a spot check that no second route compared (its check route failed, or none could be had)."})
+	m.reg.MustRegister(m.requests, m.tokens, m.seconds, m.failovers, m.checked, m.mismatch, m.lost, &gauges{n: n})
 	return m
 }
 

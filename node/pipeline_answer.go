@@ -73,6 +73,9 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 		m.failovers.Add(float64(len(res.Reroutes)))
 		m.checked.Add(float64(res.SpotChecked))
 		m.mismatch.Add(float64(res.Mismatches))
+		if res.CheckLost != nil {
+			m.lost.Add(float64(res.CheckLost.Steps))
+		}
 	}
 	out := &outcome{final: res.Text, promptToks: res.PromptTokens, genToks: len(res.Tokens), finish: "stop"}
 	if res.Done == "length" {

@@ -96,6 +96,10 @@ func pipelineFooter(e *env, res *answer.Result, trace bool) error {
 			d.Start, d.End, strings.Join(peers, " vs "))
 	}
 	fmt.Fprintln(e.stderr, s)
+	if l := p.CheckLost; l != nil {
+		fmt.Fprintf(e.stderr, "check lost: %d steps of this answer drawn for a spot check were not compared on a second route (%s)\n",
+			l.Steps, l.Reason)
+	}
 	for _, u := range p.Unchecked {
 		fmt.Fprintf(e.stderr, "unchecked: layers [%d,%d) on %s: no other live peer holds them, so nothing checked them (pipeline.require_checked refuses such routes)\n",
 			u.Start, u.End, shortID(u.Peer))

@@ -37,3 +37,20 @@ func TestPipelineFooterDisputed(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineFooterCheckLost: an answer drawn for a spot check with steps
+// no second route compared says how many and why; one without says
+// nothing of it.
+func TestPipelineFooterCheckLost(t *testing.T) {
+	for _, lost := range []*answer.CheckLost{nil, {Steps: 7, Reason: "the check route failed: hung"}} {
+		var stderr bytes.Buffer
+		res := &answer.Result{Pipeline: &answer.Pipeline{Model: "m", DType: "f32", Done: "stop", SpotChecked: 5, CheckLost: lost}}
+		if err := pipelineFooter(&env{stderr: &stderr}, res, false); err != nil {
+			t.Fatal(err)
+		}
+		out := stderr.String()
+		if got := strings.Contains(out, "check lost: 7 steps"); got != (lost != nil) || lost != nil && !strings.Contains(out, "hung") {
+			t.Errorf("check lost %+v: footer %q", lost, out)
+		}
+	}
+}
