@@ -49,8 +49,22 @@ func newTestHost(t *testing.T, listen string) (host.Host, crypto.PrivKey) {
 
 func connectTo(t *testing.T, from host.Host, to host.Host) {
 	t.Helper()
-	if err := from.Connect(t.Context(), peer.AddrInfo{ID: to.ID(), Addrs: to.Addrs()}); err != nil {
-		t.Fatal(err)
+	// On a machine loaded by other work a handshake can outlast libp2p's
+	// dial timeout: a dial may take a minute, and a failed one is tried
+	// again (past the dial backoff) for up to a minute more.
+	ctx := network.WithDialPeerTimeout(t.Context(), time.Minute)
+	ctx = network.WithForceDirectDial(ctx, "a test retries its dial")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := from.Connect(ctx, peer.AddrInfo{ID: to.ID(), Addrs: to.Addrs()})
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		t.Logf("dialling %s again: %v", to.ID(), err)
+		time.Sleep(time.Second)
 	}
 }
 
