@@ -247,6 +247,9 @@ func natPortMapping(t *testing.T, proto string) {
 		}
 	}
 	eventually(t, 30*time.Second, "C sees B alive", func() bool { return c.peers()[bID] })
+	// B's record names its role once the model is loaded, which a loaded
+	// machine can take a while to do after B is up.
+	eventually(t, 60*time.Second, "C sees B's concise role", func() bool { return c.roles()["concise"] > 0 })
 
 	t1 := time.Now()
 	res, errOut, code := runCtlWithin(90*time.Second, cNS, "--api", c.api, "--json", "ask", "--mode", "moa",
