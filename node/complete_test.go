@@ -31,8 +31,8 @@ func synthModel(t *testing.T, name string, seed uint64, spec engine.SynthSpec) s
 // writer's model, by the role the query names, or by a pipeline model; a
 // base model (no chat template) answers it, and a chat to that model is
 // the caller's mistake (400) naming why, on the role path and the
-// pipeline path alike. A role model carrying Gemma 3's real template
-// answers a chat through it.
+// pipeline path alike. A model carrying Gemma 3's real template answers a
+// chat through it, as a role and as a pipeline.
 func TestCompleteMode(t *testing.T) {
 	gemmaSrc, err := os.ReadFile(filepath.Join("..", "internal", "engine", "testdata", "templates", "gemma3.jinja"))
 	if err != nil {
@@ -51,17 +51,32 @@ func TestCompleteMode(t *testing.T) {
 		return nodetest.Start(t, cfg)
 	}
 	roles := peer(func(c *node.Config) { c.Roles = map[string]string{"writer": gemma, "reasoner": base} })
-	holder := peer(func(c *node.Config) { c.Shards = []string{baseStages + ":0-4"} })
+	holder := peer(func(c *node.Config) { c.Shards = []string{baseStages + ":0-4", gemma + ":0-4"} })
 	nodetest.Eventually(t, 30*time.Second, "origin sees the roles and the shards", func() bool {
 		p, ok := origin.Swarm().View().Get(roles.ID())
-		return ok && p.Alive && len(p.Cap.Roles) == 2 && nodetest.SeesShards(origin, holder.ID())
+		if !ok || !p.Alive || len(p.Cap.Roles) != 2 || !nodetest.SeesShards(origin, holder.ID()) {
+			return false
+		}
+		h, _ := origin.Swarm().View().Get(holder.ID())
+		return len(h.Cap.Shards) == 2
 	})
 	c := client.New(origin.APIAddr(), "")
+	p, _ := origin.Swarm().View().Get(roles.ID())
+	var gemmaCID, stagesCID string
+	for _, r := range p.Cap.Roles {
+		if r.Role == "writer" {
+			gemmaCID = r.ModelCID
+		}
+	}
 	sh, err := c.Shards(t.Context())
-	if err != nil || len(sh.Models) != 1 {
+	if err != nil || len(sh.Models) != 2 {
 		t.Fatalf("shards: %+v, %v", sh, err)
 	}
-	stagesCID := sh.Models[0].ModelCID
+	for _, m := range sh.Models {
+		if m.ModelCID != gemmaCID {
+			stagesCID = m.ModelCID
+		}
+	}
 	ask := func(req client.QueryRequest) (*answer.Result, error) {
 		req.MaxTokens = 6
 		return c.Query(t.Context(), req, nil)
@@ -75,7 +90,8 @@ func TestCompleteMode(t *testing.T) {
 		{"writer by default", client.QueryRequest{Query: prompt, Mode: answer.ModeComplete}, "writer"},
 		{"the role named", client.QueryRequest{Query: prompt, Mode: answer.ModeComplete, Role: "reasoner"}, "reasoner"},
 		{"a pipeline model", client.QueryRequest{Query: prompt, Mode: answer.ModeComplete, Model: stagesCID}, "pipeline"},
-		{"Gemma 3's template, chat", client.QueryRequest{Query: "Hi", Mode: "writer"}, "writer"},
+		{"Gemma 3's template, role chat", client.QueryRequest{Query: "Hi", Mode: "writer"}, "writer"},
+		{"Gemma 3's template, pipeline chat", client.QueryRequest{Query: "Hi", Mode: "pipeline", Model: gemmaCID}, "pipeline"},
 	} {
 		res, err := ask(tc.req)
 		if err != nil {
