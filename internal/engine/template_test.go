@@ -191,3 +191,23 @@ func TestChatTemplateGenerate(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkChatTemplateRender: the cost of rendering a four-message
+// conversation with the largest and a small real template, per request.
+func BenchmarkChatTemplateRender(b *testing.B) {
+	conv := []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi"},
+		{Role: "assistant", Content: "Hello!"}, {Role: "user", Content: "2+2?"}}
+	for _, f := range []string{"gptoss", "qwen3", "gemma3"} {
+		ct, err := compileTemplate(readTemplate(b, f), "<bos>", "<eos>")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(f, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := ct.render(conv, ChatOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
