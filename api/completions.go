@@ -1,6 +1,7 @@
 package api
 
 import (
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -8,8 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"crypto/rand"
 
 	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/client"
