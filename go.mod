@@ -3,6 +3,7 @@ module github.com/llmswarm/llmswarm
 go 1.26.8
 
 require (
+	github.com/ardanlabs/jinja v1.8.0
 	github.com/chromedp/cdproto v0.0.0-20241022234722-4d5d5faf59fb
 	github.com/chromedp/chromedp v0.11.2
 	github.com/ipfs/go-cid v0.6.2

@@ -119,6 +119,7 @@ func (a *server) routes() {
 	m.HandleFunc("POST /v1/swarm/query", a.query)
 	m.HandleFunc("POST /v1/models/pull", a.pull)
 	m.HandleFunc("POST /v1/chat/completions", a.chatCompletions)
+	m.HandleFunc("POST /v1/completions", a.completions)
 	m.HandleFunc("GET /v1/models", a.models)
 	m.HandleFunc("GET /v1/models/{id...}", a.model)
 	m.HandleFunc("GET "+eventsPath, a.events)

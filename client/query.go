@@ -18,10 +18,14 @@ type QueryRequest struct {
 	// History is the conversation before Query, oldest first (a chat's
 	// earlier turns): roles system, user and assistant.
 	History []Message `json:"history,omitempty"`
-	Mode    string    `json:"mode,omitempty"`    // auto (default), moa, speed, pipeline
-	Model   string    `json:"model,omitempty"`   // pipeline mode: model name or CID
-	DType   string    `json:"dtype,omitempty"`   // pipeline mode: f32 (default) or f16
-	Standby *bool     `json:"standby,omitempty"` // pipeline mode: keep a warm standby route (default: the peer's config)
+	Mode    string    `json:"mode,omitempty"` // auto (default), moa, speed, pipeline, a role, or complete (raw completion)
+	// Role, in complete mode: the role whose model continues the text
+	// (default: the writer, or a pipeline model when Model names one or no
+	// peer serves a role).
+	Role    string `json:"role,omitempty"`
+	Model   string `json:"model,omitempty"`   // pipeline mode: model name or CID
+	DType   string `json:"dtype,omitempty"`   // pipeline mode: f32 (default) or f16
+	Standby *bool  `json:"standby,omitempty"` // pipeline mode: keep a warm standby route (default: the peer's config)
 	// Speculate, in pipeline mode: draft with the peer's pipeline.draft and
 	// have the route verify (default: when the peer has a draft model and
 	// the query is greedy).

@@ -61,7 +61,10 @@ type Query struct {
 	// configured Timeouts if any, else none (each agent gets the time its
 	// device needs, and hung peers are caught by the progress watch).
 	Timeout time.Duration
-	Model   string             // Direct only: ask only peers running this model (name or CID)
+	Model   string // Direct only: ask only peers running this model (name or CID)
+	// Raw, Direct only: Prompt is a raw completion's text (no history, no
+	// chat template, no role prompt).
+	Raw     bool
 	OnAgent func(answer.Agent) // called as each agent finishes (serialized)
 	// OnAgentToken receives the agents' text as they write it (serialized),
 	// for progress displays; the peer tells apart a second holder's answer
@@ -128,6 +131,9 @@ func (o *Originator) Direct(ctx context.Context, role string, q Query) (*answer.
 	}
 	if strings.TrimSpace(q.Prompt) == "" {
 		return nil, fmt.Errorf("%w: empty prompt", ErrBadRequest)
+	}
+	if q.Raw && len(q.History) > 0 {
+		return nil, fmt.Errorf("%w: a raw completion has no history", ErrBadRequest)
 	}
 	if err := o.request(role, q, q.Prompt).Validate(); err != nil {
 		return nil, err
@@ -308,6 +314,9 @@ func emit(fn func(string), s string) {
 
 // request builds the wire request for one role.
 func (o *Originator) request(role string, q Query, prompt string) *Request {
+	if q.Raw {
+		return &Request{Role: role, Prompt: prompt, Sampling: q.Sampling, MaxTokens: q.MaxTokens}
+	}
 	msgs := append([]Message(nil), q.History...)
 	msgs = append(msgs, Message{Role: "user", Content: prompt})
 	think := false // the agents answer; their reasoning stays inside the answer

@@ -197,6 +197,9 @@ func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) e
 		Messages: msgs, MaxTokens: req.MaxTokens, Think: req.Think,
 		Sampling: sm.Options(),
 	}
+	if req.Prompt != "" {
+		ereq.Messages, ereq.Think, ereq.Prompt = nil, nil, req.Prompt
+	}
 	start := time.Now()
 	if req.Draft != nil {
 		// Opened once the answer has its slot, beside its prompt; without
@@ -214,6 +217,12 @@ func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) e
 	})
 	if errors.Is(err, engine.ErrCapacity) {
 		return nil, fmt.Errorf("%w: all %s slots in use", ErrBusy, req.Role)
+	}
+	if errors.Is(err, engine.ErrNoChatTemplate) || errors.Is(err, engine.ErrChatTemplate) {
+		// The model cannot take this conversation (a base model; a
+		// template that refuses it): the asker's to fix, not this peer's
+		// failure.
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadRequest, rm.Name, err)
 	}
 	var tooLong *engine.ContextError
 	if errors.As(err, &tooLong) {

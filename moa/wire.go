@@ -34,8 +34,12 @@ type Message struct {
 
 // Request asks a peer to answer as one role.
 type Request struct {
-	Role       string          `json:"role"`
-	Messages   []Message       `json:"messages"` // the role's system prompt is prepended by the server
+	Role     string    `json:"role"`
+	Messages []Message `json:"messages"` // the role's system prompt is prepended by the server
+	// Prompt, instead of Messages, asks for a raw completion: the model
+	// continues this text as it is, with no chat template and no role
+	// prompt (a base model answers only so).
+	Prompt     string          `json:"prompt,omitempty"`
 	Sampling   engine.Sampling `json:"sampling"`
 	MaxTokens  int             `json:"max_tokens,omitempty"`
 	DeadlineMS int64           `json:"deadline_ms,omitempty"` // budget from receipt; 0: none
@@ -50,10 +54,13 @@ func (r *Request) Validate() error {
 	if !IsRole(r.Role) {
 		return fmt.Errorf("%w: unknown role %q", ErrBadRequest, trunc(r.Role))
 	}
-	if len(r.Messages) == 0 || len(r.Messages) > maxMessages {
+	total := len(r.Prompt)
+	switch {
+	case r.Prompt != "" && len(r.Messages) > 0:
+		return fmt.Errorf("%w: a prompt and %d messages (want one or the other)", ErrBadRequest, len(r.Messages))
+	case r.Prompt == "" && (len(r.Messages) == 0 || len(r.Messages) > maxMessages):
 		return fmt.Errorf("%w: %d messages (want 1..%d)", ErrBadRequest, len(r.Messages), maxMessages)
 	}
-	total := 0
 	for i, m := range r.Messages {
 		switch m.Role {
 		case "system", "user", "assistant":
@@ -63,7 +70,7 @@ func (r *Request) Validate() error {
 		total += len(m.Content)
 	}
 	if total > maxTextBytes {
-		return fmt.Errorf("%w: %d bytes of message text (max %d)", ErrBadRequest, total, maxTextBytes)
+		return fmt.Errorf("%w: %d bytes of prompt and message text (max %d)", ErrBadRequest, total, maxTextBytes)
 	}
 	if r.MaxTokens < 0 || r.MaxTokens > maxGenTokens {
 		return fmt.Errorf("%w: max_tokens %d (want 0..%d)", ErrBadRequest, r.MaxTokens, maxGenTokens)

@@ -33,6 +33,10 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 	think := false
 	req := pipeline.Request{Model: q.model, Messages: msgs, Think: &think, MaxTokens: q.maxTokens, Sampling: q.sampling,
 		DType: q.dtype, OnToken: q.onToken, Standby: n.cfg.Pipeline.Standby}
+	if q.mode == answer.ModeComplete {
+		// A raw completion: the text tokenized as it is.
+		req.Messages, req.Think, req.Prompt = nil, nil, q.prompt
+	}
 	if q.standby != nil {
 		req.Standby = *q.standby
 	}
@@ -53,7 +57,7 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 	if err != nil {
 		var gap *pipeline.GapError
 		switch {
-		case errors.Is(err, pipeline.ErrAmbiguousModel):
+		case errors.Is(err, pipeline.ErrAmbiguousModel), errors.Is(err, engine.ErrNoChatTemplate), errors.Is(err, engine.ErrChatTemplate):
 			return nil, answer.Wrap(answer.BadRequest, err)
 		case errors.Is(err, pipeline.ErrNoModel) && q.model != "":
 			// The model named is held by no live peer: as plan says.

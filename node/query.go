@@ -20,7 +20,8 @@ type querySpec struct {
 	prompt    string
 	history   []moa.Message
 	stops     []string // the answer ends before the first of these
-	mode      string   // auto, moa, speed, pipeline, or a role name
+	mode      string   // auto, moa, speed, pipeline, a role name, or complete
+	role      string   // complete: the role that continues the text ("": writer or pipeline)
 	model     string   // pipeline: model name or CID
 	dtype     string   // pipeline: f32 (default) or f16
 	standby   *bool    // pipeline: keep a warm standby route (nil: the config's pipeline.standby)
@@ -62,6 +63,15 @@ func (n *Node) answer(ctx context.Context, q querySpec) (*outcome, error) {
 	var res *answer.Result
 	var err error
 	switch mode := q.mode; {
+	case mode == answer.ModeComplete && q.role == "" && n.hasPipelineModel() && (q.model != "" || !n.hasRoles()):
+		return n.answerPipeline(ctx, q)
+	case mode == answer.ModeComplete:
+		role := q.role
+		if role == "" {
+			role = moa.Writer
+		}
+		mq.Model, mq.Raw = q.model, true
+		res, err = o.Direct(ctx, role, mq)
 	case mode == "pipeline", (mode == "" || mode == "auto") && (q.model != "" || !n.hasRoles()) && n.hasPipelineModel():
 		return n.answerPipeline(ctx, q)
 	case mode == "" || mode == "auto":
@@ -114,6 +124,10 @@ func classify(err error) error {
 		return answer.Wrap(answer.BadRequest, err)
 	case errors.Is(err, moa.ErrNoAgents):
 		return answer.Wrap(answer.NoAgents, err)
+	case errors.As(err, &nr) && nr.All(moa.ErrBadRequest):
+		// Every agent refused the question as asked (a chat to a model
+		// without a chat template): the caller's to change.
+		return answer.Wrap(answer.BadRequest, err)
 	case errors.As(err, &nr) && nr.All(moa.ErrBusy):
 		return answer.Wrap(answer.Busy, err)
 	case errors.As(err, &nr):
@@ -151,6 +165,14 @@ func specFromQuery(req client.QueryRequest) (querySpec, error) {
 	if err != nil {
 		return querySpec{}, err
 	}
+	switch {
+	case req.Role != "" && req.Mode != answer.ModeComplete:
+		return querySpec{}, badRequest("role %q: only complete mode takes a role (other modes name it as the mode)", req.Role)
+	case req.Role != "" && !moa.IsRole(req.Role):
+		return querySpec{}, badRequest("role %q: want one of %s", req.Role, strings.Join(moa.Roles, ", "))
+	case req.Mode == answer.ModeComplete && len(hist) > 0:
+		return querySpec{}, badRequest("complete mode continues one text: it takes no history")
+	}
 	if len(req.Stop) > MaxStops {
 		return querySpec{}, badRequest("stop: %d strings, at most %d", len(req.Stop), MaxStops)
 	}
@@ -159,7 +181,7 @@ func specFromQuery(req client.QueryRequest) (querySpec, error) {
 			return querySpec{}, badRequest("stop[%d] is empty", i)
 		}
 	}
-	spec := querySpec{prompt: req.Query, history: hist, stops: req.Stop, mode: req.Mode, model: req.Model, dtype: req.DType, standby: req.Standby, speculate: req.Speculate, maxTokens: req.MaxTokens,
+	spec := querySpec{prompt: req.Query, history: hist, stops: req.Stop, mode: req.Mode, role: req.Role, model: req.Model, dtype: req.DType, standby: req.Standby, speculate: req.Speculate, maxTokens: req.MaxTokens,
 		timeout: time.Duration(req.TimeoutMS) * time.Millisecond}
 	if spec.maxTokens == 0 {
 		spec.maxTokens = defaultMaxTokens

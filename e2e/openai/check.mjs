@@ -1,5 +1,6 @@
 // Drives swarmd's OpenAI-compatible API with the official openai client:
-// every request field the swarm honours or refuses, streamed and not.
+// every request field the swarm honours or refuses, streamed and not, for
+// chat completions and raw completions.
 // Usage: node check.mjs http://127.0.0.1:PORT (a peer serving reasoner,
 // concise and aggregator, with no writer).
 // Prints one JSON object with what it saw; exits non-zero on any failure.
@@ -151,5 +152,35 @@ await expectError("unknown_model", () =>
   client.chat.completions.create({ model: "no-such-model", messages: user("hi") }), 404);
 await expectError("bad_temperature", () =>
   client.chat.completions.create({ model: "swarm", temperature: 9, messages: user("hi") }), 400, "temperature");
+
+// Raw completion (POST /v1/completions): a role's model continues the
+// prompt as it is, streamed or not; echo=true is refused by name.
+for (const stream of [false, true]) {
+  const tag = "completion_" + (stream ? "stream" : "whole");
+  const params = { model: "reasoner", prompt: "Once upon a time", max_tokens: 8, temperature: 0 };
+  let text = "", finish = null;
+  if (!stream) {
+    const c = await client.completions.create(params);
+    if (c.object !== "text_completion") fail(tag + ": object is " + c.object);
+    text = c.choices[0].text;
+    finish = c.choices[0].finish_reason;
+    if (!c.usage || c.usage.completion_tokens < 1) fail(tag + ": usage " + JSON.stringify(c.usage));
+  } else {
+    const s = await client.completions.create({ ...params, stream: true });
+    for await (const chunk of s) {
+      if (chunk.object !== "text_completion") fail(tag + ": chunk object is " + chunk.object);
+      const c = chunk.choices[0];
+      if (c && c.text) text += c.text;
+      if (c && c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  if (text.length === 0) fail(tag + ": empty completion");
+  if (finish !== "length" && finish !== "stop") fail(tag + ": finish_reason " + finish);
+  out[tag] = { text, finish };
+  const again = await client.completions.create({ ...params, seed: 7 });
+  if (again.choices[0].text !== (stream ? text : out.completion_whole.text)) fail(tag + ": greedy completion differs");
+  await expectError(tag + "_echo", () => client.completions.create({ ...params, echo: true, stream }), 400, "echo");
+  await expectError(tag + "_unknown_field", () => client.completions.create({ ...params, colour: "blue", stream }), 400, 'unknown field "colour"');
+}
 
 console.log(JSON.stringify(out));

@@ -1,13 +1,15 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
 
-// ChatFormat names a chat prompt format. The engine implements the formats in
-// Go and picks one by inspecting the GGUF's tokenizer.chat_template; it does
-// not execute Jinja.
+// ChatFormat names a hand-written chat prompt format. The engine renders the
+// GGUF's own tokenizer.chat_template (template.go); these formats, picked by
+// inspecting that template, are its fallback when the template does not
+// render.
 type ChatFormat string
 
 const (
@@ -55,10 +57,75 @@ type ChatOptions struct {
 	Think *bool
 }
 
-// RenderChat renders messages in the model's chat format, without BOS (Encode
-// with addSpecial adds it).
+// ChatTemplateInfo says how a model's conversations are rendered.
+type ChatTemplateInfo struct {
+	// Source is "gguf" (the file's own template), "builtin:<format>" (a
+	// hand-written format, the file's template not rendering) or "none"
+	// (raw completion only).
+	Source string `json:"source"`
+	// Note says why the file's template is not used ("" when it is).
+	Note string `json:"note,omitempty"`
+}
+
+// probe is the conversation every chat template must render: a template
+// that fails it is not used.
+var probe = []Message{{Role: "user", Content: "Hello"}}
+
+// chooseTemplate compiles the file's template and renders the probe with
+// it; the hand-written format detected from it is kept as the fallback.
+func (t *Tokenizer) chooseTemplate(src string) {
+	var note string
+	if src == "" {
+		note = "the file has no tokenizer.chat_template"
+	} else if ct, err := compileTemplate(src, t.special(t.vocab.BOS), t.special(t.vocab.EOS)); err != nil {
+		note = err.Error()
+	} else if _, err := ct.render(probe, ChatOptions{}); err != nil {
+		note = err.Error()
+	} else {
+		t.tmpl, t.chat = ct, ChatTemplateInfo{Source: "gguf"}
+		return
+	}
+	t.chat = ChatTemplateInfo{Source: "none", Note: note}
+	if t.format != ChatNone {
+		t.chat.Source = "builtin:" + string(t.format)
+	}
+}
+
+// special is the text of the first of ids, "" if none is in the vocabulary.
+func (t *Tokenizer) special(ids []int32) string {
+	if len(ids) > 0 && ids[0] >= 0 && int(ids[0]) < len(t.vocab.Values) {
+		return t.vocab.Values[ids[0]]
+	}
+	return ""
+}
+
+// ChatTemplate says how conversations are rendered: the file's template,
+// a hand-written fallback, or not at all.
+func (t *Tokenizer) ChatTemplate() ChatTemplateInfo { return t.chat }
+
+// RenderChat renders messages with the model's chat template, without BOS
+// (Encode with addSpecial adds it; a BOS the template writes first is cut).
 func (t *Tokenizer) RenderChat(msgs []Message, opts ChatOptions) (string, error) {
-	return renderChat(t.format, t.qwen25, msgs, opts)
+	if t.tmpl == nil {
+		s, err := renderChat(t.format, t.qwen25, msgs, opts)
+		if errors.Is(err, ErrNoChatTemplate) && t.chat.Note != "" {
+			err = fmt.Errorf("%w (%s)", err, t.chat.Note)
+		}
+		return s, err
+	}
+	for i, m := range msgs {
+		if m.Role == "" {
+			return "", fmt.Errorf("%w: message %d has no role", ErrBadInput, i)
+		}
+	}
+	s, err := t.tmpl.render(msgs, opts)
+	if err != nil {
+		return "", err
+	}
+	if t.vocab.AddBOS && t.tmpl.bos != "" {
+		s = strings.TrimPrefix(s, t.tmpl.bos)
+	}
+	return s, nil
 }
 
 // EncodeChat renders messages and tokenizes them (adding BOS if the model

@@ -32,9 +32,13 @@ var (
 	ErrClosed = errors.New("engine: model closed")
 	// ErrInternal wraps a panic recovered from ollama or ggml.
 	ErrInternal = errors.New("engine: internal error")
-	// ErrNoChatTemplate means the tokenizer has no chat template the engine
-	// recognises.
-	ErrNoChatTemplate = errors.New("engine: no recognised chat template")
+	// ErrNoChatTemplate means the model has no chat template the engine can
+	// use (none in the file, or one that does not render and is none of the
+	// hand-written formats): it answers raw completions only.
+	ErrNoChatTemplate = errors.New("engine: the model has no usable chat template, only raw completion")
+	// ErrChatTemplate means the model's chat template failed to render a
+	// conversation or refused it (ChatTemplateError says which).
+	ErrChatTemplate = errors.New("engine: chat template")
 )
 
 // FileError names the model file a load failed on.

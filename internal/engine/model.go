@@ -304,6 +304,11 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	m.slots = make([]*slot, opts.Slots)
 	m.log.Info("model loaded", "model", path, "arch", m.info.Arch, "layers", fmt.Sprintf("%d-%d", m.info.LayerRange[0], m.info.LayerRange[1]),
 		"weights_bytes", m.mem.Weights, "repacked_tensors", m.Repacked(), "threads", opts.Threads, "slots", opts.Slots, "context", opts.Context)
+	if ct := tok.ChatTemplate(); ct.Note != "" {
+		m.log.Warn("chat template", "model", path, "source", ct.Source, "why", ct.Note)
+	} else {
+		m.log.Info("chat template", "model", path, "source", ct.Source)
+	}
 	return m, nil
 }
 

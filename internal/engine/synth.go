@@ -20,6 +20,11 @@ type SynthSpec struct {
 	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 4b | 7b | 8b (see SynthSizesFor)
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
+	// ChatTemplate, when set, is the file's tokenizer.chat_template in
+	// place of the architecture's; NoChatTemplate leaves it out (a base
+	// model, used by raw completion only).
+	ChatTemplate   string
+	NoChatTemplate bool
 	// Progress, when set, sees the tensor bytes written so far and their
 	// total, after each tensor.
 	Progress func(done, total int64)
@@ -268,6 +273,12 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		kv["tokenizer.ggml.eos_token_id"] = uint32(voc.ids["<|eot_id|>"])
 		kv["tokenizer.ggml.add_bos_token"] = true
 		kv["tokenizer.chat_template"] = llama3Template
+	}
+	switch {
+	case spec.NoChatTemplate:
+		delete(kv, "tokenizer.chat_template")
+	case spec.ChatTemplate != "":
+		kv["tokenizer.chat_template"] = spec.ChatTemplate
 	}
 	kv["tokenizer.ggml.tokens"] = voc.tokens
 	kv["tokenizer.ggml.token_type"] = voc.types

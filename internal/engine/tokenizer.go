@@ -29,7 +29,9 @@ type Tokenizer struct {
 	vocab  *tokenizer.Vocabulary
 	eog    map[int32]bool
 	format ChatFormat
-	qwen25 bool   // Qwen2.5 template: default system prompt
+	qwen25 bool          // Qwen2.5 template: default system prompt
+	tmpl   *chatTemplate // the file's own template, when it renders
+	chat   ChatTemplateInfo
 	fp     string // Fingerprint
 }
 
@@ -92,6 +94,7 @@ func newTokenizer(m any, cfg fs.Config) (*Tokenizer, error) {
 		}
 	}
 	t.format, t.qwen25 = detectChatFormat(cfg.String("tokenizer.chat_template"))
+	t.chooseTemplate(cfg.String("tokenizer.chat_template"))
 	t.fp = fingerprint(v, t.eog)
 	return t, nil
 }
