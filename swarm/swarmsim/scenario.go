@@ -1,0 +1,156 @@
+package swarmsim
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/llmswarm/llmswarm/gossip"
+)
+
+// The model whose layers the scenario's holders serve.
+const (
+	ModelCID    = "sim-model"
+	ModelLayers = 24
+	modelRanges = 4 // shards of ModelLayers/modelRanges layers
+)
+
+// Scenario is one run: N peers, of which Holders hold the model's layers
+// (spread over modelRanges ranges, each held by Holders/modelRanges
+// peers), settle; the idle traffic is measured over Window; a newcomer
+// joins and waits for full coverage of the model and a route; a peer on
+// its route crashes and the newcomer waits to notice.
+type Scenario struct {
+	N       int           // peers before the newcomer
+	Holders int           // default 8
+	Window  time.Duration // idle measurement; default 10 s
+	Limit   time.Duration // bound on every wait; default 5 min
+	Config  Config
+}
+
+// Report is what a Scenario measured, all times simulated.
+type Report struct {
+	N           int
+	Settle      time.Duration // until every peer held every other alive
+	Idle        Rates
+	Tables      Tables
+	HeapPerPeer float64       // bytes of Go heap per peer after settling
+	Coverage    time.Duration // newcomer: every holder of the model in its view
+	Route       time.Duration // newcomer: first route assembled
+	Hops        int
+	Detect      time.Duration // newcomer: a crashed peer of its route not routable
+	DetectAll   time.Duration // every live peer: the crashed peer not alive
+	Rerouted    bool          // a route without the crashed peer assembled after
+}
+
+func (r Report) String() string {
+	return fmt.Sprintf("N=%d settle=%s idle: %s; %s; heap %.1f MiB/peer; newcomer coverage=%s route=%s (%d hops); crash noticed by route user %s, by all %s; rerouted=%v",
+		r.N, r.Settle, r.Idle, r.Tables, r.HeapPerPeer/(1<<20), r.Coverage, r.Route, r.Hops, r.Detect, r.DetectAll, r.Rerouted)
+}
+
+// HolderShard is the i-th holder's shard.
+func HolderShard(i int) gossip.Shard {
+	per := ModelLayers / modelRanges
+	r := i % modelRanges
+	return gossip.Shard{ModelCID: ModelCID, ModelName: "sim", Quant: "q8_0", Start: r * per, End: (r + 1) * per,
+		Layers: ModelLayers, Hidden: 1024, MemBytes: 64 << 20, MsPerLayer: 1}
+}
+
+// Run runs the scenario inside the caller's bubble. The error names the
+// first wait that did not end within Limit; the report has what was
+// measured up to it.
+func (sc Scenario) Run() (Report, error) {
+	if sc.Holders <= 0 {
+		sc.Holders = 8
+	}
+	if sc.Window <= 0 {
+		sc.Window = 10 * time.Second
+	}
+	if sc.Limit <= 0 {
+		sc.Limit = 5 * time.Minute
+	}
+	rep := Report{N: sc.N}
+	s := New(sc.Config)
+	defer s.Close()
+	// Holders are spread over the swarm, none of them a seed.
+	every := max(1, (sc.N-1)/max(1, sc.Holders))
+	held := 0
+	for i := 0; i < sc.N; i++ {
+		var spec Spec
+		if i > 0 && i%every == 0 && held < sc.Holders {
+			spec.Shards = []gossip.Shard{HolderShard(held)}
+			held++
+		}
+		if _, err := s.Add(spec); err != nil {
+			return rep, err
+		}
+	}
+	var err error
+	if rep.Settle, err = s.Settle(sc.Limit); err != nil {
+		return rep, fmt.Errorf("settling: %w", err)
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	rep.HeapPerPeer = float64(ms.HeapAlloc) / float64(sc.N)
+	rep.Idle = s.Measure(sc.Window)
+	rep.Tables = s.Tables()
+
+	nc, err := s.Add(Spec{})
+	if err != nil {
+		return rep, err
+	}
+	start := time.Now()
+	var covered, routed bool
+	if _, err := WaitUntil(sc.Limit, func() bool {
+		if !covered && s.Covers(nc, ModelCID) {
+			covered, rep.Coverage = true, time.Since(start)
+		}
+		if !routed {
+			if r, err := Route(nc, ModelCID, ModelLayers); err == nil {
+				routed, rep.Route, rep.Hops = true, time.Since(start), len(r.Hops)
+			}
+		}
+		return covered && routed
+	}); err != nil {
+		return rep, fmt.Errorf("newcomer: covered %v, routed %v: %w", covered, routed, err)
+	}
+
+	r, _ := Route(nc, ModelCID, ModelLayers)
+	var victim *Peer
+	for _, h := range r.Hops {
+		for _, p := range s.Live() {
+			if p.ID().String() == h.Peer && p.Index >= s.cfg.Seeds && p != nc {
+				victim = p
+			}
+		}
+	}
+	if victim == nil {
+		return rep, fmt.Errorf("no peer of the route %v to crash", r.Hops)
+	}
+	victim.Crash()
+	start = time.Now()
+	if rep.Detect, err = WaitUntil(sc.Limit, func() bool { return !nc.Service.View().Routable(victim.ID()) }); err != nil {
+		return rep, fmt.Errorf("route user noticing the crash: %w", err)
+	}
+	if rep.DetectAll, err = WaitUntil(sc.Limit, func() bool {
+		for _, p := range s.Live() {
+			if p.Service.View().Alive(victim.ID()) {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return rep, fmt.Errorf("every peer noticing the crash: %w", err)
+	}
+	rep.DetectAll += rep.Detect
+	if r, err := Route(nc, ModelCID, ModelLayers); err == nil {
+		rep.Rerouted = true
+		for _, h := range r.Hops {
+			if h.Peer == victim.ID().String() {
+				rep.Rerouted = false
+			}
+		}
+	}
+	return rep, nil
+}
