@@ -24,28 +24,41 @@ type Scenario struct {
 	N       int           // peers before the newcomer
 	Holders int           // default 8
 	Window  time.Duration // idle measurement; default 10 s
+	Warmup  time.Duration // after settling, before the idle measurement
 	Limit   time.Duration // bound on every wait; default 5 min
 	Config  Config
+	Logf    func(format string, args ...any) // progress, as each phase ends; nil: none
 }
 
 // Report is what a Scenario measured, all times simulated.
 type Report struct {
-	N           int
-	Settle      time.Duration // until every peer held every other alive
-	Idle        Rates
-	Tables      Tables
-	HeapPerPeer float64       // bytes of Go heap per peer after settling
-	Coverage    time.Duration // newcomer: every holder of the model in its view
-	Route       time.Duration // newcomer: first route assembled
-	Hops        int
-	Detect      time.Duration // newcomer: a crashed peer of its route not routable
-	DetectAll   time.Duration // every live peer: the crashed peer not alive
-	Rerouted    bool          // a route without the crashed peer assembled after
+	N                 int
+	Settle            time.Duration // until every peer held every other alive
+	Idle              Rates
+	Tables            Tables
+	HeapPerPeer       float64 // bytes of Go heap per peer after settling
+	GoroutinesPerPeer float64
+	Coverage          time.Duration // newcomer: every holder of the model in its view
+	Route             time.Duration // newcomer: first route assembled
+	Hops              int
+	Detect            time.Duration // newcomer: a crashed peer of its route not routable
+	DetectAll         time.Duration // every live peer: the crashed peer not alive
+	Rerouted          bool          // a route without the crashed peer assembled after
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("N=%d settle=%s idle: %s; %s; heap %.1f MiB/peer; newcomer coverage=%s route=%s (%d hops); crash noticed by route user %s, by all %s; rerouted=%v",
-		r.N, r.Settle, r.Idle, r.Tables, r.HeapPerPeer/(1<<20), r.Coverage, r.Route, r.Hops, r.Detect, r.DetectAll, r.Rerouted)
+	return fmt.Sprintf("N=%d settle=%s idle: %s; %s; heap %.1f MiB and %.0f goroutines per peer; newcomer coverage=%s route=%s (%d hops); crash noticed by route user %s, by all %s; rerouted=%v",
+		r.N, r.Settle, r.Idle, r.Tables, r.HeapPerPeer/(1<<20), r.GoroutinesPerPeer, r.Coverage, r.Route, r.Hops, r.Detect, r.DetectAll, r.Rerouted)
+}
+
+// PerPeer is the process's Go heap (after a collection) and goroutines
+// divided by n: what one simulated peer costs, with the simulated
+// network's share.
+func PerPeer(n int) (heap, goroutines float64) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.HeapAlloc) / float64(n), float64(runtime.NumGoroutine()) / float64(n)
 }
 
 // HolderShard is the i-th holder's shard.
@@ -69,6 +82,10 @@ func (sc Scenario) Run() (Report, error) {
 	if sc.Limit <= 0 {
 		sc.Limit = 5 * time.Minute
 	}
+	logf := sc.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
 	rep := Report{N: sc.N}
 	s := New(sc.Config)
 	defer s.Close()
@@ -89,12 +106,12 @@ func (sc Scenario) Run() (Report, error) {
 	if rep.Settle, err = s.Settle(sc.Limit); err != nil {
 		return rep, fmt.Errorf("settling: %w", err)
 	}
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	rep.HeapPerPeer = float64(ms.HeapAlloc) / float64(sc.N)
+	rep.HeapPerPeer, rep.GoroutinesPerPeer = PerPeer(sc.N)
+	logf("N=%d settled in %s; heap %.1f MiB and %.0f goroutines per peer", sc.N, rep.Settle, rep.HeapPerPeer/(1<<20), rep.GoroutinesPerPeer)
+	time.Sleep(sc.Warmup)
 	rep.Idle = s.Measure(sc.Window)
 	rep.Tables = s.Tables()
+	logf("N=%d idle after %s: %s; %s", sc.N, sc.Warmup, rep.Idle, rep.Tables)
 
 	nc, err := s.Add(Spec{})
 	if err != nil {
@@ -115,6 +132,7 @@ func (sc Scenario) Run() (Report, error) {
 	}); err != nil {
 		return rep, fmt.Errorf("newcomer: covered %v, routed %v: %w", covered, routed, err)
 	}
+	logf("N=%d newcomer: coverage %s, route %s (%d hops)", sc.N, rep.Coverage, rep.Route, rep.Hops)
 
 	r, _ := Route(nc, ModelCID, ModelLayers)
 	var victim *Peer
