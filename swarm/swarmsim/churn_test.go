@@ -23,7 +23,7 @@ func TestLeaveAndPartition(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := s.Settle(time.Minute); err != nil {
+		if _, err := s.Settle(time.Minute, t.Logf); err != nil {
 			t.Fatal(err)
 		}
 		gone := s.Peers()[5]
@@ -64,7 +64,7 @@ func TestLeaveAndPartition(t *testing.T) {
 			t.Fatal("a peer across the partition came alive while it lasted")
 		}
 		s.Heal()
-		d, err = s.Settle(5 * time.Minute)
+		d, err = s.Settle(5*time.Minute, t.Logf)
 		t.Logf("SIMHEAL every peer holds every other alive %s after the partition healed", d)
 		if err != nil {
 			t.Fatal(err)

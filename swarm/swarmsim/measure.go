@@ -38,15 +38,30 @@ func (s *Sim) SeesAll(p *Peer) bool {
 }
 
 // Settle waits until every live peer holds every other alive, and
-// returns how long that took.
-func (s *Sim) Settle(limit time.Duration) (time.Duration, error) {
+// returns how long that took. logf (nil: none) hears every 10 s of
+// simulated time how far it got.
+func (s *Sim) Settle(limit time.Duration, logf func(string, ...any)) (time.Duration, error) {
+	start, next := time.Now(), 10*time.Second
 	return WaitUntil(limit, func() bool {
-		for _, p := range s.Live() {
-			if !s.SeesAll(p) {
-				return false
+		live := s.Live()
+		done, alive := 0, 0
+		for _, p := range live {
+			n := p.Service.View().Peers()
+			for _, q := range n {
+				if q.Alive {
+					alive++
+				}
+			}
+			if s.SeesAll(p) {
+				done++
 			}
 		}
-		return true
+		if logf != nil && time.Since(start) >= next {
+			next += 10 * time.Second
+			logf("settling for %s: %d of %d peers see every other alive; %.1f alive rows per peer; %s",
+				time.Since(start), done, len(live), float64(alive)/float64(len(live)), s.Tables())
+		}
+		return done == len(live)
 	})
 }
 

@@ -74,7 +74,9 @@ type Peer struct {
 	Joined  time.Time
 
 	ep     *endpoint
+	ctx    context.Context // ends at close
 	cancel context.CancelFunc
+	wg     sync.WaitGroup // the seed dials
 	once   sync.Once
 	gone   atomic.Bool // left or crashed
 }
@@ -125,8 +127,9 @@ func (p *Peer) ID() peer.ID { return p.Host.ID() }
 // Traffic is what the peer sent so far.
 func (p *Peer) Traffic() Traffic { return p.ep.traffic() }
 
-// Add starts one peer with node's wiring of the control plane and
-// connects it to the seed peers. It must run inside the bubble.
+// Add starts one peer with node's wiring of the control plane and starts
+// dialling the seed peers; it takes no simulated time. It must run inside
+// the bubble.
 func (s *Sim) Add(spec Spec) (*Peer, error) {
 	s.mu.Lock()
 	idx := len(s.peers)
@@ -149,14 +152,19 @@ func (s *Sim) Add(spec Spec) (*Peer, error) {
 	s.mu.Lock()
 	s.peers = append(s.peers, p)
 	s.mu.Unlock()
+	// What node's keepBootstrapped does first, in the background as there:
+	// peers added together start together, as daemons started at once.
+	ctx := p.ctx
 	for _, ai := range seeds {
-		// What node's keepBootstrapped does first.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := p.Host.Connect(ctx, ai)
-		cancel()
-		if err != nil {
-			s.cfg.Log.Debug("seed not reachable", "peer", idx, "seed", ai.ID, "err", err)
-		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if err := p.Host.Connect(ctx, ai); err != nil && ctx.Err() == nil {
+				s.cfg.Log.Debug("seed not reachable", "peer", idx, "seed", ai.ID, "err", err)
+			}
+		}()
 	}
 	return p, nil
 }
@@ -197,7 +205,7 @@ func (s *Sim) start(p *Peer, link Link, seeds []peer.AddrInfo) error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
+	p.ctx, p.cancel = ctx, cancel
 	log := s.cfg.Log.With("peer", p.Index)
 	p.Router, err = gossip.NewRouter(ctx, p.Host, key, log,
 		gossip.WithHeartbeat(s.cfg.Heartbeat),
@@ -265,6 +273,7 @@ func (p *Peer) close() {
 		if p.cancel != nil {
 			p.cancel()
 		}
+		p.wg.Wait()
 		if p.Host != nil {
 			errs = append(errs, p.Host.Close())
 		}

@@ -103,7 +103,7 @@ func (sc Scenario) Run() (Report, error) {
 		}
 	}
 	var err error
-	if rep.Settle, err = s.Settle(sc.Limit); err != nil {
+	if rep.Settle, err = s.Settle(sc.Limit, sc.Logf); err != nil {
 		return rep, fmt.Errorf("settling: %w", err)
 	}
 	rep.HeapPerPeer, rep.GoroutinesPerPeer = PerPeer(sc.N)

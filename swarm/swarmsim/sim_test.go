@@ -108,12 +108,13 @@ func TestIdleScale(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				d, err := s.Settle(10 * time.Minute)
+				d, err := s.Settle(10*time.Minute, t.Logf)
 				if err != nil {
 					t.Fatal(err)
 				}
 				// Past the DHT loop's first lookups (2, 4, 8, 16 s), as the
 				// real daemons are when idle-traffic.sh measures them.
+				t.Logf("N=%d settled in %s", n, d)
 				time.Sleep(idleWarmup)
 				r := s.Measure(idleWindow)
 				heap, gs := PerPeer(n)
