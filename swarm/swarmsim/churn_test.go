@@ -71,3 +71,37 @@ func TestLeaveAndPartition(t *testing.T) {
 		}
 	})
 }
+
+// TestLossyLinks: with a tenth of every peer's datagrams lost, the swarm
+// still settles and no live peer is ever held dead (QUIC retransmits what
+// is lost; a record arrives late, not never). It logs the traffic, which
+// retransmissions raise.
+func TestLossyLinks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{Link: Link{Latency: 50 * time.Millisecond, Loss: 0.1}}
+		s := New(cfg)
+		defer s.Close()
+		for range 6 {
+			if _, err := s.Add(Spec{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d, err := s.Settle(time.Minute, t.Logf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cfg.withDefaults()
+		watch := 2 * time.Duration(c.Misses) * c.Heartbeat
+		start := time.Now()
+		for time.Since(start) < watch {
+			for _, p := range s.Live() {
+				if !s.SeesAll(p) {
+					t.Fatalf("with 10%% loss, peer %d held a live peer dead %s after settling", p.Index, time.Since(start))
+				}
+			}
+			time.Sleep(Poll)
+		}
+		r := s.Measure(watch / 2)
+		t.Logf("SIMLOSS 10%% loss: settled in %s, no live peer held dead over %s; %s", d, watch, r)
+	})
+}
