@@ -1,11 +1,15 @@
 package swarmsim
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/swarm"
 )
 
 // The model whose layers the scenario's holders serve.
@@ -41,14 +45,15 @@ type Report struct {
 	Coverage          time.Duration // newcomer: every holder of the model in its view
 	Route             time.Duration // newcomer: first route assembled
 	Hops              int
+	Providers         time.Duration // newcomer: every holder among the model\'s DHT providers, from its start
 	Detect            time.Duration // newcomer: a crashed peer of its route not routable
 	DetectAll         time.Duration // every live peer: the crashed peer not alive
 	Rerouted          bool          // a route without the crashed peer assembled after
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("N=%d settle=%s idle: %s; %s; heap %.1f MiB and %.0f goroutines per peer; newcomer coverage=%s route=%s (%d hops); crash noticed by route user %s, by all %s; rerouted=%v",
-		r.N, r.Settle, r.Idle, r.Tables, r.HeapPerPeer/(1<<20), r.GoroutinesPerPeer, r.Coverage, r.Route, r.Hops, r.Detect, r.DetectAll, r.Rerouted)
+	return fmt.Sprintf("N=%d settle=%s idle: %s; %s; heap %.1f MiB and %.0f goroutines per peer; newcomer coverage=%s route=%s (%d hops) DHT providers=%s; crash noticed by route user %s, by all %s; rerouted=%v",
+		r.N, r.Settle, r.Idle, r.Tables, r.HeapPerPeer/(1<<20), r.GoroutinesPerPeer, r.Coverage, r.Route, r.Hops, r.Providers, r.Detect, r.DetectAll, r.Rerouted)
 }
 
 // PerPeer is the process's Go heap (after a collection) and goroutines
@@ -133,6 +138,26 @@ func (sc Scenario) Run() (Report, error) {
 		return rep, fmt.Errorf("newcomer: covered %v, routed %v: %w", covered, routed, err)
 	}
 	logf("N=%d newcomer: coverage %s, route %s (%d hops)", sc.N, rep.Coverage, rep.Route, rep.Hops)
+	if _, err = WaitUntil(sc.Limit, func() bool {
+		found, err := nc.Service.FindProviders(context.Background(), swarm.ModelKey(ModelCID), 64)
+		if err != nil {
+			return false
+		}
+		got := map[peer.ID]bool{}
+		for _, ai := range found {
+			got[ai.ID] = true
+		}
+		for _, h := range s.Holders(ModelCID) {
+			if !got[h.ID()] {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return rep, fmt.Errorf("newcomer finding the holders in the DHT: %w", err)
+	}
+	rep.Providers = time.Since(start)
+	logf("N=%d newcomer: every holder among the DHT's providers of the model %s after it started", sc.N, rep.Providers)
 
 	r, _ := Route(nc, ModelCID, ModelLayers)
 	var victim *Peer
