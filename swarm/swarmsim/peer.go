@@ -297,10 +297,18 @@ func (s *Sim) Partition(groups ...[]*Peer) {
 // Heal ends a partition.
 func (s *Sim) Heal() { s.Partition() }
 
+// closeGrace is how long Close lets simulated time run after the peers
+// stopped: goroutines of the libraries that sleep before they notice the
+// end (gossipsub retries a subscription announcement that found a peer's
+// queue full after up to 1 s) must end inside the bubble, or synctest
+// reports them blocked forever.
+const closeGrace = 2 * time.Second
+
 // Close stops every peer and the network.
 func (s *Sim) Close() {
 	for _, p := range s.Peers() {
 		p.close()
 	}
+	time.Sleep(closeGrace)
 	s.net.sim.Close()
 }
