@@ -8,6 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/pipeline"
+	"github.com/llmswarm/llmswarm/swarm"
 )
 
 // Poll is how often the harness's waits look (simulated time).
@@ -184,10 +185,14 @@ func (s *Sim) Covers(p *Peer, model string) bool {
 // shape, leaving out peers the view does not hold routable); it does not
 // vet the peers (no inference runs in the simulation).
 func Route(p *Peer, model string, layers int) (pipeline.Route, error) {
-	v := p.Service.View()
+	return RouteIn(p.Service.View(), p.ID(), model, layers)
+}
+
+// RouteIn is Route over any view, self's.
+func RouteIn(v *swarm.View, self peer.ID, model string, layers int) (pipeline.Route, error) {
 	var hs []pipeline.Holder
 	for _, h := range v.HoldersOf(model) {
-		if h.Shard.Layers != layers || (h.Peer.ID != p.ID() && !h.Peer.Cap.TakesWork()) {
+		if h.Shard.Layers != layers || (h.Peer.ID != self && !h.Peer.Cap.TakesWork()) {
 			continue
 		}
 		hs = append(hs, pipeline.Holder{Peer: h.Peer.ID.String(), Start: h.Shard.Start, End: h.Shard.End,
