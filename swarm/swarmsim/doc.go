@@ -16,7 +16,7 @@
 // harness measures whatever design is behind that API.
 //
 // It is a test harness (no import tier): only tests import it, and every
-// call that blocks must be made inside a synctest bubble (Run).
+// call that blocks must be made inside a synctest bubble (synctest.Test).
 // It must not start node.Node: its HTTP API and files do real I/O, which
 // would stop synctest's clock.
 package swarmsim

@@ -156,7 +156,7 @@ func (sc Scenario) Run() (Report, error) {
 	}); err != nil {
 		return rep, fmt.Errorf("newcomer finding the holders in the DHT: %w", err)
 	}
-	rep.Providers = time.Since(start)
+	rep.Providers = time.Since(start).Round(time.Millisecond)
 	logf("N=%d newcomer: every holder among the DHT's providers of the model %s after it started", sc.N, rep.Providers)
 
 	r, _ := Route(nc, ModelCID, ModelLayers)
