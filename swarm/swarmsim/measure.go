@@ -180,6 +180,23 @@ func (s *Sim) Covers(p *Peer, model string) bool {
 	return true
 }
 
+// SeesRole reports whether p's view holds every live peer whose Spec
+// serves role.
+func (s *Sim) SeesRole(p *Peer, role string) bool {
+	seen := map[peer.ID]bool{}
+	for _, h := range p.Service.View().ByRole(role) {
+		seen[h.Peer.ID] = true
+	}
+	for _, q := range s.Live() {
+		for _, r := range q.Spec.Roles {
+			if r.Role == role && !seen[q.ID()] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // Route assembles p's pipeline route for model as the originator plans
 // it (pipeline.AssembleRoute over the view's live holders of the model's
 // shape, leaving out peers the view does not hold routable); it does not

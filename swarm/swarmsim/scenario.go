@@ -12,8 +12,10 @@ import (
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
-// The model whose layers the scenario's holders serve.
+// The model whose layers the scenario's holders serve, and the role its
+// last peer serves.
 const (
+	Role        = "agent"
 	ModelCID    = "sim-model"
 	ModelLayers = 24
 	modelRanges = 4 // shards of ModelLayers/modelRanges layers
@@ -42,7 +44,7 @@ type Report struct {
 	Tables            Tables
 	HeapPerPeer       float64 // bytes of Go heap per peer after settling
 	GoroutinesPerPeer float64
-	Coverage          time.Duration // newcomer: every holder of the model in its view
+	Coverage          time.Duration // newcomer: every holder of the model and of the role in its view
 	Route             time.Duration // newcomer: first route assembled
 	Hops              int
 	Providers         time.Duration // newcomer: every holder among the model\'s DHT providers, from its start
@@ -102,6 +104,8 @@ func (sc Scenario) Run() (Report, error) {
 		if i > 0 && i%every == 0 && held < sc.Holders {
 			spec.Shards = []gossip.Shard{HolderShard(held)}
 			held++
+		} else if i == sc.N-1 && i > 0 {
+			spec.Roles = []gossip.Role{{Role: Role, ModelCID: "sim-agent", TokPerSec: 20, Context: 4096}}
 		}
 		if _, err := s.Add(spec); err != nil {
 			return rep, err
@@ -125,7 +129,7 @@ func (sc Scenario) Run() (Report, error) {
 	start := time.Now()
 	var covered, routed bool
 	if _, err := WaitUntil(sc.Limit, func() bool {
-		if !covered && s.Covers(nc, ModelCID) {
+		if !covered && s.Covers(nc, ModelCID) && s.SeesRole(nc, Role) {
 			covered, rep.Coverage = true, time.Since(start)
 		}
 		if !routed {
