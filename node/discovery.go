@@ -15,6 +15,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/llmswarm/llmswarm/swarm"
 )
 
 func newDHT(ctx context.Context, h host.Host, cfg Config) (*dht.IpfsDHT, error) {
@@ -27,11 +29,7 @@ func newDHT(ctx context.Context, h host.Host, cfg Config) (*dht.IpfsDHT, error) 
 		}
 		boot = append(boot, ai)
 	}
-	d, err := dht.New(ctx, h, dht.ProtocolPrefix("/swarm"), dht.Mode(mode), dht.BootstrapPeers(boot...))
-	if err != nil {
-		return nil, fmt.Errorf("dht: %w", err)
-	}
-	return d, nil
+	return swarm.NewDHT(ctx, h, mode, boot)
 }
 
 // discovery finds peers on the LAN (mDNS) and keeps the bootstrap peers

@@ -1,0 +1,222 @@
+package swarmsim
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/pipeline"
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// Poll is how often the harness's waits look (simulated time).
+const Poll = 50 * time.Millisecond
+
+// WaitUntil polls cond every Poll of simulated time until it holds, and
+// returns how long that took; an error after limit.
+func WaitUntil(limit time.Duration, cond func() bool) (time.Duration, error) {
+	start := time.Now()
+	for !cond() {
+		if d := time.Since(start); d > limit {
+			return d, fmt.Errorf("swarmsim: not so after %s", limit)
+		}
+		time.Sleep(Poll)
+	}
+	return time.Since(start), nil
+}
+
+// SeesAll reports whether p holds every other live peer alive.
+func (s *Sim) SeesAll(p *Peer) bool {
+	v := p.Service.View()
+	for _, q := range s.Live() {
+		if q != p && !v.Alive(q.ID()) {
+			return false
+		}
+	}
+	return true
+}
+
+// Settle waits until every live peer holds every other alive, and
+// returns how long that took. logf (nil: none) hears every 10 s of
+// simulated time how far it got.
+func (s *Sim) Settle(limit time.Duration, logf func(string, ...any)) (time.Duration, error) {
+	start, next := time.Now(), 10*time.Second
+	return WaitUntil(limit, func() bool {
+		live := s.Live()
+		done, alive := 0, 0
+		for _, p := range live {
+			n := p.Service.View().Peers()
+			for _, q := range n {
+				if q.Alive {
+					alive++
+				}
+			}
+			if s.SeesAll(p) {
+				done++
+			}
+		}
+		if logf != nil && time.Since(start) >= next {
+			next += 10 * time.Second
+			logf("settling for %s: %d of %d peers see every other alive; %.1f alive rows per peer; %s",
+				time.Since(start), done, len(live), float64(alive)/float64(len(live)), s.Tables())
+		}
+		return done == len(live)
+	})
+}
+
+// Rates is the traffic of a set of peers over a window, per peer and
+// second.
+type Rates struct {
+	Peers                      int
+	Window                     time.Duration
+	MeanBytes, MedianBytes     float64 // bytes/s sent per peer
+	MaxBytes                   float64
+	MeanPackets, MedianPackets float64 // datagrams/s sent per peer
+}
+
+func (r Rates) String() string {
+	return fmt.Sprintf("%d peers over %s: %.1f KiB/s per peer (median %.1f, max %.1f), %.0f packets/s (median %.0f)",
+		r.Peers, r.Window, r.MeanBytes/1024, r.MedianBytes/1024, r.MaxBytes/1024, r.MeanPackets, r.MedianPackets)
+}
+
+// Measure lets window of simulated time pass and returns what the live
+// peers sent in it.
+func (s *Sim) Measure(window time.Duration) Rates {
+	peers := s.Live()
+	before := make([]Traffic, len(peers))
+	for i, p := range peers {
+		before[i] = p.Traffic()
+	}
+	start := time.Now()
+	time.Sleep(window)
+	secs := time.Since(start).Seconds()
+	r := Rates{Peers: len(peers), Window: time.Since(start)}
+	var bs, ps []float64
+	for i, p := range peers {
+		if p.Gone() {
+			continue
+		}
+		t := p.Traffic()
+		bs = append(bs, float64(t.Bytes-before[i].Bytes)/secs)
+		ps = append(ps, float64(t.Packets-before[i].Packets)/secs)
+	}
+	r.MeanBytes, r.MedianBytes, r.MaxBytes = stats(bs)
+	r.MeanPackets, r.MedianPackets, _ = stats(ps)
+	return r
+}
+
+func stats(xs []float64) (mean, median, maxv float64) {
+	if len(xs) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(xs)
+	for _, x := range xs {
+		mean += x
+	}
+	return mean / float64(len(xs)), xs[len(xs)/2], xs[len(xs)-1]
+}
+
+// Tables is the size of what the live peers keep.
+type Tables struct {
+	MeanRows, MaxRows   float64 // rows of the peer table (alive or not, itself included)
+	MeanAlive           float64 // of them alive
+	MeanConns, MaxConns float64 // open libp2p connections
+}
+
+func (t Tables) String() string {
+	return fmt.Sprintf("peer table %.0f rows (max %.0f, %.0f alive), %.0f connections (max %.0f)",
+		t.MeanRows, t.MaxRows, t.MeanAlive, t.MeanConns, t.MaxConns)
+}
+
+// Tables reads every live peer's table and connections.
+func (s *Sim) Tables() Tables {
+	var rows, alive, conns []float64
+	for _, p := range s.Live() {
+		ps := p.Service.View().Peers()
+		n := 0
+		for _, q := range ps {
+			if q.Alive {
+				n++
+			}
+		}
+		rows = append(rows, float64(len(ps)))
+		alive = append(alive, float64(n))
+		conns = append(conns, float64(len(p.Host.Network().Conns())))
+	}
+	var t Tables
+	t.MeanRows, _, t.MaxRows = stats(rows)
+	t.MeanAlive, _, _ = stats(alive)
+	t.MeanConns, _, t.MaxConns = stats(conns)
+	return t
+}
+
+// Holders returns the live peers whose Spec holds layers of model.
+func (s *Sim) Holders(model string) []*Peer {
+	var out []*Peer
+	for _, p := range s.Live() {
+		for _, sh := range p.Spec.Shards {
+			if sh.ModelCID == model {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Covers reports whether p's view holds every live holder of model.
+func (s *Sim) Covers(p *Peer, model string) bool {
+	seen := map[peer.ID]bool{}
+	for _, h := range p.Service.View().HoldersOf(model) {
+		seen[h.Peer.ID] = true
+	}
+	for _, h := range s.Holders(model) {
+		if !seen[h.ID()] {
+			return false
+		}
+	}
+	return true
+}
+
+// SeesRole reports whether p's view holds every live peer whose Spec
+// serves role.
+func (s *Sim) SeesRole(p *Peer, role string) bool {
+	seen := map[peer.ID]bool{}
+	for _, h := range p.Service.View().ByRole(role) {
+		seen[h.Peer.ID] = true
+	}
+	for _, q := range s.Live() {
+		for _, r := range q.Spec.Roles {
+			if r.Role == role && !seen[q.ID()] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Route assembles p's pipeline route for model as the originator plans
+// it (pipeline.AssembleRoute over the view's live holders of the model's
+// shape, leaving out peers the view does not hold routable); it does not
+// vet the peers (no inference runs in the simulation).
+func Route(p *Peer, model string, layers int) (pipeline.Route, error) {
+	return RouteIn(p.Service.View(), p.ID(), model, layers)
+}
+
+// RouteIn is Route over any view, self's.
+func RouteIn(v *swarm.View, self peer.ID, model string, layers int) (pipeline.Route, error) {
+	var hs []pipeline.Holder
+	for _, h := range v.HoldersOf(model) {
+		if h.Shard.Layers != layers || (h.Peer.ID != self && !h.Peer.Cap.TakesWork()) {
+			continue
+		}
+		hs = append(hs, pipeline.Holder{Peer: h.Peer.ID.String(), Start: h.Shard.Start, End: h.Shard.End,
+			MsPerLayer: h.Shard.MsPerLayer})
+	}
+	return pipeline.AssembleRoute(layers, pipeline.EndCost{}, hs, func(id string) bool {
+		pid, err := peer.Decode(id)
+		return err != nil || !v.Routable(pid)
+	})
+}

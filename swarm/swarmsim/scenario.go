@@ -1,0 +1,203 @@
+package swarmsim
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// The model whose layers the scenario's holders serve, and the role its
+// last peer serves.
+const (
+	Role        = "agent"
+	ModelCID    = "sim-model"
+	ModelLayers = 24
+	modelRanges = 4 // shards of ModelLayers/modelRanges layers
+)
+
+// Scenario is one run: N peers, of which Holders hold the model's layers
+// (spread over modelRanges ranges, each held by Holders/modelRanges
+// peers), settle; the idle traffic is measured over Window; a newcomer
+// joins and waits for full coverage of the model and a route; a peer on
+// its route crashes and the newcomer waits to notice.
+type Scenario struct {
+	N       int           // peers before the newcomer
+	Holders int           // default 8
+	Window  time.Duration // idle measurement; default 10 s
+	Warmup  time.Duration // after settling, before the idle measurement
+	Limit   time.Duration // bound on every wait; default 5 min
+	Config  Config
+	Logf    func(format string, args ...any) // progress, as each phase ends; nil: none
+}
+
+// Report is what a Scenario measured, all times simulated.
+type Report struct {
+	N                 int
+	Settle            time.Duration // until every peer held every other alive
+	Idle              Rates
+	Tables            Tables
+	HeapPerPeer       float64 // bytes of Go heap per peer after settling
+	GoroutinesPerPeer float64
+	Coverage          time.Duration // newcomer: every holder of the model and of the role in its view
+	Route             time.Duration // newcomer: first route assembled
+	Hops              int
+	Providers         time.Duration // newcomer: every holder among the model\'s DHT providers, from its start
+	Detect            time.Duration // newcomer: a crashed peer of its route not routable
+	DetectAll         time.Duration // every live peer: the crashed peer not alive
+	Rerouted          bool          // a route without the crashed peer assembled after
+}
+
+func (r Report) String() string {
+	return fmt.Sprintf("N=%d settle=%s idle: %s; %s; heap %.1f MiB and %.0f goroutines per peer; newcomer coverage=%s route=%s (%d hops) DHT providers=%s; crash noticed by route user %s, by all %s; rerouted=%v",
+		r.N, r.Settle, r.Idle, r.Tables, r.HeapPerPeer/(1<<20), r.GoroutinesPerPeer, r.Coverage, r.Route, r.Hops, r.Providers, r.Detect, r.DetectAll, r.Rerouted)
+}
+
+// PerPeer is the process's Go heap (after a collection) and goroutines
+// divided by n: what one simulated peer costs, with the simulated
+// network's share.
+func PerPeer(n int) (heap, goroutines float64) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.HeapAlloc) / float64(n), float64(runtime.NumGoroutine()) / float64(n)
+}
+
+// HolderShard is the i-th holder's shard.
+func HolderShard(i int) gossip.Shard {
+	per := ModelLayers / modelRanges
+	r := i % modelRanges
+	return gossip.Shard{ModelCID: ModelCID, ModelName: "sim", Quant: "q8_0", Start: r * per, End: (r + 1) * per,
+		Layers: ModelLayers, Hidden: 1024, MemBytes: 64 << 20, MsPerLayer: 1}
+}
+
+// Run runs the scenario inside the caller's bubble. The error names the
+// first wait that did not end within Limit; the report has what was
+// measured up to it.
+func (sc Scenario) Run() (Report, error) {
+	if sc.Holders <= 0 {
+		sc.Holders = 8
+	}
+	if sc.Window <= 0 {
+		sc.Window = 10 * time.Second
+	}
+	if sc.Limit <= 0 {
+		sc.Limit = 5 * time.Minute
+	}
+	logf := sc.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	rep := Report{N: sc.N}
+	s := New(sc.Config)
+	defer s.Close()
+	// Holders are spread over the swarm, none of them a seed.
+	every := max(1, (sc.N-1)/max(1, sc.Holders))
+	held := 0
+	for i := 0; i < sc.N; i++ {
+		var spec Spec
+		if i > 0 && i%every == 0 && held < sc.Holders {
+			spec.Shards = []gossip.Shard{HolderShard(held)}
+			held++
+		} else if i == sc.N-1 && i > 0 {
+			spec.Roles = []gossip.Role{{Role: Role, ModelCID: "sim-agent", TokPerSec: 20, Context: 4096}}
+		}
+		if _, err := s.Add(spec); err != nil {
+			return rep, err
+		}
+	}
+	var err error
+	if rep.Settle, err = s.Settle(sc.Limit, sc.Logf); err != nil {
+		return rep, fmt.Errorf("settling: %w", err)
+	}
+	rep.HeapPerPeer, rep.GoroutinesPerPeer = PerPeer(sc.N)
+	logf("N=%d settled in %s; heap %.1f MiB and %.0f goroutines per peer", sc.N, rep.Settle, rep.HeapPerPeer/(1<<20), rep.GoroutinesPerPeer)
+	time.Sleep(sc.Warmup)
+	rep.Idle = s.Measure(sc.Window)
+	rep.Tables = s.Tables()
+	logf("N=%d idle after %s: %s; %s", sc.N, sc.Warmup, rep.Idle, rep.Tables)
+
+	nc, err := s.Add(Spec{})
+	if err != nil {
+		return rep, err
+	}
+	start := time.Now()
+	var covered, routed bool
+	if _, err := WaitUntil(sc.Limit, func() bool {
+		if !covered && s.Covers(nc, ModelCID) && s.SeesRole(nc, Role) {
+			covered, rep.Coverage = true, time.Since(start)
+		}
+		if !routed {
+			if r, err := Route(nc, ModelCID, ModelLayers); err == nil {
+				routed, rep.Route, rep.Hops = true, time.Since(start), len(r.Hops)
+			}
+		}
+		return covered && routed
+	}); err != nil {
+		return rep, fmt.Errorf("newcomer: covered %v, routed %v: %w", covered, routed, err)
+	}
+	logf("N=%d newcomer: coverage %s, route %s (%d hops)", sc.N, rep.Coverage, rep.Route, rep.Hops)
+	if _, err = WaitUntil(sc.Limit, func() bool {
+		found, err := nc.Service.FindProviders(context.Background(), swarm.ModelKey(ModelCID), 64)
+		if err != nil {
+			return false
+		}
+		got := map[peer.ID]bool{}
+		for _, ai := range found {
+			got[ai.ID] = true
+		}
+		for _, h := range s.Holders(ModelCID) {
+			if !got[h.ID()] {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return rep, fmt.Errorf("newcomer finding the holders in the DHT: %w", err)
+	}
+	rep.Providers = time.Since(start).Round(time.Millisecond)
+	logf("N=%d newcomer: every holder among the DHT's providers of the model %s after it started", sc.N, rep.Providers)
+
+	r, _ := Route(nc, ModelCID, ModelLayers)
+	var victim *Peer
+	for _, h := range r.Hops {
+		for _, p := range s.Live() {
+			if p.ID().String() == h.Peer && p.Index >= s.cfg.Seeds && p != nc {
+				victim = p
+			}
+		}
+	}
+	if victim == nil {
+		return rep, fmt.Errorf("no peer of the route %v to crash", r.Hops)
+	}
+	victim.Crash()
+	start = time.Now()
+	if rep.Detect, err = WaitUntil(sc.Limit, func() bool { return !nc.Service.View().Routable(victim.ID()) }); err != nil {
+		return rep, fmt.Errorf("route user noticing the crash: %w", err)
+	}
+	if rep.DetectAll, err = WaitUntil(sc.Limit, func() bool {
+		for _, p := range s.Live() {
+			if p.Service.View().Alive(victim.ID()) {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return rep, fmt.Errorf("every peer noticing the crash: %w", err)
+	}
+	rep.DetectAll += rep.Detect
+	if r, err := Route(nc, ModelCID, ModelLayers); err == nil {
+		rep.Rerouted = true
+		for _, h := range r.Hops {
+			if h.Peer == victim.ID().String() {
+				rep.Rerouted = false
+			}
+		}
+	}
+	return rep, nil
+}
