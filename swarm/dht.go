@@ -36,14 +36,18 @@ func ModelKey(model string) cid.Cid {
 const (
 	provideEvery      = 10 * time.Minute
 	discoverFirst     = 2 * time.Second
-	discoverEvery     = 30 * time.Second
+	discoverEvery     = 30 * time.Second // while lookups find members not connected
+	discoverIdle      = 10 * time.Minute // the slowest, once they find none
 	maxDiscoverDials  = 16
 	dhtRequestTimeout = 20 * time.Second
 )
 
 // dhtLoop provides this peer's keys and looks for members it is not yet
 // connected to, so that peers outside the LAN and outside the current
-// gossip mesh join it.
+// gossip mesh join it. A lookup that finds every member connected
+// already doubles the wait before the next (to discoverIdle): a member
+// lookup asks every provider of the key, and its answers list every
+// member, so at every 30 s it was most of an idle peer's traffic.
 func (s *Service) dhtLoop(ctx context.Context) {
 	defer s.wg.Done()
 	var lastProvide time.Time
@@ -55,10 +59,8 @@ func (s *Service) dhtLoop(ctx context.Context) {
 			return
 		case <-time.After(delay):
 		}
-		if delay < discoverEvery {
-			delay *= 2
-		}
 		if len(s.dht.RoutingTable().ListPeers()) == 0 {
+			delay = min(2*delay, discoverEvery)
 			continue
 		}
 		keys := s.provideKeys()
@@ -66,7 +68,11 @@ func (s *Service) dhtLoop(ctx context.Context) {
 			s.provide(ctx, keys)
 			lastProvide, provided = time.Now(), keys
 		}
-		s.discover(ctx)
+		if s.discover(ctx) > 0 {
+			delay = discoverEvery
+		} else {
+			delay = min(2*delay, discoverIdle)
+		}
 	}
 }
 
@@ -107,12 +113,12 @@ func (s *Service) provide(ctx context.Context, keys map[cid.Cid]bool) {
 }
 
 // discover connects to swarm members found in the DHT that this peer is
-// not connected to.
-func (s *Service) discover(ctx context.Context) {
+// not connected to, and returns how many it found.
+func (s *Service) discover(ctx context.Context) int {
 	found, err := s.FindProviders(ctx, MembersKey(), 64)
 	if err != nil {
 		s.log.Debug("dht member lookup failed", "err", err)
-		return
+		return 0
 	}
 	dials := 0
 	for _, ai := range found {
@@ -120,7 +126,7 @@ func (s *Service) discover(ctx context.Context) {
 			continue
 		}
 		if dials++; dials > maxDiscoverDials {
-			return
+			return dials
 		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := s.host.Connect(cctx, ai); err != nil {
@@ -128,6 +134,7 @@ func (s *Service) discover(ctx context.Context) {
 		}
 		cancel()
 	}
+	return dials
 }
 
 // FindProviders returns up to max peers that provide key.
