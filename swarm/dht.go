@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 
 	"github.com/llmswarm/llmswarm/shards"
 )
@@ -149,4 +152,39 @@ func (s *Service) FindProviders(ctx context.Context, key cid.Cid, max int) ([]pe
 		out = append(out, ai)
 	}
 	return out, nil
+}
+
+// maxHolderFetches bounds the providers LearnHolders asks.
+const maxHolderFetches = 32
+
+// LearnHolders finds the holders of model through the DHT provider
+// records (ModelKey) and asks each that is not alive here for its record
+// through the record exchange: one that answers is alive, its record (and
+// so its shards) in the view. It returns how many it learned. A peer whose
+// table does not hold a model's holders yet (a newcomer of a swarm larger
+// than its samples) finds them this way.
+func (s *Service) LearnHolders(ctx context.Context, model string) (int, error) {
+	found, err := s.FindProviders(ctx, ModelKey(model), maxHolderFetches)
+	if err != nil {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	var learned atomic.Int64
+	for _, ai := range found {
+		if ai.ID == s.host.ID() || s.view.Alive(ai.ID) {
+			continue
+		}
+		s.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.xchg.Fetch(ctx, ai.ID); err != nil {
+				s.log.Debug("a provider of the model did not give its record", "model", model, "peer", ai.ID, "err", err)
+				return
+			}
+			learned.Add(1)
+		}()
+	}
+	wg.Wait()
+	return int(learned.Load()), nil
 }
