@@ -41,6 +41,7 @@ const (
 	discoverFirst     = 2 * time.Second
 	discoverEvery     = 30 * time.Second // while lookups find members not connected
 	discoverIdle      = 10 * time.Minute // the slowest, once they find none
+	enoughMembers     = 16               // live peers past which members are not looked up
 	maxDiscoverDials  = 16
 	dhtRequestTimeout = 20 * time.Second
 )
@@ -48,9 +49,11 @@ const (
 // dhtLoop provides this peer's keys and looks for members it is not yet
 // connected to, so that peers outside the LAN and outside the current
 // gossip mesh join it. A lookup that finds every member connected
-// already doubles the wait before the next (to discoverIdle): a member
-// lookup asks every provider of the key, and its answers list every
-// member, so at every 30 s it was most of an idle peer's traffic.
+// already doubles the wait before the next (to discoverIdle), and a peer
+// that knows enoughMembers live peers looks up none: a member lookup asks
+// every provider of the key and its answers list every member (some 80 KB
+// in a swarm of 20), so at every 30 s it was most of an idle peer's
+// traffic.
 func (s *Service) dhtLoop(ctx context.Context) {
 	defer s.wg.Done()
 	var lastProvide time.Time
@@ -70,6 +73,11 @@ func (s *Service) dhtLoop(ctx context.Context) {
 		if time.Since(lastProvide) > provideEvery || !sameKeys(provided, keys) {
 			s.provide(ctx, keys)
 			lastProvide, provided = time.Now(), keys
+		}
+		if s.liveCount() >= enoughMembers {
+			// In the mesh already: a lookup would cost more than it finds.
+			delay = min(2*delay, discoverIdle)
+			continue
 		}
 		if s.discover(ctx) > 0 {
 			delay = discoverEvery
