@@ -15,11 +15,11 @@ import (
 	"github.com/llmswarm/llmswarm/internal/wire"
 )
 
-// RecordsProtocol is the record exchange: a peer asks another for its
-// current signed capability record and, optionally, a sample of the
-// records it holds of others. The answerer's own record is its answer
-// (evidence that it is there); the sample is only leads, each probed
-// before its peer counts as alive. Newcomers learn the swarm this way at
+// RecordsProtocol is the record exchange: a peer sends another its own
+// current signed capability record and asks for the other's and,
+// optionally, a sample of the records it holds of others. Each side's own
+// record came over its own stream (evidence that it is there); the sample
+// is only leads, each probed before its peer counts as alive. Newcomers learn the swarm this way at
 // once instead of waiting for records to be published.
 const RecordsProtocol = protocol.ID("/swarm/records/1.0.0")
 
@@ -27,7 +27,7 @@ const RecordsProtocol = protocol.ID("/swarm/records/1.0.0")
 const (
 	MaxSample        = 64               // records of others one answer carries
 	maxSampleBytes   = 256 << 10        // their sealed bytes in all
-	maxRequestBytes  = 64               // a request frame
+	maxRequestBytes  = 96 << 10         // a request frame (the asker's record, base64)
 	maxAnswerBytes   = 1 << 20          // an answer frame (base64 inflates the records)
 	exchangeTimeout  = 10 * time.Second // one exchange, either side
 	serveGap         = 2 * time.Second  // an asker is answered at most this often
@@ -45,7 +45,8 @@ var ErrRecords = errors.New("swarm: record exchange")
 var recordFrames = &wire.Codec{Err: ErrRecords}
 
 type recordsRequest struct {
-	Sample int `json:"sample"` // 0..MaxSample
+	Sample int    `json:"sample"`         // 0..MaxSample
+	Self   []byte `json:"self,omitempty"` // the asker's sealed record: it tells the answerer of itself
 }
 
 type recordsAnswer struct {
@@ -92,6 +93,9 @@ func (e *exchange) serve(st network.Stream) {
 	if err == nil && (req.Sample < 0 || req.Sample > MaxSample) {
 		err = fmt.Errorf("%w: sample %d out of 0..%d", ErrRecords, req.Sample, MaxSample)
 	}
+	if err == nil && req.Self != nil {
+		err = e.takeAsker(from, req.Self)
+	}
 	if err != nil {
 		e.s.log.Debug("bad records request", "peer", from, "err", err)
 		recordFrames.WriteJSON(st, 0, recordsAnswer{Error: err.Error()}, maxAnswerBytes)
@@ -106,6 +110,21 @@ func (e *exchange) serve(st network.Stream) {
 	if err := recordFrames.WriteJSON(st, 0, ans, maxAnswerBytes); err != nil {
 		e.s.log.Debug("records answer not sent", "peer", from, "err", err)
 	}
+}
+
+// takeAsker puts the record an asker sent of itself in the view: it came
+// over the asker's own stream, so the asker is alive.
+func (e *exchange) takeAsker(from peer.ID, sealed []byte) error {
+	c, signer, err := gossip.OpenCapability(sealed)
+	if err != nil {
+		return fmt.Errorf("%w: the asker's record: %w", ErrRecords, err)
+	}
+	if signer != from {
+		return fmt.Errorf("%w: %s sent a record of %s as its own", ErrRecords, from, signer)
+	}
+	e.s.learnAddrs(c)
+	e.s.view.observe(c, sealed, time.Now(), remoteAddr(e.s.host, from), e.s.keep.currentLease())
+	return nil
 }
 
 // admit reports whether from may be answered now (and counts it in).
@@ -236,7 +255,11 @@ func (e *exchange) ask(ctx context.Context, id peer.ID, sample int) (*recordsAns
 	st.SetDeadline(time.Now().Add(exchangeTimeout))
 	stop := context.AfterFunc(ctx, func() { st.Reset() })
 	defer stop()
-	if err := recordFrames.WriteJSON(st, 0, recordsRequest{Sample: sample}, maxRequestBytes); err != nil {
+	self, err := e.s.sealedSelf()
+	if err != nil {
+		return nil, fmt.Errorf("%w: this peer's record: %w", ErrRecords, err)
+	}
+	if err := recordFrames.WriteJSON(st, 0, recordsRequest{Sample: sample, Self: self}, maxRequestBytes); err != nil {
 		return nil, fmt.Errorf("%w: asking %s: %w", ErrRecords, id, err)
 	}
 	st.CloseWrite()

@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"context"
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +98,15 @@ func TestRecordExchangeBadInput(t *testing.T) {
 	time.Sleep(serveGap) // the answerer takes one request per asker per serveGap
 	if ans := ask(`{"sample": 1, "extra": true}`); !strings.Contains(ans.Error, "extra") {
 		t.Fatalf("unknown field answered %q", ans.Error)
+	}
+	time.Sleep(serveGap)
+	if ans := ask(`{"sample": 0, "self": "bm90IGEgcmVjb3Jk"}`); !strings.Contains(ans.Error, "the asker's record") {
+		t.Fatalf("a broken record of the asker answered %q", ans.Error)
+	}
+	time.Sleep(serveGap)
+	other, _ := b.s.sealedSelf()
+	if ans := ask(`{"sample": 0, "self": "` + base64.StdEncoding.EncodeToString(other) + `"}`); !strings.Contains(ans.Error, "as its own") {
+		t.Fatalf("another peer's record sent as the asker's answered %q", ans.Error)
 	}
 	time.Sleep(serveGap)
 	if ans := ask(`{"sample": 0}`); ans.Error != "" || ans.Self == nil {
