@@ -32,10 +32,10 @@ const (
 	exchangeTimeout  = 10 * time.Second // one exchange, either side
 	serveGap         = 2 * time.Second  // an asker is answered at most this often
 	fetchGap         = 10 * time.Second // a peer is asked at most this often
-	maxServing       = 16               // answers in progress at once
-	maxFetching      = 8                // questions in progress at once
+	maxServing       = 64               // answers in progress at once
+	maxFetching      = 16               // questions in progress at once
 	sampleBelowPeers = 8                // a peer with fewer live peers asks for a sample
-	connectTries     = 4                // asks of a newly connected peer before giving up
+	connectTries     = 6                // asks of a newly connected peer before giving up
 )
 
 // ErrRecords is the record exchange's error: a malformed request or
