@@ -143,16 +143,34 @@ func (s *Service) Changed() {
 	}
 }
 
-// Beat publishes this peer's record now, changed or not.
+// publishWait bounds how long a record waits for a peer in the gossip mesh.
+const publishWait = 5 * time.Second
+
+// Beat publishes this peer's record now, changed or not. With no peer on
+// the capability topic it only seals it (the record exchange hands it
+// out; it is published when the first topic peer appears); else it waits
+// up to publishWait for a mesh peer.
 func (s *Service) Beat(ctx context.Context) error {
 	c := s.record()
-	b, err := s.router.PublishCapabilitySealed(ctx, &c)
+	var b []byte
+	var err error
+	if len(s.router.PubSub().ListPeers(gossip.CapsTopic)) == 0 {
+		b, err = s.router.SealCapability(&c)
+	} else {
+		pctx, cancel := context.WithTimeout(ctx, publishWait)
+		b, err = s.router.PublishCapabilitySealed(pctx, &c)
+		cancel()
+		if err == nil {
+			s.mu.Lock()
+			s.pubs++
+			s.mu.Unlock()
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("swarm: publishing this peer's record: %w", err)
 	}
 	s.mu.Lock()
 	s.sealed, s.pub = b, c
-	s.pubs++
 	s.mu.Unlock()
 	// This peer's row holds the record as published (the record exchange
 	// hands it out).
