@@ -130,8 +130,11 @@ func (r *Router) Join(name string) (*pubsub.Topic, error) {
 
 // PublishCapability seals c with the router's key and publishes it.
 func (r *Router) PublishCapability(ctx context.Context, c *Capability) error {
-	_, err := r.PublishCapabilitySealed(ctx, c)
-	return err
+	b, err := SealCapability(c, r.key)
+	if err != nil {
+		return err
+	}
+	return r.caps.Publish(ctx, b)
 }
 
 // PublishCapabilitySealed is PublishCapability, and also returns the
