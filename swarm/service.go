@@ -283,6 +283,12 @@ func (s *Service) announce(ctx context.Context) {
 		cur.Addrs = s.addrs()
 		if nudged || material(&pub, &cur) || time.Since(last) >= live.Refresh || (peers && !hadPeers) {
 			last = publish()
+		} else if pub.Seq != 0 {
+			// This peer's own row shows its state now (its load, for
+			// swarmctl peers and the API), under the published record's
+			// sequence number: it is never sent.
+			cur.PeerID, cur.Seq, cur.TimeMS = pub.PeerID, pub.Seq, time.Now().UnixMilli()
+			s.view.observe(&cur, nil, time.Now(), netip.Addr{}, 0)
 		}
 		hadPeers = peers
 	}
