@@ -280,10 +280,10 @@ type notifiee struct {
 func (n notifiee) Listen(network.Network, ma.Multiaddr)      {}
 func (n notifiee) ListenClose(network.Network, ma.Multiaddr) {}
 func (n notifiee) Connected(_ network.Network, c network.Conn) {
-	go n.connected(c.RemotePeer())
+	n.connected(c.RemotePeer())
 }
 func (n notifiee) Disconnected(_ network.Network, c network.Conn) {
-	go n.disconnected(c.RemotePeer())
+	n.disconnected(c.RemotePeer())
 }
 
 // currentLease is how long an answer keeps a peer alive now.

@@ -87,8 +87,8 @@ func (s *Service) Start(ctx context.Context) error {
 	ctx, s.cancel = context.WithCancel(ctx)
 	s.host.SetStreamHandler(RecordsProtocol, s.xchg.serve)
 	nf := &notifiee{
-		connected:    func(id peer.ID) { s.xchg.connected(ctx, id) },
-		disconnected: s.keep.disconnected,
+		connected:    func(id peer.ID) { s.spawn(func() { s.xchg.connected(ctx, id) }) },
+		disconnected: func(id peer.ID) { s.spawn(func() { s.keep.disconnected(id) }) },
 	}
 	s.host.Network().Notify(nf)
 	s.wg.Add(6)
@@ -115,9 +115,29 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	// Peers connected before the start (a bootstrap peer dialled first).
 	for _, id := range s.host.Network().Peers() {
-		go s.xchg.connected(ctx, id)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.xchg.connected(ctx, id)
+		}()
 	}
 	return nil
+}
+
+// spawn runs f in a goroutine Close waits for, unless the service is
+// closed (connection events go on arriving while it closes).
+func (s *Service) spawn(f func()) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
 }
 
 // Close stops the loops and waits for them. It is idempotent.
