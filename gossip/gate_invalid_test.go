@@ -28,7 +28,7 @@ func TestInvalidFloodInGrace(t *testing.T) {
 	// A grace far longer than the test: only invalid messages can gate.
 	gate := gossip.NewGate(nil, 10*time.Minute)
 	victim := newPeer(t, ctx, "", gate)
-	honest := newPeer(t, ctx, "", nil, gossip.WithHeartbeat(time.Second))
+	honest := newPeer(t, ctx, "", nil, gossip.WithHeartbeat(beatEvery))
 	connect(t, ctx, honest.h, victim.h)
 	var honestSeq atomic.Uint64
 	beat(ctx, t, honest, &honestSeq)

@@ -34,6 +34,7 @@ type Router struct {
 	seqs    *seqTracker
 	bmcSeqs *seqTracker // publish seqs of BMC tables, apart from capability seqs
 	caps    *pubsub.Topic
+	rate    *rateLimit // records per signer on the capability topic
 	mu      sync.Mutex
 	topics  map[string]*pubsub.Topic
 	closed  bool
@@ -47,7 +48,7 @@ func NewRouter(ctx context.Context, h host.Host, key crypto.PrivKey, log *slog.L
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cfg := config{heartbeat: 2 * time.Second}
+	cfg := config{heartbeat: time.Second}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
@@ -64,7 +65,10 @@ func NewRouter(ctx context.Context, h host.Host, key crypto.PrivKey, log *slog.L
 		pubsub.WithMaxMessageSize(maxMessageBytes),
 		pubsub.WithPeerScore(params, thresholds),
 		pubsub.WithPeerExchange(true),
-		pubsub.WithFloodPublish(true),
+		// A record goes to the mesh, not to every peer of the topic: with
+		// flood publishing each record cost its author one copy per topic
+		// peer, and the mesh forwarded those copies again.
+		pubsub.WithFloodPublish(false),
 	}
 	if g := cfg.gate; g != nil {
 		g.setCloser(func(p peer.ID) {
@@ -87,7 +91,8 @@ func NewRouter(ctx context.Context, h host.Host, key crypto.PrivKey, log *slog.L
 	if err != nil {
 		return nil, fmt.Errorf("gossip: starting gossipsub: %w", err)
 	}
-	r := &Router{ps: ps, host: h, key: key, log: log, gate: cfg.gate, seqs: newSeqTracker(4096), topics: map[string]*pubsub.Topic{}}
+	r := &Router{ps: ps, host: h, key: key, log: log, gate: cfg.gate, seqs: newSeqTracker(4096), topics: map[string]*pubsub.Topic{},
+		rate: newRateLimit(cfg.heartbeat, floodBurst, 4096)}
 	if err := ps.RegisterTopicValidator(CapsTopic, r.validateCapability); err != nil {
 		return nil, fmt.Errorf("gossip: %w", err)
 	}
@@ -132,6 +137,22 @@ func (r *Router) PublishCapability(ctx context.Context, c *Capability) error {
 	return r.caps.Publish(ctx, b)
 }
 
+// PublishCapabilitySealed is PublishCapability, and also returns the
+// sealed record it published (what the record exchange hands out). It
+// waits (until ctx ends) for a peer in this peer's mesh of the topic: a
+// record published before the mesh formed would reach nobody, and records
+// go out only when they change.
+func (r *Router) PublishCapabilitySealed(ctx context.Context, c *Capability) ([]byte, error) {
+	b, err := SealCapability(c, r.key)
+	if err != nil {
+		return nil, err
+	}
+	return b, r.caps.Publish(ctx, b, pubsub.WithReadiness(pubsub.MinTopicSize(1)))
+}
+
+// SealCapability signs c with the router's key (c must name this peer).
+func (r *Router) SealCapability(c *Capability) ([]byte, error) { return SealCapability(c, r.key) }
+
 // SubscribeCapabilities returns a subscription yielding every valid, fresh
 // capability record, including this peer's own.
 func (r *Router) SubscribeCapabilities() (*CapSubscription, error) {
@@ -143,8 +164,8 @@ func (r *Router) SubscribeCapabilities() (*CapSubscription, error) {
 }
 
 // CapsPeerJoins calls fn (from one goroutine) each time a peer joins the
-// capability topic, until ctx ends. The swarm view uses it to greet a new
-// peer with a heartbeat at once instead of at the next tick.
+// capability topic, until ctx ends. (Publishing on every join was a storm
+// at scale: newcomers ask for records through the swarm's record exchange.)
 func (r *Router) CapsPeerJoins(ctx context.Context, fn func(peer.ID)) error {
 	h, err := r.caps.EventHandler()
 	if err != nil {
@@ -199,6 +220,20 @@ func (s *Subscription[T]) NextFrom(ctx context.Context) (*T, peer.ID, error) {
 	}
 }
 
+// NextSealed is NextFrom, and also returns the record's sealed bytes as its
+// author signed them (which others may verify again).
+func (s *Subscription[T]) NextSealed(ctx context.Context) (*T, peer.ID, []byte, error) {
+	for {
+		m, err := s.sub.Next(ctx)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		if rec, ok := m.ValidatorData.(*T); ok {
+			return rec, m.ReceivedFrom, m.GetData(), nil
+		}
+	}
+}
+
 // Cancel ends the subscription.
 func (s *Subscription[T]) Cancel() { s.sub.Cancel() }
 
@@ -207,9 +242,26 @@ type CapSubscription = Subscription[Capability]
 
 // validateCapability is the capability topic's validator: it rejects (and
 // so penalises the sender through peer scoring) oversize, malformed,
-// unsigned and mis-signed records, and ignores stale ones.
+// unsigned and mis-signed records, and ignores stale ones. A signer that
+// publishes faster than the flood limit (one record per heartbeat, a
+// burst of floodBurst) has its excess records dropped: rejected when it
+// sends them itself (it floods, and scores down for it), ignored when
+// others relay them (they saw the record first inside the limit).
 func (r *Router) validateCapability(ctx context.Context, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
-	return validator(r.log, r.seqs, "capability", checkCapability)(ctx, from, m)
+	res := validator(r.log, r.seqs, "capability", checkCapability)(ctx, from, m)
+	if res != pubsub.ValidationAccept {
+		return res
+	}
+	author := m.GetFrom()
+	if !r.rate.allow(author, time.Now()) {
+		r.log.Debug("capability over the flood limit", "peer", author, "via", from)
+		m.ValidatorData = nil
+		if from == author {
+			return pubsub.ValidationReject
+		}
+		return pubsub.ValidationIgnore
+	}
+	return res
 }
 
 // checkCapability opens a capability message and checks it was published

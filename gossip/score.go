@@ -69,20 +69,17 @@ const (
 
 // scoreParams builds the peer-score parameters.
 //
-// Invalid messages cost a lot and decay slowly; time in mesh and first
-// deliveries earn a little. On the capability topic every peer publishes
-// its own heartbeat, so a mesh peer that delivers nothing there (P3: a
-// peer that takes mesh slots and forwards nothing) loses a little and is
-// pruned from the mesh, with a sticky penalty (P3b) when pruned that way.
-// The application score (P5) comes from the ledger. The IP-colocation
-// factor (P6) is on. The behaviour penalty (P7) counts GRAFTs during a
-// backoff and broken IWANT promises.
+// Invalid messages cost a lot and decay slowly (a record over the flood
+// limit, sent by its own author, counts as invalid: see
+// validateCapability); time in mesh and first deliveries earn a little.
+// Mesh delivery (P3, P3b) is not scored: a peer publishes its record only
+// when it changes and refreshes it every few minutes, so an honest mesh
+// peer on a quiet swarm delivers nothing for minutes, and a rule that
+// expected a record every heartbeat would prune every honest peer. The
+// application score (P5) comes from the ledger. The IP-colocation factor
+// (P6) is on. The behaviour penalty (P7) counts GRAFTs during a backoff
+// and broken IWANT promises.
 func scoreParams(cfg *config) (*pubsub.PeerScoreParams, *pubsub.PeerScoreThresholds) {
-	// A capability heartbeat every hb: the delivery counter halves over two
-	// heartbeats, so an honest mesh peer holds about 3.4 and a peer that
-	// misses four beats in a row is only then below the threshold.
-	hb := cfg.heartbeat
-	decay := math.Pow(0.5, float64(time.Second)/float64(2*hb))
 	topic := func() *pubsub.TopicScoreParams {
 		return &pubsub.TopicScoreParams{
 			TopicWeight:                    1,
@@ -97,14 +94,6 @@ func scoreParams(cfg *config) (*pubsub.PeerScoreParams, *pubsub.PeerScoreThresho
 		}
 	}
 	caps := topic()
-	caps.MeshMessageDeliveriesWeight = -40
-	caps.MeshMessageDeliveriesDecay = decay
-	caps.MeshMessageDeliveriesThreshold = 0.5
-	caps.MeshMessageDeliveriesCap = 20
-	caps.MeshMessageDeliveriesWindow = 100 * time.Millisecond
-	caps.MeshMessageDeliveriesActivation = max(10*time.Second, 5*hb)
-	caps.MeshFailurePenaltyWeight = -40
-	caps.MeshFailurePenaltyDecay = decay
 
 	col := cfg.colocation.withDefaults()
 	var crowd *loopbackCrowd // P6 on loopback, which pubsub does not count
@@ -157,8 +146,11 @@ type config struct {
 	net        network.Network // the host's, for the colocation count on loopback
 }
 
-// WithHeartbeat tells the router how often peers publish capability
-// records (default 2 s), which sets how fast mesh delivery counts decay.
+// WithHeartbeat sets the flood limit of the capability topic: an honest
+// peer publishes at most one record per d (default 1 s; it publishes only
+// when its record changes, and refreshes it every few minutes), so a
+// signer that sustains more than one record per d beyond a burst of ten
+// floods, and its excess records are dropped (see validateCapability).
 func WithHeartbeat(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 10*time.Millisecond || d > time.Hour {

@@ -18,6 +18,7 @@ import (
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/nat"
+	"github.com/llmswarm/llmswarm/swarm"
 )
 
 // DefaultPort is the libp2p port (TCP and QUIC) and DefaultAPI the local
@@ -58,11 +59,22 @@ type Config struct {
 	Open bool `json:"open,omitempty"`
 	// DHTMode is "server" (default), "client", "auto" or "off".
 	DHTMode string `json:"dht_mode,omitempty"`
-	// Heartbeat is how often capability records are published. Default 2s.
+	// Heartbeat is the liveness tick: the peers this one uses (routes,
+	// role peers, calls of the last two minutes) are probed every
+	// heartbeat, and this peer's record goes out at most once per
+	// heartbeat when it changes. Default 1s. (Before records went out
+	// only on change, it was how often they were published.)
 	Heartbeat Duration `json:"heartbeat,omitempty"`
-	// DeadAfterMisses is how many heartbeats a peer may miss before it is
-	// marked dead. Default 3.
+	// DeadAfterMisses is how many probes in a row a peer may fail before
+	// it is marked dead. Default 2. (It counted missed heartbeats.)
 	DeadAfterMisses int `json:"dead_after_misses,omitempty"`
+	// RecordRefresh is how often this peer publishes its capability
+	// record when nothing in it changed. Default 5m.
+	RecordRefresh Duration `json:"record_refresh,omitempty"`
+	// ProbeRate is how many liveness probes a second this peer sends to
+	// the peers of its table it does not use, whatever the table's size.
+	// Default 0.5.
+	ProbeRate float64 `json:"probe_rate,omitempty"`
 	// ConnLow and ConnHigh are the connection manager's watermarks.
 	// Defaults 32 and 96.
 	ConnLow  int `json:"conn_low,omitempty"`
@@ -329,10 +341,16 @@ func (c Config) withDefaults() (Config, error) {
 		c.DHTMode = "server"
 	}
 	if c.Heartbeat == 0 {
-		c.Heartbeat = Duration(2 * time.Second)
+		c.Heartbeat = Duration(swarm.DefaultHeartbeat)
 	}
 	if c.DeadAfterMisses == 0 {
-		c.DeadAfterMisses = 3
+		c.DeadAfterMisses = swarm.DefaultMisses
+	}
+	if c.RecordRefresh == 0 {
+		c.RecordRefresh = Duration(swarm.DefaultRefresh)
+	}
+	if c.ProbeRate == 0 {
+		c.ProbeRate = swarm.DefaultProbeRate
 	}
 	if c.ConnLow == 0 {
 		c.ConnLow = 32
@@ -382,6 +400,12 @@ func (c Config) validate() error {
 	}
 	if c.DeadAfterMisses < 1 || c.DeadAfterMisses > 100 {
 		return fmt.Errorf("config: dead_after_misses %d: want 1..100", c.DeadAfterMisses)
+	}
+	if c.RecordRefresh < Duration(10*time.Second) || c.RecordRefresh > Duration(24*time.Hour) {
+		return fmt.Errorf("config: record_refresh %s: want between 10s and 24h", time.Duration(c.RecordRefresh))
+	}
+	if !(c.ProbeRate >= 0.01 && c.ProbeRate <= 100) {
+		return fmt.Errorf("config: probe_rate %v: want between 0.01 and 100 probes a second", c.ProbeRate)
 	}
 	if c.ConnLow < 1 || c.ConnHigh < c.ConnLow {
 		return fmt.Errorf("config: conn_low %d / conn_high %d: want 1 <= low <= high", c.ConnLow, c.ConnHigh)

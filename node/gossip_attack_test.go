@@ -95,9 +95,12 @@ func TestForgedAndReplayedRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A later real heartbeat of the victim reaches both peers after the
-	// attack: had the forgery (seq an hour ahead) been accepted, the view
-	// would refuse them as older.
+	// A later real record of the victim (it changed) reaches both peers
+	// after the attack: had the forgery (seq an hour ahead) been
+	// accepted, the view would refuse it as older.
+	if err := victim.Swarm().Beat(ctx); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []*nodetest.Peer{victim, observer} {
 		nodetest.Eventually(t, 10*time.Second, "victim's real heartbeats still accepted", func() bool {
 			got, ok := p.Swarm().View().Get(victim.ID())

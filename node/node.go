@@ -217,7 +217,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	live := swarm.Liveness{Heartbeat: time.Duration(n.cfg.Heartbeat), Misses: n.cfg.DeadAfterMisses, MaxPeers: n.cfg.PeerTable.MaxPeers}
+	live := swarm.Liveness{Heartbeat: time.Duration(n.cfg.Heartbeat), Misses: n.cfg.DeadAfterMisses,
+		Refresh: time.Duration(n.cfg.RecordRefresh), ProbeRate: n.cfg.ProbeRate, MaxPeers: n.cfg.PeerTable.MaxPeers}
 	n.swarm = swarm.New(h, n.router, n.dht, n.selfCapability, live, n.log, n.swarmOptions()...)
 	n.nat.SetView(n.swarm.View())
 	n.watchView(runCtx, n.swarm.View())

@@ -71,11 +71,17 @@ func (n *Node) swarmOptions() []swarm.Option {
 		}
 	}
 	h := n.host
+	bridge := n.cfg.BMCSerial != ""
 	opts := []swarm.Option{
 		swarm.WithTrust(n.trust),
 		swarm.WithDead(n.excluded), // the BMC's dead are not Routable
 		swarm.WithAdmission(swarm.Admission{UnprovenShare: pt.UnprovenShare, PerSubnet: pt.MaxUnprovenPerSubnet}),
 		swarm.WithProtect(func(id peer.ID) bool { return keep[id] || servingNow(h, id) }),
+		// The peers with an inference stream open are in use: probed every
+		// heartbeat, for two minutes after their last stream. A BMC bridge
+		// uses every peer: each answer is the heartbeat it forwards to its
+		// board, whose clock declares dead a peer that stops answering.
+		swarm.WithInUse(func(id peer.ID) bool { return bridge || servingNow(h, id) }),
 	}
 	if n.pipe != nil {
 		opts = append(opts, swarm.WithStored(storedModels(n.pipe.store)))

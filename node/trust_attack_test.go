@@ -99,6 +99,19 @@ func TestDeadPeerStaysDead(t *testing.T) {
 	}
 	defer sub.Cancel()
 	connectTo(t, ch, hub.Host())
+	// Records go out only when they change: the dead peer-to-be publishes
+	// its record again and again (as a peer whose load keeps changing
+	// does), at the heartbeat, the fastest a peer may.
+	beatCtx, stopBeats := context.WithCancel(ctx)
+	go func() {
+		for beatCtx.Err() == nil {
+			dead.Swarm().Beat(beatCtx)
+			select {
+			case <-beatCtx.Done():
+			case <-time.After(time.Duration(fastBeat)):
+			}
+		}
+	}()
 	var captured []*pb.Message
 	for len(captured) < 25 {
 		mctx, mcancel := context.WithTimeout(ctx, 10*time.Second)
@@ -111,6 +124,7 @@ func TestDeadPeerStaysDead(t *testing.T) {
 			captured = append(captured, m.Message)
 		}
 	}
+	stopBeats()
 	deadID := dead.ID()
 	dead.Close()
 	nodetest.Eventually(t, 10*time.Second, "the hub sees the peer dead", func() bool { return !hub.Swarm().View().Alive(deadID) })
@@ -282,8 +296,8 @@ func TestBannedPeerUnheard(t *testing.T) {
 		return !victim.Swarm().View().Alive(liar.ID()) &&
 			victim.Host().Network().Connectedness(liar.ID()) != network.Connected
 	})
-	// The liar is alive and beating: the other peer hears it, the victim
-	// does not, even through the other peer.
+	// The liar is alive and answering: the other peer holds it alive, the
+	// victim does not, even with the other peer's records of it.
 	for range 20 {
 		if !other.Swarm().View().Alive(liar.ID()) || !victim.Swarm().View().Alive(other.ID()) {
 			t.Fatal("the rest of the swarm lost a live peer")

@@ -53,6 +53,7 @@ type options struct {
 	protect   func(peer.ID) bool
 	stored    func() []string
 	dead      func(peer.ID) bool
+	inUse     func(peer.ID) bool
 }
 
 // WithTrust tells the table which peers did verified work (the rest are
@@ -71,6 +72,13 @@ func WithProtect(f func(peer.ID) bool) Option { return func(o *options) { o.prot
 // their model keys are provided in the DHT beside those of the shards it
 // serves, so peers looking for the model find it.
 func WithStored(f func() []string) Option { return func(o *options) { o.stored = f } }
+
+// WithInUse names the peers this one uses now (routes, role peers,
+// open calls): they and the peers it used in the last two minutes are
+// probed every heartbeat, so one that dies is noticed within
+// Misses×Heartbeat (see Liveness). f is called often, with no lock held:
+// it must be quick.
+func WithInUse(f func(peer.ID) bool) Option { return func(o *options) { o.inUse = f } }
 
 func (v *View) proven(id peer.ID) bool { return v.opts.trust != nil && v.opts.trust.Proven(id) }
 

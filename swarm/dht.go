@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 
 	"github.com/llmswarm/llmswarm/shards"
 )
@@ -36,14 +39,21 @@ func ModelKey(model string) cid.Cid {
 const (
 	provideEvery      = 10 * time.Minute
 	discoverFirst     = 2 * time.Second
-	discoverEvery     = 30 * time.Second
+	discoverEvery     = 30 * time.Second // while lookups find members not connected
+	discoverIdle      = 10 * time.Minute // the slowest, once they find none
+	enoughMembers     = 16               // live peers past which members are not looked up
 	maxDiscoverDials  = 16
 	dhtRequestTimeout = 20 * time.Second
 )
 
 // dhtLoop provides this peer's keys and looks for members it is not yet
 // connected to, so that peers outside the LAN and outside the current
-// gossip mesh join it.
+// gossip mesh join it. A lookup that finds every member connected
+// already doubles the wait before the next (to discoverIdle), and a peer
+// that knows enoughMembers live peers looks up none: a member lookup asks
+// every provider of the key and its answers list every member (some 80 KB
+// in a swarm of 20), so at every 30 s it was most of an idle peer's
+// traffic.
 func (s *Service) dhtLoop(ctx context.Context) {
 	defer s.wg.Done()
 	var lastProvide time.Time
@@ -55,10 +65,8 @@ func (s *Service) dhtLoop(ctx context.Context) {
 			return
 		case <-time.After(delay):
 		}
-		if delay < discoverEvery {
-			delay *= 2
-		}
 		if len(s.dht.RoutingTable().ListPeers()) == 0 {
+			delay = min(2*delay, discoverEvery)
 			continue
 		}
 		keys := s.provideKeys()
@@ -66,7 +74,16 @@ func (s *Service) dhtLoop(ctx context.Context) {
 			s.provide(ctx, keys)
 			lastProvide, provided = time.Now(), keys
 		}
-		s.discover(ctx)
+		if s.liveCount() >= enoughMembers {
+			// In the mesh already: a lookup would cost more than it finds.
+			delay = min(2*delay, discoverIdle)
+			continue
+		}
+		if s.discover(ctx) > 0 {
+			delay = discoverEvery
+		} else {
+			delay = min(2*delay, discoverIdle)
+		}
 	}
 }
 
@@ -107,12 +124,12 @@ func (s *Service) provide(ctx context.Context, keys map[cid.Cid]bool) {
 }
 
 // discover connects to swarm members found in the DHT that this peer is
-// not connected to.
-func (s *Service) discover(ctx context.Context) {
+// not connected to, and returns how many it found.
+func (s *Service) discover(ctx context.Context) int {
 	found, err := s.FindProviders(ctx, MembersKey(), 64)
 	if err != nil {
 		s.log.Debug("dht member lookup failed", "err", err)
-		return
+		return 0
 	}
 	dials := 0
 	for _, ai := range found {
@@ -120,7 +137,7 @@ func (s *Service) discover(ctx context.Context) {
 			continue
 		}
 		if dials++; dials > maxDiscoverDials {
-			return
+			return dials
 		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := s.host.Connect(cctx, ai); err != nil {
@@ -128,6 +145,7 @@ func (s *Service) discover(ctx context.Context) {
 		}
 		cancel()
 	}
+	return dials
 }
 
 // FindProviders returns up to max peers that provide key.
@@ -142,4 +160,39 @@ func (s *Service) FindProviders(ctx context.Context, key cid.Cid, max int) ([]pe
 		out = append(out, ai)
 	}
 	return out, nil
+}
+
+// maxHolderFetches bounds the providers LearnHolders asks.
+const maxHolderFetches = 32
+
+// LearnHolders finds the holders of model through the DHT provider
+// records (ModelKey) and asks each that is not alive here for its record
+// through the record exchange: one that answers is alive, its record (and
+// so its shards) in the view. It returns how many it learned. A peer whose
+// table does not hold a model's holders yet (a newcomer of a swarm larger
+// than its samples) finds them this way.
+func (s *Service) LearnHolders(ctx context.Context, model string) (int, error) {
+	found, err := s.FindProviders(ctx, ModelKey(model), maxHolderFetches)
+	if err != nil {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	var learned atomic.Int64
+	for _, ai := range found {
+		if ai.ID == s.host.ID() || s.view.Alive(ai.ID) {
+			continue
+		}
+		s.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.xchg.Fetch(ctx, ai.ID); err != nil {
+				s.log.Debug("a provider of the model did not give its record", "model", model, "peer", ai.ID, "err", err)
+				return
+			}
+			learned.Add(1)
+		}()
+	}
+	wg.Wait()
+	return int(learned.Load()), nil
 }

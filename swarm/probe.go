@@ -26,6 +26,8 @@ const (
 	probeTimeout  = 5 * time.Second // dial and ping
 	probeBackoff  = time.Second     // after the first failure (±50%); doubles
 	maxBackoff    = 30 * time.Second
+	maxTries      = 8                // failed probes before a lead is dropped
+	leadTTL       = 10 * time.Minute // a lead not heard again for this long is dropped
 )
 
 // prober confirms peers that this peer heard of only through records
@@ -37,9 +39,10 @@ const (
 // (fewest failed tries) first, each retried with backoff while its
 // records keep coming.
 type prober struct {
-	h    host.Host
-	view *View
-	log  *slog.Logger
+	h     host.Host
+	view  *View
+	log   *slog.Logger
+	lease func() time.Duration // how long an answer keeps a peer alive
 
 	mu    sync.Mutex
 	cands map[peer.ID]*candidate
@@ -47,19 +50,21 @@ type prober struct {
 }
 
 type candidate struct {
-	rec   gossip.Capability // the newest record heard
-	heard time.Time         // when it was heard
-	tries int               // failed probes
-	next  time.Time         // earliest next probe
-	busy  bool
+	rec    gossip.Capability // the newest record heard
+	sealed []byte            // as its peer signed it
+	heard  time.Time         // when it was heard
+	tries  int               // failed probes
+	next   time.Time         // earliest next probe
+	busy   bool
 }
 
 func newProber(h host.Host, v *View, log *slog.Logger) *prober {
-	return &prober{h: h, view: v, log: log, cands: map[peer.ID]*candidate{}, wake: make(chan struct{}, 1)}
+	return &prober{h: h, view: v, log: log, cands: map[peer.ID]*candidate{}, wake: make(chan struct{}, 1),
+		lease: func() time.Duration { return 0 }}
 }
 
 // heard notes a relayed record of id, a peer not alive in the view.
-func (p *prober) heard(id peer.ID, c *gossip.Capability, now time.Time) {
+func (p *prober) heard(id peer.ID, c *gossip.Capability, sealed []byte, now time.Time) {
 	p.mu.Lock()
 	cd, ok := p.cands[id]
 	switch {
@@ -70,13 +75,13 @@ func (p *prober) heard(id peer.ID, c *gossip.Capability, now time.Time) {
 				// a probe now rather than after the backoff.
 				cd.next = now
 			}
-			cd.rec, cd.heard = *c, now
+			cd.rec, cd.sealed, cd.heard = *c, sealed, now
 		}
 	case len(p.cands) >= maxCandidates && !p.dropOneLocked():
 		p.mu.Unlock()
 		return
 	default:
-		p.cands[id] = &candidate{rec: *c, heard: now, next: now}
+		p.cands[id] = &candidate{rec: *c, sealed: sealed, heard: now, next: now}
 	}
 	p.mu.Unlock()
 	select {
@@ -148,10 +153,11 @@ func (p *prober) run(ctx context.Context) {
 }
 
 // due marks up to n candidates busy and returns them, fewest failed tries
-// first, and how long until the next one is due. Candidates whose records
-// stopped for the liveness window are dropped: nothing says they live.
+// first, and how long until the next one is due. Candidates that failed
+// maxTries probes, or were not heard of for leadTTL, are dropped: nothing
+// says they live (records are published only when they change, so a
+// lead is not heard again every heartbeat).
 func (p *prober) due(now time.Time, n int) ([]peer.ID, time.Duration) {
-	deadAfter := p.view.live.DeadAfter()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ready []peer.ID
@@ -160,7 +166,7 @@ func (p *prober) due(now time.Time, n int) ([]peer.ID, time.Duration) {
 		if cd.busy {
 			continue
 		}
-		if now.Sub(cd.heard) > deadAfter {
+		if cd.tries >= maxTries || now.Sub(cd.heard) > leadTTL {
 			delete(p.cands, id)
 			continue
 		}
@@ -200,9 +206,10 @@ func (p *prober) probe(ctx context.Context, id peer.ID) {
 	cancel()
 	if err == nil {
 		p.mu.Lock()
-		rec, heard := p.cands[id].rec, p.cands[id].heard // busy: never dropped meanwhile
+		rec, sealed := p.cands[id].rec, p.cands[id].sealed // busy: never dropped meanwhile
 		p.mu.Unlock()
-		p.view.ObserveFrom(&rec, heard, remoteAddr(p.h, id))
+		// It answered now: alive now, for as long as any peer that answers.
+		p.view.observe(&rec, sealed, time.Now(), remoteAddr(p.h, id), p.lease())
 		if p.view.Alive(id) {
 			p.mu.Lock()
 			delete(p.cands, id)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -21,9 +22,11 @@ import (
 // The service fills in the peer ID, addresses, sequence number and time.
 type SelfFunc func() gossip.Capability
 
-// Service keeps the view current: it publishes this peer's heartbeat,
-// feeds received heartbeats into the view, sweeps dead peers and keeps the
-// DHT provider records. Build it with New, then Start it.
+// Service keeps the view current: it publishes this peer's record when it
+// changes and refreshes it slowly, feeds received records into the view,
+// answers and asks the record exchange (exchange.go), probes the peers of
+// the table (liveness.go), sweeps dead peers and keeps the DHT provider
+// records. Build it with New, then Start it.
 type Service struct {
 	host   host.Host
 	router *gossip.Router
@@ -31,12 +34,17 @@ type Service struct {
 	self   SelfFunc
 	view   *View
 	probe  *prober
+	keep   *keeper
+	xchg   *exchange
 	log    *slog.Logger
 
-	changed chan struct{} // Changed's nudge to the heartbeat loop
+	changed chan struct{} // Changed's nudge to the publisher
 
 	mu      sync.Mutex
 	lastSeq uint64
+	sealed  []byte            // the record last published, as signed
+	pub     gossip.Capability // what it said
+	pubs    uint64            // records published
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	closed  bool
@@ -49,22 +57,25 @@ func New(h host.Host, router *gossip.Router, kad *dht.IpfsDHT, self SelfFunc, li
 		log = slog.New(slog.DiscardHandler)
 	}
 	v := NewView(h.ID(), live, opts...)
-	return &Service{host: h, router: router, dht: kad, self: self, view: v, probe: newProber(h, v, log), log: log,
-		changed: make(chan struct{}, 1)}
+	s := &Service{host: h, router: router, dht: kad, self: self, view: v, probe: newProber(h, v, log),
+		keep: newKeeper(h, v, log), log: log, changed: make(chan struct{}, 1)}
+	s.xchg = newExchange(s)
+	s.probe.lease = s.keep.currentLease
+	return s
 }
 
 // View is the live peer table.
 func (s *Service) View() *View { return s.view }
 
-// Start launches the heartbeat, receive, sweep and DHT loops. They stop at
-// Close or when ctx ends.
+// Start launches the publisher, receive, liveness, sweep and DHT loops
+// and serves the record exchange. They stop at Close or when ctx ends.
 func (s *Service) Start(ctx context.Context) error {
 	sub, err := s.router.SubscribeCapabilities()
 	if err != nil {
 		return err
 	}
 	// The peer is in its own table from the start, not from when its
-	// first heartbeat comes back through the mesh.
+	// first record comes back through the mesh.
 	c := s.record()
 	s.view.Observe(&c, time.Now())
 	s.mu.Lock()
@@ -74,30 +85,59 @@ func (s *Service) Start(ctx context.Context) error {
 		return errors.New("swarm: service already started or closed")
 	}
 	ctx, s.cancel = context.WithCancel(ctx)
-	greet := make(chan struct{}, 1)
-	if err := s.router.CapsPeerJoins(ctx, func(peer.ID) {
-		select {
-		case greet <- struct{}{}:
-		default:
-		}
-	}); err != nil {
-		s.cancel()
-		sub.Cancel()
-		return err
+	s.host.SetStreamHandler(RecordsProtocol, s.xchg.serve)
+	nf := &notifiee{
+		connected:    func(id peer.ID) { s.spawn(func() { s.xchg.connected(ctx, id) }) },
+		disconnected: func(id peer.ID) { s.spawn(func() { s.keep.disconnected(id) }) },
 	}
-	s.wg.Add(4)
+	s.host.Network().Notify(nf)
+	s.wg.Add(6)
 	go func() {
 		defer s.wg.Done()
 		s.probe.run(ctx)
 	}()
+	go func() {
+		defer s.wg.Done()
+		s.keep.run(ctx)
+	}()
+	go func() {
+		defer s.wg.Done()
+		<-ctx.Done()
+		s.host.Network().StopNotify(nf)
+		s.host.RemoveStreamHandler(RecordsProtocol)
+	}()
 	go s.receive(ctx, sub)
-	go s.heartbeat(ctx, greet)
+	go s.announce(ctx)
 	go s.sweep(ctx)
 	if s.dht != nil {
 		s.wg.Add(1)
 		go s.dhtLoop(ctx)
 	}
+	// Peers connected before the start (a bootstrap peer dialled first).
+	for _, id := range s.host.Network().Peers() {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.xchg.connected(ctx, id)
+		}()
+	}
 	return nil
+}
+
+// spawn runs f in a goroutine Close waits for, unless the service is
+// closed (connection events go on arriving while it closes).
+func (s *Service) spawn(f func()) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
 }
 
 // Close stops the loops and waits for them. It is idempotent.
@@ -114,8 +154,8 @@ func (s *Service) Close() error {
 }
 
 // Changed tells the service that this peer's record changed (a role or
-// shard added or removed): the next heartbeat goes out now, not at the
-// next tick.
+// shard added or removed): the record goes out now (at most once per
+// heartbeat), not at the next check.
 func (s *Service) Changed() {
 	select {
 	case s.changed <- struct{}{}:
@@ -123,13 +163,66 @@ func (s *Service) Changed() {
 	}
 }
 
-// Beat publishes one heartbeat now.
+// publishWait bounds how long a record waits for a peer in the gossip mesh.
+const publishWait = 5 * time.Second
+
+// Beat publishes this peer's record now, changed or not. With no peer on
+// the capability topic it only seals it (the record exchange hands it
+// out; it is published when the first topic peer appears); else it waits
+// up to publishWait for a mesh peer.
 func (s *Service) Beat(ctx context.Context) error {
 	c := s.record()
-	if err := s.router.PublishCapability(ctx, &c); err != nil {
-		return fmt.Errorf("swarm: publishing heartbeat: %w", err)
+	var b []byte
+	var err error
+	if len(s.router.PubSub().ListPeers(gossip.CapsTopic)) == 0 {
+		b, err = s.router.SealCapability(&c)
+	} else {
+		pctx, cancel := context.WithTimeout(ctx, publishWait)
+		b, err = s.router.PublishCapabilitySealed(pctx, &c)
+		cancel()
+		if err == nil {
+			s.mu.Lock()
+			s.pubs++
+			s.mu.Unlock()
+		}
 	}
+	if err != nil {
+		return fmt.Errorf("swarm: publishing this peer's record: %w", err)
+	}
+	s.mu.Lock()
+	s.sealed, s.pub = b, c
+	s.mu.Unlock()
+	// This peer's row holds the record as published (the record exchange
+	// hands it out).
+	s.view.observe(&c, b, time.Now(), netip.Addr{}, 0)
 	return nil
+}
+
+// Published is how many records this peer has published since it
+// started: a peer whose record does not change publishes one per Refresh.
+func (s *Service) Published() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pubs
+}
+
+// Fetch asks id for its current record through the record exchange and
+// puts it in the view (id answered: it is alive); see RecordsProtocol.
+func (s *Service) Fetch(ctx context.Context, id peer.ID) (*gossip.Capability, error) {
+	return s.xchg.Fetch(ctx, id)
+}
+
+// sealedSelf is this peer's record as last published (sealed now if it
+// has published none yet).
+func (s *Service) sealedSelf() ([]byte, error) {
+	s.mu.Lock()
+	b := s.sealed
+	s.mu.Unlock()
+	if b != nil {
+		return b, nil
+	}
+	c := s.record()
+	return s.router.SealCapability(&c)
 }
 
 // record is this peer's capability record, with the next sequence number.
@@ -138,14 +231,20 @@ func (s *Service) record() gossip.Capability {
 	c.PeerID = s.host.ID().String()
 	c.Seq = s.nextSeq()
 	c.TimeMS = time.Now().UnixMilli()
-	c.Addrs = c.Addrs[:0]
+	c.Addrs = s.addrs()
+	return c
+}
+
+// addrs is what this peer's record says of its addresses now.
+func (s *Service) addrs() []string {
+	var out []string
 	for _, a := range s.host.Addrs() {
-		if len(c.Addrs) == 32 {
+		if len(out) == 32 {
 			break
 		}
-		c.Addrs = append(c.Addrs, a.String())
+		out = append(out, a.String())
 	}
-	return c
+	return out
 }
 
 // nextSeq follows the wall clock so a restarted peer's records are newer
@@ -161,66 +260,107 @@ func (s *Service) nextSeq() uint64 {
 	return seq
 }
 
-// heartbeat publishes on every tick, and also when a peer joins the topic
-// (at most one extra beat per 200 ms), so a newcomer learns of this peer at
-// once.
-func (s *Service) heartbeat(ctx context.Context, greet <-chan struct{}) {
+// announce publishes this peer's record when it changes in a way that
+// matters (see material), at most once per heartbeat so that a burst of
+// changes is one record; again every Refresh; and once when the first
+// peer of the capability topic appears (what was published before
+// reached nobody). Nothing is published when other peers join: a
+// newcomer asks for records through the record exchange.
+func (s *Service) announce(ctx context.Context) {
 	defer s.wg.Done()
-	t := time.NewTicker(s.view.live.Heartbeat)
+	live := s.view.live
+	t := time.NewTicker(live.Heartbeat)
 	defer t.Stop()
-	for {
+	publish := func() time.Time {
 		if err := s.Beat(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("heartbeat not published", "err", err)
+			s.log.Warn("record not published", "err", err)
 		}
+		return time.Now()
+	}
+	last := publish()
+	hadPeers := false
+	for {
+		nudged := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-s.changed:
-		case <-greet:
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(200 * time.Millisecond):
+			nudged = true
+			if wait := live.Heartbeat - time.Since(last); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
 			}
 		}
+		peers := len(s.router.PubSub().ListPeers(gossip.CapsTopic)) > 0
+		s.mu.Lock()
+		pub := s.pub
+		s.mu.Unlock()
+		cur := s.self()
+		cur.Addrs = s.addrs()
+		if nudged || material(&pub, &cur) || time.Since(last) >= live.Refresh || (peers && !hadPeers) {
+			last = publish()
+		} else if pub.Seq != 0 {
+			// This peer's own row shows its state now (its load, for
+			// swarmctl peers and the API), under the published record's
+			// sequence number: it is never sent.
+			cur.PeerID, cur.Seq, cur.TimeMS = pub.PeerID, pub.Seq, time.Now().UnixMilli()
+			s.view.observe(&cur, nil, time.Now(), netip.Addr{}, 0)
+		}
+		hadPeers = peers
 	}
 }
 
 // receive feeds records into the view. A record is evidence that its
 // peer is alive only when the peer itself sent it over its connection to
-// this peer (or the peer is alive here already: its heartbeats just keep
-// it so). A record that others relayed about a peer not alive here is
-// only a lead: the peer is probed, and alive once it answers (see
-// prober). So an old record replayed to a newcomer never makes a dead
-// peer alive, whatever the clocks say.
+// this peer. A newer record that others relayed about a peer alive here
+// updates what the table says of it but keeps it alive no longer; about a
+// peer not alive here it is only a lead: the peer is probed, and alive
+// once it answers (see prober). So an old record replayed to a newcomer
+// never makes a dead peer alive, whatever the clocks say.
 func (s *Service) receive(ctx context.Context, sub *gossip.CapSubscription) {
 	defer s.wg.Done()
 	defer sub.Cancel()
 	for {
-		c, via, err := sub.NextFrom(ctx)
+		c, via, sealed, err := sub.NextSealed(ctx)
 		if err != nil {
 			return
 		}
 		id, err := peer.Decode(c.PeerID)
-		if err != nil {
+		if err != nil || id == s.host.ID() {
 			continue
 		}
 		now := time.Now()
-		switch {
-		case id == s.host.ID():
-			s.view.Observe(c, now)
-		case via == id:
+		if via == id {
 			s.learnAddrs(c)
-			s.view.ObserveFrom(c, now, remoteAddr(s.host, id))
-		case s.view.Alive(id):
-			s.learnAddrs(c)
-			s.view.Observe(c, now)
-		default:
-			s.learnAddrs(c)
-			s.probe.heard(id, c, now)
+			s.view.observe(c, sealed, now, remoteAddr(s.host, id), s.keep.currentLease())
+			continue
+		}
+		s.lead(id, c, sealed, now)
+	}
+}
+
+// lead takes a record of id that others handed on: it updates the row of
+// a peer alive here, and makes any other peer a candidate to probe.
+func (s *Service) lead(id peer.ID, c *gossip.Capability, sealed []byte, now time.Time) {
+	s.learnAddrs(c)
+	if !s.view.update(c, sealed) {
+		s.probe.heard(id, c, sealed, now)
+	}
+}
+
+// liveCount is how many peers other than this one are alive in the view.
+func (s *Service) liveCount() int {
+	n := 0
+	for _, p := range s.view.rows() {
+		if p.Alive {
+			n++
 		}
 	}
+	return n
 }
 
 // PendingProbes is how many peers heard of only through others wait to
@@ -243,12 +383,11 @@ func (s *Service) learnAddrs(c *gossip.Capability) {
 	s.host.Peerstore().AddAddrs(id, addrs, peerstore.RecentlyConnectedAddrTTL)
 }
 
+// sweep makes dead the peers whose lease ended unanswered (the keeper's
+// probes extend the leases of peers that answer) and forgets long-dead ones.
 func (s *Service) sweep(ctx context.Context) {
 	defer s.wg.Done()
-	every := s.view.live.Heartbeat / 4
-	if every < 50*time.Millisecond {
-		every = 50 * time.Millisecond
-	}
+	every := max(s.view.live.Heartbeat/4, 50*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -257,7 +396,7 @@ func (s *Service) sweep(ctx context.Context) {
 			return
 		case now := <-t.C:
 			for _, id := range s.view.Sweep(now) {
-				s.log.Info("peer dead", "peer", id, "silent_for", s.view.live.DeadAfter())
+				s.log.Info("peer dead", "peer", id, "why", "unanswered for its lease")
 			}
 			// A peer a call found hung is routable again once it answers.
 			s.view.RecheckHung(s.host, Progress{}.Defaults().ProbeTimeout)

@@ -24,22 +24,49 @@ type Peer struct {
 	// Addr is the IP address this peer was last seen answering from (its
 	// connection to this peer); zero when unknown.
 	Addr netip.Addr
+
+	until  time.Time // alive until then unless it answers again (Sweep)
+	sealed []byte    // Cap as its peer signed it (nil: not kept)
 }
 
-// Liveness parameters of a View.
+// Liveness parameters of a View and of the Service that keeps it.
+//
+// A peer is alive while it answers: its own record over its own
+// connection, a probe, or the record exchange. The peers this one uses
+// (see WithInUse) are probed every Heartbeat and are dead after Misses
+// failed probes in a row; the other peers of the table are probed on a
+// budget of ProbeRate probes per second whatever the table's size, and
+// at once when their last connection closes. A record is published when
+// it changes (at most once per Heartbeat) and again every Refresh.
 type Liveness struct {
-	Heartbeat   time.Duration // how often peers publish; default 2 s
-	Misses      int           // missed heartbeats before a peer is dead; default 3
+	Heartbeat   time.Duration // probe interval of the peers in use, and the fastest records go out; default 1 s
+	Misses      int           // failed probes in a row before a peer is dead; default 2
+	Refresh     time.Duration // an unchanged record is published again after this; default 5 min
+	ProbeRate   float64       // probes per second of the peers not in use; default 0.5
 	ForgetAfter time.Duration // a dead peer is dropped from the table after this; default 10 min
 	MaxPeers    int           // table size bound; default 4096
 }
 
+// Defaults of Liveness.
+const (
+	DefaultHeartbeat = time.Second
+	DefaultMisses    = 2
+	DefaultRefresh   = 5 * time.Minute
+	DefaultProbeRate = 0.5
+)
+
 func (l Liveness) withDefaults() Liveness {
 	if l.Heartbeat <= 0 {
-		l.Heartbeat = 2 * time.Second
+		l.Heartbeat = DefaultHeartbeat
 	}
 	if l.Misses <= 0 {
-		l.Misses = 3
+		l.Misses = DefaultMisses
+	}
+	if l.Refresh <= 0 {
+		l.Refresh = DefaultRefresh
+	}
+	if !(l.ProbeRate > 0) {
+		l.ProbeRate = DefaultProbeRate
 	}
 	if l.ForgetAfter <= 0 {
 		l.ForgetAfter = 10 * time.Minute
@@ -50,7 +77,9 @@ func (l Liveness) withDefaults() Liveness {
 	return l
 }
 
-// DeadAfter is how long a silent peer stays alive.
+// DeadAfter is how long a peer in use may go unanswered before it is
+// dead: Misses probes of Heartbeat. A record alone keeps a peer alive
+// this long (a peer the Service probes holds a longer lease: see lease).
 func (l Liveness) DeadAfter() time.Duration {
 	l = l.withDefaults()
 	return time.Duration(l.Misses) * l.Heartbeat
@@ -96,6 +125,13 @@ func (v *View) Observe(c *gossip.Capability, now time.Time) { v.ObserveFrom(c, n
 // A peer not in the table is admitted by the admission policy (see
 // Admission); it may evict another, or be refused.
 func (v *View) ObserveFrom(c *gossip.Capability, now time.Time, addr netip.Addr) {
+	v.observe(c, nil, now, addr, 0)
+}
+
+// observe is ObserveFrom with the record's sealed bytes (nil: unknown) and
+// a lease: the peer is alive until now+max(lease, DeadAfter) unless it
+// answers again.
+func (v *View) observe(c *gossip.Capability, sealed []byte, now time.Time, addr netip.Addr, lease time.Duration) {
 	id, err := peer.Decode(c.PeerID)
 	if err != nil {
 		return // validated records always decode; be defensive anyway
@@ -125,9 +161,15 @@ func (v *View) ObserveFrom(c *gossip.Capability, now time.Time, addr netip.Addr)
 	case changed(&p.Cap, c):
 		ev = &Event{Kind: PeerChanged}
 	}
+	if sealed != nil || c.Seq != p.Cap.Seq {
+		p.sealed = sealed
+	}
 	p.Cap = *c
 	p.Alive = true
 	p.LastSeen = now
+	if until := now.Add(max(lease, v.live.DeadAfter())); until.After(p.until) {
+		p.until = until
+	}
 	p.DeadSince = time.Time{}
 	if addr.IsValid() {
 		p.Addr = addr
@@ -155,7 +197,11 @@ func (v *View) Sweep(now time.Time) []peer.ID {
 		if p.Self {
 			continue
 		}
-		if p.Alive && now.Sub(p.LastSeen) > deadAfter {
+		until := p.until
+		if until.IsZero() {
+			until = p.LastSeen.Add(deadAfter)
+		}
+		if p.Alive && now.After(until) {
 			p.Alive = false
 			p.DeadSince = now
 			died = append(died, *p)

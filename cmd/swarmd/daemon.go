@@ -70,7 +70,7 @@ func parseDaemonFlags(args []string, stderr io.Writer) (*daemonFlags, *flag.Flag
 	fs.StringVar(&f.join, "join", "", "join the swarm of a `TOKEN` from swarmctl invite: its key replaces DATA/swarm.key, its peer is kept as a bootstrap peer")
 	fs.BoolVar(&f.open, "open", false, "be a peer of the open swarm: no key; anyone on the LAN, or who dials, sees this peer's models and may send it prompts")
 	fs.StringVar(&f.dhtMode, "dht-mode", "", "DHT mode: server, client, auto or off (default server)")
-	fs.DurationVar(&f.heartbeat, "heartbeat", 0, "capability heartbeat interval (default 2s)")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 0, "liveness tick: peers in use are probed this often, a changed record goes out at most this often (default 1s)")
 	fs.StringVar(&f.device, "device", "", "device name announced to the swarm (e.g. raspberry-pi-4)")
 	fs.Var(&f.roles, "role", "serve a Mixture-of-Agents role: `ROLE=PATH.gguf` (repeatable)")
 	fs.Var(&f.shards, "shard", "serve layers [A,B) of a model: `PATH.gguf:A-B` or MODEL_CID:A-B (repeatable)")

@@ -1,0 +1,84 @@
+package swarm
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/crypto"
+
+	"github.com/llmswarm/llmswarm/gossip"
+)
+
+// newDHTMember is newMember with a DHT server of its own.
+func newDHTMember(t *testing.T, live Liveness, self SelfFunc) *member {
+	t.Helper()
+	k, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := libp2p.New(libp2p.Identity(k), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := gossip.NewRouter(ctx, h, k, nil, gossip.WithHeartbeat(live.Heartbeat), gossip.WithColocation(gossip.Colocation{Threshold: 1000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kad, err := dht.New(ctx, h, dht.ProtocolPrefix("/swarm"), dht.Mode(dht.ModeServer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self == nil {
+		self = func() gossip.Capability { return gossip.Capability{} }
+	}
+	m := &member{h: h, key: k, r: r, cancel: cancel}
+	m.s = New(h, r, kad, self, live, nil)
+	if err := m.s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.stop(); kad.Close() })
+	return m
+}
+
+// TestLearnHoldersFromDHT: a peer whose table does not hold a model's
+// holder (its only contact keeps no rows to sample) finds it through the
+// DHT provider records and asks it for its record: the holder is then
+// alive in its view with its shards.
+func TestLearnHoldersFromDHT(t *testing.T) {
+	live := fastLive
+	holder := newDHTMember(t, live, func() gossip.Capability {
+		return gossip.Capability{Shards: []gossip.Shard{{ModelCID: "m", Start: 0, End: 4, Layers: 4}}}
+	})
+	// The contact's table holds only itself: its samples are empty.
+	small := live
+	small.MaxPeers = 1
+	contact := newDHTMember(t, small, nil)
+	link(t, holder, contact)
+	waitFor(t, 20*time.Second, "the holder's model provided", func() bool {
+		ps, err := contact.s.dht.ProviderStore().GetProviders(t.Context(), ModelKey("m").Hash())
+		return err == nil && len(ps) > 0
+	})
+	newcomer := newDHTMember(t, live, nil)
+	link(t, newcomer, contact)
+	// At once, before the newcomer's own member lookup (2 s after its
+	// start) would connect it to the holder.
+	start := time.Now()
+	var n int
+	waitFor(t, 10*time.Second, "the holder learned through the DHT", func() bool {
+		got, err := newcomer.s.LearnHolders(t.Context(), "m")
+		n += got
+		return err == nil && len(newcomer.s.View().HoldersOf("m")) == 1
+	})
+	hs := newcomer.s.View().HoldersOf("m")
+	if hs[0].Peer.ID != holder.h.ID() {
+		t.Fatalf("holders %v: want the holder", hs)
+	}
+	// In a swarm this small the newcomer's own DHT queries dial the
+	// holder too (it is close to every key), so it may be learned that
+	// way first; either way it is in the view once LearnHolders returns.
+	t.Logf("holder in the view %v after the newcomer connected (%d learned by LearnHolders itself)", time.Since(start), n)
+}

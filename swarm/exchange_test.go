@@ -1,0 +1,144 @@
+package swarm
+
+import (
+	"context"
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+)
+
+// TestReplayedRecordDoesNotResurrect: an adversary keeps a dead peer's
+// real signed record and hands it, as a sample of the record exchange
+// (the real wire format), to a peer that holds the dead peer dead, and to
+// a newcomer that never saw it. Neither makes it alive: a sampled record
+// is a lead, probed first, and the dead peer does not answer.
+func TestReplayedRecordDoesNotResurrect(t *testing.T) {
+	a := newMember(t, fastLive, nil)
+	dead := newMember(t, fastLive, nil)
+	link(t, a, dead)
+	waitFor(t, 10*time.Second, "a sees the peer", func() bool { return a.s.View().Alive(dead.h.ID()) })
+	p, _ := a.s.View().Get(dead.h.ID())
+	old := p.sealed
+	if old == nil {
+		t.Fatal("a keeps no sealed record of the peer")
+	}
+	dead.stop()
+	waitFor(t, 10*time.Second, "the peer dead", func() bool { return !a.s.View().Alive(dead.h.ID()) })
+
+	// The adversary answers the record exchange with its own record and
+	// the dead peer's.
+	adv := newMember(t, fastLive, nil)
+	adv.h.SetStreamHandler(RecordsProtocol, func(st network.Stream) {
+		defer st.Close()
+		if _, _, err := recordFrames.Read(st, maxRequestBytes, nil); err != nil {
+			return
+		}
+		self, err := adv.s.sealedSelf()
+		if err != nil {
+			return
+		}
+		recordFrames.WriteJSON(st, 0, recordsAnswer{Self: self, Sample: [][]byte{old}}, maxAnswerBytes)
+	})
+	newcomer := newMember(t, fastLive, nil)
+	for _, m := range []*member{a, newcomer} {
+		link(t, m, adv)
+	}
+	waitFor(t, 10*time.Second, "the adversary heard", func() bool {
+		return a.s.View().Alive(adv.h.ID()) && newcomer.s.View().Alive(adv.h.ID())
+	})
+	for _, m := range []*member{a, newcomer} {
+		if _, err := m.s.Fetch(t.Context(), adv.h.ID()); err != nil && !strings.Contains(err.Error(), "asked within") {
+			t.Fatal(err)
+		}
+	}
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if a.s.View().Alive(dead.h.ID()) || newcomer.s.View().Alive(dead.h.ID()) {
+			t.Fatal("a replayed record made the dead peer alive")
+		}
+	}
+}
+
+// TestRecordExchangeBadInput: a request out of limits gets an answer that
+// names the problem; an answer with someone else's record, or a stream
+// that speaks garbage, is an error for the asker, never a row.
+func TestRecordExchangeBadInput(t *testing.T) {
+	a := newMember(t, fastLive, nil)
+	b := newMember(t, fastLive, nil)
+	link(t, a, b)
+	waitFor(t, 10*time.Second, "a sees b", func() bool { return a.s.View().Alive(b.h.ID()) })
+	time.Sleep(serveGap) // b answered a's ask on connect: one ask per asker per serveGap
+	ask := func(body string) recordsAnswer {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		st, err := a.h.NewStream(ctx, b.h.ID(), RecordsProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if err := recordFrames.Write(st, 0, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		var ans recordsAnswer
+		_, raw, err := recordFrames.Read(st, maxAnswerBytes, nil)
+		if err == nil {
+			err = recordFrames.DecodeJSON(raw, &ans)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ans
+	}
+	if ans := ask(`{"sample": 1000}`); !strings.Contains(ans.Error, "sample 1000 out of 0..64") {
+		t.Fatalf("sample out of range answered %q", ans.Error)
+	}
+	time.Sleep(serveGap) // the answerer takes one request per asker per serveGap
+	if ans := ask(`{"sample": 1, "extra": true}`); !strings.Contains(ans.Error, "extra") {
+		t.Fatalf("unknown field answered %q", ans.Error)
+	}
+	time.Sleep(serveGap)
+	if ans := ask(`{"sample": 0, "self": "bm90IGEgcmVjb3Jk"}`); !strings.Contains(ans.Error, "the asker's record") {
+		t.Fatalf("a broken record of the asker answered %q", ans.Error)
+	}
+	time.Sleep(serveGap)
+	other, _ := b.s.sealedSelf()
+	if ans := ask(`{"sample": 0, "self": "` + base64.StdEncoding.EncodeToString(other) + `"}`); !strings.Contains(ans.Error, "as its own") {
+		t.Fatalf("another peer's record sent as the asker's answered %q", ans.Error)
+	}
+	time.Sleep(serveGap)
+	if ans := ask(`{"sample": 0}`); ans.Error != "" || ans.Self == nil {
+		t.Fatalf("a good request answered %+v", ans)
+	}
+	if ans := ask(`{"sample": 0}`); !strings.Contains(ans.Error, "asked again within") {
+		t.Fatalf("a request within the serve gap answered %q", ans.Error)
+	}
+
+	// A liar answers with another peer's record.
+	liar := newMember(t, fastLive, nil)
+	liar.h.SetStreamHandler(RecordsProtocol, func(st network.Stream) {
+		defer st.Close()
+		recordFrames.Read(st, maxRequestBytes, nil)
+		rec, _ := b.s.sealedSelf()
+		recordFrames.WriteJSON(st, 0, recordsAnswer{Self: rec}, maxAnswerBytes)
+	})
+	c := newMember(t, fastLive, nil)
+	link(t, c, liar)
+	if _, err := c.s.xchg.fetch1(t.Context(), liar.h.ID()); err == nil || !strings.Contains(err.Error(), "answered with a record of "+b.h.ID().String()) {
+		t.Fatalf("a record of another peer: err %v", err)
+	}
+	if c.s.View().Alive(b.h.ID()) {
+		t.Fatal("a record the liar handed as its own made its peer alive")
+	}
+	// A garbage answer.
+	liar.h.SetStreamHandler(RecordsProtocol, func(st network.Stream) {
+		defer st.Close()
+		recordFrames.Read(st, maxRequestBytes, nil)
+		recordFrames.Write(st, 0, []byte("not json"))
+	})
+	if _, err := c.s.xchg.fetch1(t.Context(), liar.h.ID()); err == nil || !strings.Contains(err.Error(), "answer of "+liar.h.ID().String()) {
+		t.Fatalf("garbage: err %v", err)
+	}
+}
