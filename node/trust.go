@@ -1,10 +1,8 @@
 package node
 
 import (
-	"strings"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/gossip"
@@ -76,29 +74,15 @@ func (n *Node) swarmOptions() []swarm.Option {
 		swarm.WithTrust(n.trust),
 		swarm.WithDead(n.excluded), // the BMC's dead are not Routable
 		swarm.WithAdmission(swarm.Admission{UnprovenShare: pt.UnprovenShare, PerSubnet: pt.MaxUnprovenPerSubnet}),
-		swarm.WithProtect(func(id peer.ID) bool { return keep[id] || servingNow(h, id) }),
+		swarm.WithProtect(func(id peer.ID) bool { return keep[id] || swarm.InferenceStreamOpen(h, id) }),
 		// The peers with an inference stream open are in use: probed every
 		// heartbeat, for two minutes after their last stream. A BMC bridge
 		// uses every peer: each answer is the heartbeat it forwards to its
 		// board, whose clock declares dead a peer that stops answering.
-		swarm.WithInUse(func(id peer.ID) bool { return bridge || servingNow(h, id) }),
+		swarm.WithInUse(func(id peer.ID) bool { return bridge || swarm.InferenceStreamOpen(h, id) }),
 	}
 	if n.pipe != nil {
 		opts = append(opts, swarm.WithStored(storedModels(n.pipe.store)))
 	}
 	return opts
-}
-
-// servingNow reports whether id has an inference stream open with this
-// peer (an MoA request or a pipeline stage, either way): a peer doing work
-// for or with this one keeps its row.
-func servingNow(h host.Host, id peer.ID) bool {
-	for _, c := range h.Network().ConnsToPeer(id) {
-		for _, s := range c.GetStreams() {
-			if p := string(s.Protocol()); strings.HasPrefix(p, "/swarm/moa/") || strings.HasPrefix(p, "/swarm/stage/") {
-				return true
-			}
-		}
-	}
-	return false
 }
