@@ -24,6 +24,20 @@ const (
 	budgetTimeout = 5 * time.Second // a probe of a peer not in use
 )
 
+// IdleDeadAfter is how long an answer keeps alive a peer not in use in a
+// table of idle such peers: two rounds of the probe budget (a round is
+// idle/ProbeRate, at least 30 s between probes of one peer), so a peer the
+// budget reaches late is not swept meanwhile, and Misses probe timeouts.
+// It is also the bound on noticing that such a peer died, left or was cut
+// off by a partition: within IdleDeadAfter of its last answer, and a tick
+// of the sweep (Heartbeat/4), it is dead. A peer whose last connection
+// closes is probed at once and is dead sooner (Misses probe timeouts).
+func (l Liveness) IdleDeadAfter(idle int) time.Duration {
+	l = l.withDefaults()
+	round := max(minProbeGap, time.Duration(float64(idle)/l.ProbeRate*float64(time.Second)))
+	return 2*round + time.Duration(l.Misses)*budgetTimeout
+}
+
 // keeper decides who is alive by probing: the peers in use every
 // Heartbeat (dead after Misses failed probes in a row, so within
 // Misses×Heartbeat), the other peers of the table on a budget of
@@ -59,7 +73,7 @@ type probeState struct {
 
 func newKeeper(h host.Host, v *View, log *slog.Logger) *keeper {
 	return &keeper{h: h, view: v, log: log, live: v.live, st: map[peer.ID]*probeState{},
-		kick: make(chan peer.ID, 256), lease: 2*minProbeGap + time.Duration(v.live.Misses)*budgetTimeout}
+		kick: make(chan peer.ID, 256), lease: v.live.IdleDeadAfter(0)}
 }
 
 // Disconnected implements network.Notifiee: a peer whose last connection
@@ -183,10 +197,7 @@ func (k *keeper) schedule(now time.Time, n int) ([]probeJob, []peer.ID) {
 			delete(k.st, id)
 		}
 	}
-	// An answer keeps a peer alive for two rounds of the budget, so a
-	// peer the budget reaches late is not swept meanwhile.
-	round := max(minProbeGap, time.Duration(float64(idle)/k.live.ProbeRate*float64(time.Second)))
-	k.lease = 2*round + time.Duration(k.live.Misses)*budgetTimeout
+	k.lease = k.live.IdleDeadAfter(idle)
 	slices.SortFunc(budget, func(a, b Peer) int {
 		if a.Alive != b.Alive {
 			if a.Alive {
