@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/llmswarm/llmswarm/pipeline"
 	"github.com/llmswarm/llmswarm/swarm"
@@ -73,12 +74,13 @@ type Rates struct {
 	Window                     time.Duration
 	MeanBytes, MedianBytes     float64 // bytes/s sent per peer
 	MaxBytes                   float64
-	MeanPackets, MedianPackets float64 // datagrams/s sent per peer
+	MeanPackets, MedianPackets float64       // datagrams/s sent per peer
+	Protocols                  ProtocolRates // stream bytes/s sent per peer, by protocol
 }
 
 func (r Rates) String() string {
-	return fmt.Sprintf("%d peers over %s: %.1f KiB/s per peer (median %.1f, max %.1f), %.0f packets/s (median %.0f)",
-		r.Peers, r.Window, r.MeanBytes/1024, r.MedianBytes/1024, r.MaxBytes/1024, r.MeanPackets, r.MedianPackets)
+	return fmt.Sprintf("%d peers over %s: %.1f KiB/s per peer (median %.1f, max %.1f), %.0f packets/s (median %.0f); streams: %s",
+		r.Peers, r.Window, r.MeanBytes/1024, r.MedianBytes/1024, r.MaxBytes/1024, r.MeanPackets, r.MedianPackets, r.Protocols)
 }
 
 // Measure lets window of simulated time pass and returns what the live
@@ -86,17 +88,22 @@ func (r Rates) String() string {
 func (s *Sim) Measure(window time.Duration) Rates {
 	peers := s.Live()
 	before := make([]Traffic, len(peers))
+	protos := make([]map[protocol.ID]int64, len(peers))
 	for i, p := range peers {
-		before[i] = p.Traffic()
+		before[i], protos[i] = p.Traffic(), p.protos.snapshot()
 	}
 	start := time.Now()
 	time.Sleep(window)
 	secs := time.Since(start).Seconds()
 	r := Rates{Peers: len(peers), Window: time.Since(start)}
 	var bs, ps []float64
+	r.Protocols = ProtocolRates{}
 	for i, p := range peers {
 		if p.Gone() {
 			continue
+		}
+		for id, n := range p.protos.snapshot() {
+			r.Protocols[id] += float64(n-protos[i][id]) / secs / float64(len(peers))
 		}
 		t := p.Traffic()
 		bs = append(bs, float64(t.Bytes-before[i].Bytes)/secs)
