@@ -20,14 +20,17 @@ import (
 	libp2pquic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 
 	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/pipeline"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
 // Config is the swarm's settings; every zero field takes node's default.
 type Config struct {
 	Link      Link          // every peer's link unless its Spec names one
-	Heartbeat time.Duration // node's heartbeat; default 2 s
-	Misses    int           // node's dead_after_misses; default 3
+	Heartbeat time.Duration // node's heartbeat; default swarm.DefaultHeartbeat
+	Misses    int           // node's dead_after_misses; default swarm.DefaultMisses
+	Refresh   time.Duration // node's record_refresh; default swarm.DefaultRefresh
+	ProbeRate float64       // node's probe_rate; default swarm.DefaultProbeRate
 	ConnLow   int           // node's conn_low; default 32
 	ConnHigh  int           // node's conn_high; default 96
 	Seeds     int           // the first Seeds peers are every later peer's bootstrap peers; default 1
@@ -36,10 +39,16 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Heartbeat <= 0 {
-		c.Heartbeat = 2 * time.Second
+		c.Heartbeat = swarm.DefaultHeartbeat
 	}
 	if c.Misses <= 0 {
-		c.Misses = 3
+		c.Misses = swarm.DefaultMisses
+	}
+	if c.Refresh <= 0 {
+		c.Refresh = swarm.DefaultRefresh
+	}
+	if !(c.ProbeRate > 0) {
+		c.ProbeRate = swarm.DefaultProbeRate
 	}
 	if c.ConnLow <= 0 {
 		c.ConnLow = 32
@@ -74,6 +83,7 @@ type Peer struct {
 	Joined  time.Time
 
 	ep     *endpoint
+	protos *protoCounter
 	ctx    context.Context // ends at close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the seed dials
@@ -184,6 +194,7 @@ func (s *Sim) start(p *Peer, link Link, seeds []peer.AddrInfo) error {
 		return err
 	}
 	addr := &net.UDPAddr{IP: peerIP(p.Index), Port: 4001}
+	p.protos = newProtoCounter()
 	p.Host, err = libp2p.New(
 		libp2p.Identity(key),
 		libp2p.ListenAddrStrings(fmt.Sprintf("/ip4/%s/udp/4001/quic-v1", addr.IP)),
@@ -199,6 +210,7 @@ func (s *Sim) start(p *Peer, link Link, seeds []peer.AddrInfo) error {
 		libp2p.ConnectionGater(gate),
 		libp2p.UserAgent("swarmd/sim"),
 		libp2p.Ping(true),
+		libp2p.BandwidthReporter(p.protos),
 	)
 	if err != nil {
 		cm.Close()
@@ -223,11 +235,14 @@ func (s *Sim) start(p *Peer, link Link, seeds []peer.AddrInfo) error {
 	for _, ai := range seeds {
 		keep[ai.ID] = true
 	}
-	live := swarm.Liveness{Heartbeat: s.cfg.Heartbeat, Misses: s.cfg.Misses}
+	h := p.Host
+	live := swarm.Liveness{Heartbeat: s.cfg.Heartbeat, Misses: s.cfg.Misses, Refresh: s.cfg.Refresh, ProbeRate: s.cfg.ProbeRate}
 	p.Service = swarm.New(p.Host, p.Router, p.DHT, p.self, live, log,
 		swarm.WithTrust(trust),
 		swarm.WithAdmission(swarm.Admission{}),
-		swarm.WithProtect(func(id peer.ID) bool { return keep[id] }))
+		swarm.WithProtect(func(id peer.ID) bool { return keep[id] || swarm.InferenceStreamOpen(h, id) }),
+		swarm.WithInUse(func(id peer.ID) bool { return swarm.InferenceStreamOpen(h, id) }))
+	p.Host.SetStreamHandler(pipeline.ProtocolID, holdStage)
 	return p.Service.Start(ctx)
 }
 

@@ -48,8 +48,8 @@ type Report struct {
 	Route             time.Duration // newcomer: first route assembled
 	Hops              int
 	Providers         time.Duration // newcomer: every holder among the model\'s DHT providers, from its start
-	Detect            time.Duration // newcomer: a crashed peer of its route not routable
-	DetectAll         time.Duration // every live peer: the crashed peer not alive
+	Detect            time.Duration // newcomer, using its route: a crashed peer of the route not routable
+	DetectAll         time.Duration // every live peer (most not using it): the crashed peer not alive
 	Rerouted          bool          // a route without the crashed peer assembled after
 }
 
@@ -175,6 +175,16 @@ func (sc Scenario) Run() (Report, error) {
 	if victim == nil {
 		return rep, fmt.Errorf("no peer of the route %v to crash", r.Hops)
 	}
+	// The newcomer uses its route as a pipeline request does (stage
+	// streams open to every hop), so its control plane probes the route's
+	// peers every heartbeat; the crash comes a heartbeat later, once the
+	// keeper has seen them in use.
+	release, err := nc.Use(context.Background(), r)
+	if err != nil {
+		return rep, err
+	}
+	defer release()
+	time.Sleep(s.cfg.Heartbeat)
 	victim.Crash()
 	start = time.Now()
 	if rep.Detect, err = WaitUntil(sc.Limit, func() bool { return !nc.Service.View().Routable(victim.ID()) }); err != nil {
