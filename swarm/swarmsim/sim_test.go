@@ -123,7 +123,17 @@ func TestIdleScale(t *testing.T) {
 	}
 	for _, n := range ns {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			real := time.Now() // outside the bubble: the machine's clock
+			var simulated time.Duration
+			defer func() {
+				if simulated > 0 {
+					el := time.Since(real)
+					t.Logf("SIMCPU N=%d %s of real time for %s simulated: %.2f s per simulated s", n, el.Round(time.Millisecond), simulated, el.Seconds()/simulated.Seconds())
+				}
+			}()
 			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				defer func() { simulated = time.Since(start) }()
 				s := New(Config{Link: Link{Latency: 50 * time.Millisecond}})
 				defer s.Close()
 				for range n {
