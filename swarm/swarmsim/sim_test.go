@@ -32,12 +32,12 @@ func envInts(t *testing.T, name string) []int {
 	return out
 }
 
-// smallN is the swarm TestSwarm runs in make test (under -race). Today's
-// control plane costs every peer O(N) per heartbeat, so the simulation's
-// CPU grows as N² or faster: on this project's 2-core machine a simulated
-// second costs about 0.6 s at 20 peers and 3.6 s at 40 (docs/scale.md).
+// smallN is the swarm TestSwarm runs in make test (under -race). The old
+// control plane cost every peer O(N) per heartbeat, so a simulated second
+// cost 0.6 s at 20 peers and 3.6 s at 40 on this project's 2-core machine;
+// today's costs about 0.03 s at 10 peers and 0.13 s at 20 (docs/scale.md).
 // -race also caps a process at 8128 goroutines, and a simulated peer runs
-// about 190: no more than about 40 peers can run under it. SWARMSIM_N=200
+// 120-280: no more than about 30-40 peers can run under it. SWARMSIM_N=200
 // runs the same assertions at 200 peers, without -race.
 const smallN = 10
 
