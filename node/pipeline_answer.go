@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -269,17 +268,14 @@ func planInputs(sw *swarm.Service, h host.Host, excluded func(peer.ID) bool, ref
 }
 
 // learnHolders looks up the holders of a model this peer's table holds
-// none of in the DHT provider records and asks them for their records
-// (swarm.Service.LearnHolders), for up to 5 s: in a swarm larger than the
+// none of (swarm.Service.EnsureHolders): in a swarm larger than the
 // samples a newcomer got, the holders may not be in its table yet.
 func (n *Node) learnHolders(ctx context.Context, model string) {
 	s := n.Swarm()
-	if model == "" || s == nil || len(s.View().HoldersOf(model)) > 0 {
+	if s == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if got, err := s.LearnHolders(ctx, model); err != nil {
+	if got, err := s.EnsureHolders(ctx, model); err != nil {
 		n.log.Debug("no holders of the model found in the DHT", "model", model, "err", err)
 	} else if got > 0 {
 		n.log.Info("holders of the model found in the DHT", "model", model, "peers", got)

@@ -165,6 +165,24 @@ func (s *Service) FindProviders(ctx context.Context, key cid.Cid, max int) ([]pe
 // maxHolderFetches bounds the providers LearnHolders asks.
 const maxHolderFetches = 32
 
+// learnHoldersFor bounds EnsureHolders' lookup: a request waits for it.
+const learnHoldersFor = 5 * time.Second
+
+// EnsureHolders is what an originator does before it routes over model:
+// when this peer's table holds none of its holders (a newcomer of a swarm
+// larger than the samples it got), it looks them up (LearnHolders) for
+// up to 5 s. It returns how many it learned; 0 and no error when the
+// table held some already or model is empty. node calls it before a
+// pipeline request, and the simulation's route user does too.
+func (s *Service) EnsureHolders(ctx context.Context, model string) (int, error) {
+	if model == "" || len(s.view.HoldersOf(model)) > 0 {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, learnHoldersFor)
+	defer cancel()
+	return s.LearnHolders(ctx, model)
+}
+
 // LearnHolders finds the holders of model through the DHT provider
 // records (ModelKey) and asks each that is not alive here for its record
 // through the record exchange: one that answers is alive, its record (and
