@@ -127,6 +127,17 @@ func (sc Scenario) Run() (Report, error) {
 		return rep, err
 	}
 	start := time.Now()
+	// As node before a pipeline request: the holders are looked up in the
+	// DHT while the table holds none; meanwhile the record exchange runs,
+	// and the view is watched.
+	learned := make(chan struct{})
+	go func() {
+		defer close(learned)
+		if _, err := nc.Service.EnsureHolders(context.Background(), ModelCID); err != nil {
+			logf("N=%d newcomer: holders not found in the DHT: %v", sc.N, err)
+		}
+	}()
+	defer func() { <-learned }()
 	var covered, routed bool
 	if _, err := WaitUntil(sc.Limit, func() bool {
 		if !covered && s.Covers(nc, ModelCID) && s.SeesRole(nc, Role) {
