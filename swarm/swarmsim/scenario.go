@@ -150,7 +150,8 @@ func (sc Scenario) Run() (Report, error) {
 		}
 		return covered && routed
 	}); err != nil {
-		return rep, fmt.Errorf("newcomer: covered %v, routed %v: %w", covered, routed, err)
+		return rep, fmt.Errorf("newcomer: covered %v (%d of %d holders in its view, of %d rows), routed %v: %w",
+			covered, len(nc.Service.View().HoldersOf(ModelCID)), len(s.Holders(ModelCID)), len(nc.Service.View().Peers()), routed, err)
 	}
 	logf("N=%d newcomer: coverage %s, route %s (%d hops)", sc.N, rep.Coverage, rep.Route, rep.Hops)
 	if _, err = WaitUntil(sc.Limit, func() bool {

@@ -66,7 +66,8 @@ func TestSwarm(t *testing.T) {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cfg := Config{Link: Link{Latency: 50 * time.Millisecond}}
-				sc := Scenario{N: n, Config: cfg, Logf: t.Logf, Warmup: idleWarmup, Window: idleWindow}
+				sc := Scenario{N: n, Config: cfg, Logf: t.Logf, Warmup: idleWarmup, Window: idleWindow,
+					Limit: envDuration("SWARMSIM_LIMIT", 5*time.Minute)}
 				rep, err := sc.Run()
 				t.Logf("SIM %s", rep)
 				if err != nil {
