@@ -169,18 +169,37 @@ const maxHolderFetches = 32
 const learnHoldersFor = 5 * time.Second
 
 // EnsureHolders is what an originator does before it routes over model:
-// when this peer's table holds none of its holders (a newcomer of a swarm
-// larger than the samples it got), it looks them up (LearnHolders) for
-// up to 5 s. It returns how many it learned; 0 and no error when the
-// table held some already or model is empty. node calls it before a
-// pipeline request, and the simulation's route user does too.
+// when the holders in this peer's table do not cover every layer of the
+// model (a newcomer of a swarm larger than the samples it got may hold
+// some holders and not others), it looks the holders up (LearnHolders)
+// for up to 5 s. It returns how many it learned; 0 and no error when the
+// table covered the model already or model is empty. node calls it
+// before a pipeline request, and the simulation's route user does too.
 func (s *Service) EnsureHolders(ctx context.Context, model string) (int, error) {
-	if model == "" || len(s.view.HoldersOf(model)) > 0 {
+	if model == "" || covers(s.view.HoldersOf(model)) {
 		return 0, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, learnHoldersFor)
 	defer cancel()
 	return s.LearnHolders(ctx, model)
+}
+
+// covers reports whether hs (ordered by first layer, as HoldersOf returns
+// them) hold every layer of their model, by the layer count their shards
+// name (the largest, if they disagree).
+func covers(hs []ShardHolder) bool {
+	layers := 0
+	for _, h := range hs {
+		layers = max(layers, h.Shard.Layers)
+	}
+	next := 0
+	for _, h := range hs {
+		if h.Shard.Start > next {
+			return false
+		}
+		next = max(next, h.Shard.End)
+	}
+	return layers > 0 && next >= layers
 }
 
 // LearnHolders finds the holders of model through the DHT provider

@@ -82,3 +82,45 @@ func TestLearnHoldersFromDHT(t *testing.T) {
 	// way first; either way it is in the view once LearnHolders returns.
 	t.Logf("holder in the view %v after the newcomer connected (%d learned by LearnHolders itself)", time.Since(start), n)
 }
+
+// TestEnsureHoldersCompletesCoverage: a peer whose table holds a holder
+// of the model's first half but none of its second (a newcomer of a swarm
+// larger than its samples) looks the rest up in the DHT: after
+// EnsureHolders the table's holders cover every layer. Holders of some
+// layers are not enough to route over the model.
+func TestEnsureHoldersCompletesCoverage(t *testing.T) {
+	live := fastLive
+	small := live
+	small.MaxPeers = 1 // a table of itself only: its samples are empty
+	half := func(start, end int) SelfFunc {
+		return func() gossip.Capability {
+			return gossip.Capability{Shards: []gossip.Shard{{ModelCID: "m", Start: start, End: end, Layers: 4}}}
+		}
+	}
+	first := newDHTMember(t, small, half(0, 2))
+	second := newDHTMember(t, small, half(2, 4))
+	contact := newDHTMember(t, small, nil)
+	link(t, first, contact)
+	link(t, second, contact)
+	waitFor(t, 20*time.Second, "both halves provided", func() bool {
+		ps, err := contact.s.dht.ProviderStore().GetProviders(t.Context(), ModelKey("m").Hash())
+		return err == nil && len(ps) == 2
+	})
+	newcomer := newDHTMember(t, live, nil)
+	link(t, newcomer, first)
+	link(t, newcomer, contact)
+	waitFor(t, 10*time.Second, "the first half's holder in the view", func() bool {
+		return len(newcomer.s.View().HoldersOf("m")) > 0
+	})
+	got, err := newcomer.s.EnsureHolders(t.Context(), "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var layers []int
+	for _, h := range newcomer.s.View().HoldersOf("m") {
+		layers = append(layers, h.Shard.Start, h.Shard.End)
+	}
+	if len(layers) != 4 {
+		t.Fatalf("after EnsureHolders (learned %d) the view holds the ranges %v, want [0 2 2 4]", got, layers)
+	}
+}
