@@ -15,6 +15,12 @@ import (
 // newDHTMember is newMember with a DHT server of its own.
 func newDHTMember(t *testing.T, live Liveness, self SelfFunc) *member {
 	t.Helper()
+	return newDHTMemberMode(t, live, self, dht.ModeServer)
+}
+
+// newDHTMemberMode is newMember with a DHT of its own in mode.
+func newDHTMemberMode(t *testing.T, live Liveness, self SelfFunc, mode dht.ModeOpt) *member {
+	t.Helper()
 	k, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +34,7 @@ func newDHTMember(t *testing.T, live Liveness, self SelfFunc) *member {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kad, err := dht.New(ctx, h, dht.ProtocolPrefix("/swarm"), dht.Mode(dht.ModeServer))
+	kad, err := dht.New(ctx, h, dht.ProtocolPrefix("/swarm"), dht.Mode(mode))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +104,9 @@ func TestEnsureHoldersCompletesCoverage(t *testing.T) {
 		}
 	}
 	first := newDHTMember(t, small, half(0, 2))
-	second := newDHTMember(t, small, half(2, 4))
+	// A DHT client: the newcomer's own DHT lookups (which dial the peers
+	// closest to a key) never meet it, only its provider record does.
+	second := newDHTMemberMode(t, small, half(2, 4), dht.ModeClient)
 	contact := newDHTMember(t, small, nil)
 	link(t, first, contact)
 	link(t, second, contact)
@@ -109,8 +117,8 @@ func TestEnsureHoldersCompletesCoverage(t *testing.T) {
 	newcomer := newDHTMember(t, live, nil)
 	link(t, newcomer, first)
 	link(t, newcomer, contact)
-	waitFor(t, 10*time.Second, "the first half's holder in the view", func() bool {
-		return len(newcomer.s.View().HoldersOf("m")) > 0
+	waitFor(t, 10*time.Second, "the first half's holder in the view, the contact in the DHT's table", func() bool {
+		return len(newcomer.s.View().HoldersOf("m")) > 0 && newcomer.s.dht.RoutingTable().Find(contact.h.ID()) != ""
 	})
 	got, err := newcomer.s.EnsureHolders(t.Context(), "m")
 	if err != nil {

@@ -64,11 +64,35 @@ type exchange struct {
 	asked   map[peer.ID]time.Time // when each peer was last asked
 	serving int
 	fetch   chan struct{} // a slot per question in progress
+	// The questions in progress by peer: one at a time, as the answerer
+	// refuses a second asked within serveGap (a Fetch's dial sets off
+	// connected's question of the same peer).
+	inflight map[peer.ID]*question
+}
+
+// question is a question of the record exchange in progress; a second
+// asker of the same peer waits for it and takes its result.
+type question struct {
+	done chan struct{}
+	c    *gossip.Capability
+	err  error
 }
 
 func newExchange(s *Service) *exchange {
 	return &exchange{s: s, served: map[peer.ID]time.Time{}, asked: map[peer.ID]time.Time{},
-		fetch: make(chan struct{}, maxFetching)}
+		fetch: make(chan struct{}, maxFetching), inflight: map[peer.ID]*question{}}
+}
+
+// joinLocked waits, with e.mu held on entry and released, for q and
+// returns its result.
+func (e *exchange) joinLocked(ctx context.Context, q *question) (*gossip.Capability, error) {
+	e.mu.Unlock()
+	select {
+	case <-q.done:
+		return q.c, q.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // serve answers one request.
@@ -181,6 +205,9 @@ func (e *exchange) connected(ctx context.Context, id peer.ID) {
 func (e *exchange) Fetch(ctx context.Context, id peer.ID) (*gossip.Capability, error) {
 	now := time.Now()
 	e.mu.Lock()
+	if q, ok := e.inflight[id]; ok {
+		return e.joinLocked(ctx, q)
+	}
 	if now.Sub(e.asked[id]) < fetchGap {
 		e.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s asked within %s", ErrRecords, id, fetchGap)
@@ -190,7 +217,7 @@ func (e *exchange) Fetch(ctx context.Context, id peer.ID) (*gossip.Capability, e
 }
 
 // fetch1 is Fetch without the fetchGap check (connected's retries).
-func (e *exchange) fetch1(ctx context.Context, id peer.ID) (*gossip.Capability, error) {
+func (e *exchange) fetch1(ctx context.Context, id peer.ID) (c *gossip.Capability, err error) {
 	now := time.Now()
 	e.mu.Lock()
 	if len(e.asked) >= 4096 {
@@ -200,8 +227,25 @@ func (e *exchange) fetch1(ctx context.Context, id peer.ID) (*gossip.Capability, 
 			}
 		}
 	}
+	if q, ok := e.inflight[id]; ok {
+		return e.joinLocked(ctx, q)
+	}
 	e.asked[id] = now
+	q := &question{done: make(chan struct{})}
+	e.inflight[id] = q
 	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.inflight, id)
+		e.mu.Unlock()
+		q.c, q.err = c, err
+		close(q.done)
+	}()
+	return e.ask1(ctx, id)
+}
+
+// ask1 asks id once and puts what it learns in the view.
+func (e *exchange) ask1(ctx context.Context, id peer.ID) (*gossip.Capability, error) {
 	select {
 	case e.fetch <- struct{}{}:
 		defer func() { <-e.fetch }()
