@@ -11,9 +11,12 @@
 // drops packets across a partition or from a crashed peer, and counts every
 // UDP datagram a peer sends (the QUIC packets with their headers and
 // encryption: libp2p's whole traffic, control plane and transport, without
-// IP and UDP headers). What peers know it reads only through the control
-// plane's public API (swarm.Service, its View, FindProviders), so the
-// harness measures whatever design is behind that API.
+// IP and UDP headers), and the stream bytes each protocol sent. What peers
+// know it reads only through the control plane's public API (swarm.Service,
+// its View, FindProviders), and a peer uses a route as node's pipeline
+// requests do (Peer.Use: stage streams open, seen by the control plane
+// through WithInUse and swarm.InferenceStreamOpen, as node wires it), so
+// the harness measures whatever design is behind that API.
 //
 // It is a test harness (no import tier): only tests import it, and every
 // call that blocks must be made inside a synctest bubble (synctest.Test).
