@@ -21,8 +21,9 @@ func (v *View) update(c *gossip.Capability, sealed []byte) bool {
 	v.mu.Lock()
 	p, ok := v.peers[id]
 	if !ok || !p.Alive || c.Seq <= p.Cap.Seq {
+		alive := ok && p.Alive
 		v.mu.Unlock()
-		return ok && p.Alive
+		return alive
 	}
 	ch := changed(&p.Cap, c)
 	p.Cap, p.sealed = *c, sealed
