@@ -205,12 +205,7 @@ func (a *server) specFromChat(req chatRequest) (client.QueryRequest, chatOptions
 			spec.MaxTokens = *mt
 		}
 	}
-	temp := float32(defaultTemperature)
-	if req.Temperature != nil {
-		temp = *req.Temperature
-	}
-	spec.Temperature, spec.TopP, spec.Stop, spec.Seed = &temp, req.TopP, req.Stop, req.Seed
-	opt.sampled = givenSeed(&spec)
+	opt.sampled = sampling(&spec, req.Temperature, req.TopP, req.Stop, req.Seed)
 	mode, model, err := a.b.ResolveModel(req.Model)
 	if err != nil {
 		return spec, opt, err
@@ -233,6 +228,18 @@ func (a *server) specFromChat(req chatRequest) (client.QueryRequest, chatOptions
 		opt.ignored = append(opt.ignored, "frequency_penalty")
 	}
 	return spec, opt, nil
+}
+
+// sampling sets spec's sampling from a request's fields (temperature
+// OpenAI's default when absent) and reports whether it samples, a sampled
+// request without a seed getting a fresh one (givenSeed).
+func sampling(spec *client.QueryRequest, temperature, topP *float32, stop stopList, seed *client.Seed) bool {
+	temp := float32(defaultTemperature)
+	if temperature != nil {
+		temp = *temperature
+	}
+	spec.Temperature, spec.TopP, spec.Stop, spec.Seed = &temp, topP, stop, seed
+	return givenSeed(spec)
 }
 
 // givenSeed gives a sampled request without a seed a fresh one, so that

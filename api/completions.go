@@ -71,12 +71,7 @@ func (a *server) specFromCompletion(req completionRequest) (client.QueryRequest,
 		}
 		spec.MaxTokens = *mt
 	}
-	temp := float32(defaultTemperature)
-	if req.Temperature != nil {
-		temp = *req.Temperature
-	}
-	spec.Temperature, spec.TopP, spec.Stop, spec.Seed = &temp, req.TopP, req.Stop, req.Seed
-	opt.sampled = givenSeed(&spec)
+	opt.sampled = sampling(&spec, req.Temperature, req.TopP, req.Stop, req.Seed)
 	mode, model, err := a.b.ResolveModel(req.Model)
 	if err != nil {
 		return spec, opt, err
