@@ -130,19 +130,27 @@ func (lr *liar) handle(st network.Stream) {
 		return
 	}
 	defer s.Close()
-	var trace [][]float32
+	var trace, sent [][]float32
 	runLayers(context.Background(), s, req.Start, req.End, req.Tokens, req.Hidden, func(l int, out []float32) error {
 		trace = append(trace, slices.Clone(out))
 		if lr.tamper != nil {
 			out = lr.tamper(req, l, out)
 		}
-		return WriteBoundary(st, l, out)
+		sent = append(sent, slices.Clone(out))
+		return nil
 	})
+	// Recorded before the answer goes out: the checker's next challenge
+	// may come as soon as it has read this one.
 	lr.mu.Lock()
 	if lr.record == nil {
 		lr.record = trace
 	}
 	lr.mu.Unlock()
+	for i, out := range sent {
+		if WriteBoundary(st, req.Start+i, out) != nil {
+			return
+		}
+	}
 }
 
 // TestLiarsFailTheirFirstChallenge: peers that answer with random numbers,
