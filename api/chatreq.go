@@ -221,13 +221,21 @@ func (a *server) specFromChat(req chatRequest) (client.QueryRequest, chatOptions
 	if req.Store != nil {
 		opt.ignored = append(opt.ignored, "store")
 	}
-	if p := req.PresencePenalty; p != nil && *p != 0 {
-		opt.ignored = append(opt.ignored, "presence_penalty")
-	}
-	if p := req.FrequencyPenalty; p != nil && *p != 0 {
-		opt.ignored = append(opt.ignored, "frequency_penalty")
-	}
+	opt.ignored = append(opt.ignored, ignoredPenalties(req.PresencePenalty, req.FrequencyPenalty)...)
 	return spec, opt, nil
+}
+
+// ignoredPenalties names the penalties a request set that the swarm
+// accepts and ignores (its sampler has repeat_penalty instead).
+func ignoredPenalties(presence, frequency *float32) []string {
+	var out []string
+	if presence != nil && *presence != 0 {
+		out = append(out, "presence_penalty")
+	}
+	if frequency != nil && *frequency != 0 {
+		out = append(out, "frequency_penalty")
+	}
+	return out
 }
 
 // sampling sets spec's sampling from a request's fields (temperature

@@ -89,12 +89,7 @@ func (a *server) specFromCompletion(req completionRequest) (client.QueryRequest,
 	if req.User != nil {
 		opt.ignored = append(opt.ignored, "user")
 	}
-	if p := req.PresencePenalty; p != nil && *p != 0 {
-		opt.ignored = append(opt.ignored, "presence_penalty")
-	}
-	if p := req.FrequencyPenalty; p != nil && *p != 0 {
-		opt.ignored = append(opt.ignored, "frequency_penalty")
-	}
+	opt.ignored = append(opt.ignored, ignoredPenalties(req.PresencePenalty, req.FrequencyPenalty)...)
 	return spec, opt, nil
 }
 
