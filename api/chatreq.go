@@ -205,12 +205,7 @@ func (a *server) specFromChat(req chatRequest) (client.QueryRequest, chatOptions
 			spec.MaxTokens = *mt
 		}
 	}
-	temp := float32(defaultTemperature)
-	if req.Temperature != nil {
-		temp = *req.Temperature
-	}
-	spec.Temperature, spec.TopP, spec.Stop, spec.Seed = &temp, req.TopP, req.Stop, req.Seed
-	opt.sampled = givenSeed(&spec)
+	opt.sampled = sampling(&spec, req.Temperature, req.TopP, req.Stop, req.Seed)
 	mode, model, err := a.b.ResolveModel(req.Model)
 	if err != nil {
 		return spec, opt, err
@@ -226,13 +221,33 @@ func (a *server) specFromChat(req chatRequest) (client.QueryRequest, chatOptions
 	if req.Store != nil {
 		opt.ignored = append(opt.ignored, "store")
 	}
-	if p := req.PresencePenalty; p != nil && *p != 0 {
-		opt.ignored = append(opt.ignored, "presence_penalty")
-	}
-	if p := req.FrequencyPenalty; p != nil && *p != 0 {
-		opt.ignored = append(opt.ignored, "frequency_penalty")
-	}
+	opt.ignored = append(opt.ignored, ignoredPenalties(req.PresencePenalty, req.FrequencyPenalty)...)
 	return spec, opt, nil
+}
+
+// ignoredPenalties names the penalties a request set that the swarm
+// accepts and ignores (its sampler has repeat_penalty instead).
+func ignoredPenalties(presence, frequency *float32) []string {
+	var out []string
+	if presence != nil && *presence != 0 {
+		out = append(out, "presence_penalty")
+	}
+	if frequency != nil && *frequency != 0 {
+		out = append(out, "frequency_penalty")
+	}
+	return out
+}
+
+// sampling sets spec's sampling from a request's fields (temperature
+// OpenAI's default when absent) and reports whether it samples, a sampled
+// request without a seed getting a fresh one (givenSeed).
+func sampling(spec *client.QueryRequest, temperature, topP *float32, stop stopList, seed *client.Seed) bool {
+	temp := float32(defaultTemperature)
+	if temperature != nil {
+		temp = *temperature
+	}
+	spec.Temperature, spec.TopP, spec.Stop, spec.Seed = &temp, topP, stop, seed
+	return givenSeed(spec)
 }
 
 // givenSeed gives a sampled request without a seed a fresh one, so that

@@ -71,12 +71,7 @@ func (a *server) specFromCompletion(req completionRequest) (client.QueryRequest,
 		}
 		spec.MaxTokens = *mt
 	}
-	temp := float32(defaultTemperature)
-	if req.Temperature != nil {
-		temp = *req.Temperature
-	}
-	spec.Temperature, spec.TopP, spec.Stop, spec.Seed = &temp, req.TopP, req.Stop, req.Seed
-	opt.sampled = givenSeed(&spec)
+	opt.sampled = sampling(&spec, req.Temperature, req.TopP, req.Stop, req.Seed)
 	mode, model, err := a.b.ResolveModel(req.Model)
 	if err != nil {
 		return spec, opt, err
@@ -94,12 +89,7 @@ func (a *server) specFromCompletion(req completionRequest) (client.QueryRequest,
 	if req.User != nil {
 		opt.ignored = append(opt.ignored, "user")
 	}
-	if p := req.PresencePenalty; p != nil && *p != 0 {
-		opt.ignored = append(opt.ignored, "presence_penalty")
-	}
-	if p := req.FrequencyPenalty; p != nil && *p != 0 {
-		opt.ignored = append(opt.ignored, "frequency_penalty")
-	}
+	opt.ignored = append(opt.ignored, ignoredPenalties(req.PresencePenalty, req.FrequencyPenalty)...)
 	return spec, opt, nil
 }
 

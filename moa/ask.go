@@ -111,7 +111,10 @@ func (o *Originator) askAmong(ctx context.Context, role string, cands []candidat
 	a := answer.Agent{Role: role, Error: "no live peer serves " + role}
 	var partial *answer.Agent
 	var skipped []string
-	cands, err := o.usable(ctx, role, cands, role != Spotter && role != Aggregator)
+	// The aggregator waits for its holders' checks as answering roles do
+	// (they began with the question, so at most what is left of vetWait);
+	// the spotter does not: the rules classify at once.
+	cands, err := o.usable(ctx, role, cands, role != Spotter)
 	if err != nil {
 		o.log().Info("role not asked: no verified holder", "role", role, "err", err)
 		return answer.Agent{Role: role, Error: "not asked: " + err.Error(), Err: err}

@@ -159,7 +159,8 @@ func (o *Originator) Direct(ctx context.Context, role string, q Query) (*answer.
 // mixture: classify, fan out, aggregate.
 func (o *Originator) mixture(ctx context.Context, q Query, res *answer.Result) error {
 	// The aggregator's holders are checked while the agents answer: it
-	// takes no prompt unverified, and does not wait for its checks.
+	// takes no prompt unverified, and waits for its checks only for what
+	// is left of vetWait when the agents are done.
 	o.startVets(Aggregator, o.candidates(Aggregator))
 	qt, classifier, spotter := o.classify(ctx, q.Prompt)
 	res.QueryType, res.Classifier = string(qt), classifier

@@ -216,7 +216,7 @@ func (o *Originator) waitVets(cands []candidate, asked time.Time) (until time.Ti
 // usable is what a question may ask of cands (holders of role, best
 // first). The unverified ones are challenged in the background (see
 // startVets) and take no prompt while a verified holder exists. When none
-// is verified, a question that may wait (wait: an answering role) waits a
+// is verified, a question that may wait (wait: any role but the spotter) waits a
 // little for the checks running (waitVets): until the best holder is
 // verified, or none better than those verified is still being checked.
 // If nobody is verified by then: under UnverifiedAsk and for an answering

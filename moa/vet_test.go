@@ -29,6 +29,7 @@ const secretQ = "What is the capital of France? secret=42"
 type checks struct {
 	trust                   *swarm.Trust
 	stall, missing, unknown map[peer.ID]bool
+	slow                    map[peer.ID]time.Duration // passes, after this long
 	mu                      sync.Mutex
 	running                 map[peer.ID]int
 	n                       map[peer.ID]int
@@ -55,6 +56,12 @@ func (c *checks) vet(ctx context.Context, id peer.ID, claim swarm.Claim) error {
 		return errors.New("failed to negotiate protocol: protocols not supported: [/swarm/verify/1.0.0]")
 	case c.unknown[id]:
 		return nil
+	case c.slow[id] > 0:
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(c.slow[id]):
+		}
 	}
 	c.trust.Pass(id, claim)
 	return nil
@@ -296,4 +303,30 @@ func TestSybilsOnOneAddressGetFewPrompts(t *testing.T) {
 	}
 	ck.mu.Unlock()
 	t.Logf("%d challenges of the 50 sybils over 9 questions", checked)
+}
+
+// TestAggregatorCheckWaitedFor: the aggregator's only holder is not yet
+// verified when the question comes, and its check outlasts the agents'
+// answers: the question waits for it (what is left of vetWait) and the
+// verified aggregator writes the final answer, rather than a first answer
+// in a fresh swarm going out unaggregated. Before, the aggregator was left
+// out as not verified.
+func TestAggregatorCheckWaitedFor(t *testing.T) {
+	origin := newTestPeer(t, 4)
+	honest := newTestPeer(t, 4, Reasoner, Concise)
+	agg := newTestPeer(t, 4, Aggregator)
+	tr := swarm.NewTrust()
+	verifyRoles(tr, honest)
+	ck := &checks{trust: tr, slow: map[peer.ID]time.Duration{agg.h.ID(): 1500 * time.Millisecond}}
+	o := &Originator{Host: origin.h, View: viewTrusting(tr, origin, honest, agg), Vet: ck.vet}
+	t.Cleanup(o.Close)
+	start := time.Now()
+	res, err := o.Ask(t.Context(), Query{Prompt: secretQ, MaxTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.AgentsResponded < 2 || res.Aggregator == nil || res.Aggregator.Error != "" || res.Aggregator.Peer != agg.h.ID().String() {
+		t.Fatalf("%d agents, aggregator %+v: want the aggregator verified and asked", res.AgentsResponded, res.Aggregator)
+	}
+	t.Logf("answered in %s, the aggregator's check taking 1.5 s", time.Since(start).Round(time.Millisecond))
 }

@@ -154,11 +154,12 @@ func (lp *liarPeer) answer(st network.Stream) {
 
 // TestLiarGetsNoTraffic: peers with valid keys whose records claim every
 // layer and the reasoner role at absurd speeds, and whose challenge
-// answers are scaled, random, hold a NaN, or refuse the layers claimed,
-// are each challenged before their first real work, fail, are banned, and
-// get no stage session and no MoA question; honest peers, checked against
-// slices this peer fetched, carry the answer and the pipeline. The bans
-// survive the originator's restart.
+// answers are scaled, random, hold a NaN, or refuse the layers claimed
+// as not held, are each challenged before their first real work and get
+// no stage session and no MoA question; those that answered wrong are
+// banned, the refuser only left out (an honest peer restarting says the
+// same); honest peers, checked against slices this peer fetched, carry the
+// answer and the pipeline. The bans survive the originator's restart.
 func TestLiarGetsNoTraffic(t *testing.T) {
 	model := tinyModel(t)
 	_, _, cid, err := shards.BuildManifest(model) // a model is named by its root
@@ -221,11 +222,13 @@ func TestLiarGetsNoTraffic(t *testing.T) {
 			t.Fatalf("route %+v, want the honest stages", rt.Pipeline.Hops)
 		}
 	}
-	faults := map[string]string{"scaled": "off by", "random": "off by", "nan": "NaN", "not_held": "refused them"}
+	// The one that refuses the layers it claims as not held is not
+	// banned (an honest peer restarting says the same), only left out.
+	faults := map[string]string{"scaled": "off by", "random": "off by", "nan": "NaN"}
 	for _, lp := range liars {
 		banned, why := origin.Trust().Banned(lp.h.ID())
-		if !banned || !strings.Contains(why, faults[lp.kind]) {
-			t.Errorf("%s liar: banned %v (%q)", lp.kind, banned, why)
+		if want := faults[lp.kind] != ""; banned != want || !strings.Contains(why, faults[lp.kind]) {
+			t.Errorf("%s liar: banned %v (%q), want banned %v", lp.kind, banned, why, want)
 		}
 		if lp.stage.Load() != 0 || lp.moa.Load() != 0 || lp.challenges.Load() == 0 {
 			t.Errorf("%s liar got %d stage sessions, %d MoA questions, %d challenges; want 0, 0 and at least 1",
@@ -246,7 +249,7 @@ func TestLiarGetsNoTraffic(t *testing.T) {
 	}
 	back := nodetest.Start(t, nodetest.Config(dir))
 	for _, lp := range liars {
-		if banned, _ := back.Trust().Banned(lp.h.ID()); !banned {
+		if banned, _ := back.Trust().Banned(lp.h.ID()); !banned && faults[lp.kind] != "" {
 			t.Fatalf("the ban of the %s liar did not survive a restart", lp.kind)
 		}
 	}

@@ -3,8 +3,6 @@ package pipeline
 import (
 	"strings"
 	"testing"
-
-	"github.com/llmswarm/llmswarm/swarm"
 )
 
 // TestCheckLostIsMarked: an answer drawn for a spot check whose check
@@ -19,17 +17,8 @@ func TestCheckLostIsMarked(t *testing.T) {
 	think := false
 	setup := func(t *testing.T) (*Originator, []*stagePeer) {
 		origin := newStagePeer(t)
-		var peers []*stagePeer
-		for i, r := range [][2]int{{0, 3}, {3, 8}, {0, 5}, {5, 8}} { // two routes, cut at other layers
-			p := newStagePeer(t)
-			p.serveFile(t, full, cid, r[0], r[1])
-			p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
-			peers = append(peers, p)
-		}
-		o := originatorTrusting(t, full, swarm.NewTrust(), origin, peers...)
-		for i, p := range peers { // the first route is the cheapest
-			o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
-		}
+		peers := servingPeers(t, full, cid, [2]int{0, 3}, [2]int{3, 8}, [2]int{0, 5}, [2]int{5, 8}) // two routes, cut at other layers
+		o := originatorTrusting(t, full, measured(cid, peers), origin, peers...)
 		o.SpotCheck = SpotCheck{Probability: 1}
 		return o, peers
 	}

@@ -59,9 +59,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 		// Checked routes return logits, which is worth it only with a
 		// second route to compare them with.
 		g.lost.drawn = true
-		if _, g.check = g.secondRoute(ctx); !g.check {
-			g.lost.why = "no second route over other peers"
-		}
+		_, g.check = g.secondRoute(ctx) // without one, it has said why in g.lost
 	}
 	g.startDraft(ctx)
 	defer func() {

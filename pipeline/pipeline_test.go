@@ -167,6 +167,21 @@ func originatorForFile(t testing.TB, full string, self *stagePeer, stages ...*st
 	return originatorTrusting(t, full, nil, self, stages...)
 }
 
+// measured gives peers (in pairs: the first two one route, the next two
+// the other) per-layer speeds of 1, 1, 2, 2 ms, announced and measured, so
+// that the first route is the cheapest and the other all that is left.
+// Call it before the view hears them (originatorTrusting): what each
+// measured when it loaded, on a loaded machine, could make a route mixing
+// both pairs the cheapest and leave no second route over other peers.
+func measured(cid string, peers []*stagePeer) *swarm.Trust {
+	tr := swarm.NewTrust()
+	for i, p := range peers {
+		p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
+		tr.Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
+	}
+	return tr
+}
+
 // originatorTrusting is originatorForFile with tr as its view's ledger
 // (nil: none).
 func originatorTrusting(t testing.TB, full string, tr *swarm.Trust, self *stagePeer, stages ...*stagePeer) *Originator {

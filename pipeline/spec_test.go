@@ -489,11 +489,7 @@ func TestSpeculativeSpotCheck(t *testing.T) {
 				}
 				peers = append(peers, servingPeers(t, full, cid, r)...)
 			}
-			o := originatorTrusting(t, full, swarm.NewTrust(), origin, peers...)
-			for i, p := range peers { // the first route is the cheapest, the other is all that is left
-				p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
-				o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
-			}
+			o := originatorTrusting(t, full, measured(cid, peers), origin, peers...)
 			draft := full
 			if lying {
 				draft = other // it rarely agrees: the liar's "all accepted" shows at once
@@ -570,11 +566,7 @@ func TestSpeculativeSpotCheckQuantized(t *testing.T) {
 			full, cid := modelOf(t, "qwen3", "small", typ)
 			origin := newStagePeer(t)
 			peers := servingPeers(t, full, cid, [2]int{0, 3}, [2]int{3, 8}, [2]int{0, 5}, [2]int{5, 8})
-			o := originatorTrusting(t, full, swarm.NewTrust(), origin, peers...)
-			for i, p := range peers { // the first route is the cheapest, the other is all that is left
-				p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
-				o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
-			}
+			o := originatorTrusting(t, full, measured(cid, peers), origin, peers...)
 			o.Drafter = drafterOf(full, nil)
 			var mismatches []answer.Trace
 			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,

@@ -197,17 +197,13 @@ func TestSpeculativeLiarConvicted(t *testing.T) {
 			t.Run("honest", func(t *testing.T) {
 				origin := newStagePeer(t)
 				peers := servingPeers(t, full, cid, [2]int{0, c}, [2]int{c, layers}, [2]int{0, c2}, [2]int{c2, layers})
-				tr := swarm.NewTrust()
+				tr := measured(cid, peers)
 				o := originatorTrusting(t, full, tr, origin, peers...)
 				o.SpotCheck = SpotCheck{Probability: 1}
 				// Not a test of hang detection: on a loaded machine a ping
 				// late by half a second would call an honest peer hung and
 				// leave its route out of the checks.
 				o.Progress = swarm.Progress{ProbeTimeout: 10 * time.Second}
-				for i, p := range peers {
-					p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
-					o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
-				}
 				// Ten answers spot-checked, then (every peer proven by
 				// them) ten at no spot check at all, each audited.
 				checks, rounds, audits := 0, 0, 0

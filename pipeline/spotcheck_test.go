@@ -21,17 +21,8 @@ func TestSpotCheckHonestRoutes(t *testing.T) {
 	for _, dt := range []string{DTypeF32, DTypeF16} {
 		t.Run(dt, func(t *testing.T) {
 			origin := newStagePeer(t)
-			var peers []*stagePeer
-			for i, r := range [][2]int{{0, 3}, {3, 8}, {0, 5}, {5, 8}} { // two routes, cut at other layers
-				p := newStagePeer(t)
-				p.serveFile(t, full, cid, r[0], r[1])
-				p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
-				peers = append(peers, p)
-			}
-			o := originatorTrusting(t, full, swarm.NewTrust(), origin, peers...)
-			for i, p := range peers { // measured: the first route is the cheapest, the other is all that is left
-				o.View.Trust().Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
-			}
+			peers := servingPeers(t, full, cid, [2]int{0, 3}, [2]int{3, 8}, [2]int{0, 5}, [2]int{5, 8}) // two routes, cut at other layers
+			o := originatorTrusting(t, full, measured(cid, peers), origin, peers...)
 			think := false
 			var checks []answer.Trace
 			req := Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, DType: dt, OnTrace: func(ev answer.Trace) {

@@ -110,6 +110,9 @@ func (g *generation) secondRoute(ctx context.Context) ([]Hop, bool) {
 	if err != nil || sharesPeer(hops, avoid) {
 		if g.check {
 			g.lost.why = "no second route over other peers"
+			if err != nil {
+				g.lost.why += " (" + err.Error() + ")"
+			}
 			g.trace(answer.Trace{Kind: "spot_check", AtToken: len(g.res.Tokens), Reason: g.lost.why + ": not checked"})
 		}
 		return nil, false

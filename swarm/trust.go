@@ -166,6 +166,27 @@ func (t *Trust) Fail(id peer.ID, fault string) time.Duration {
 	return d
 }
 
+// Withdraw records that id said it does not hold claim c now (a
+// restart, a shard still loading or dropped): what was verified of c's
+// layers must be proven again, and the peer is back on probation, since
+// what it holds next may not be what it held. It is not a failure: no
+// ban.
+func (t *Trust) Withdraw(id peer.ID, c Claim) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.peers[id]
+	if !ok {
+		return
+	}
+	n := len(r.Verified)
+	r.Verified = slices.DeleteFunc(r.Verified, func(v Claim) bool {
+		return v.Model == c.Model && v.Start < c.End && c.Start < v.End
+	})
+	if len(r.Verified) != n {
+		r.Checked = 0
+	}
+}
+
 // OnBan calls f (which must not block) whenever a peer is banned.
 func (t *Trust) OnBan(f func(peer.ID)) {
 	t.mu.Lock()

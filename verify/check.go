@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"errors"
@@ -66,6 +67,12 @@ type Checker struct {
 	// here, or the peer refused or was unreachable) is not tried again
 	// (default 1 min).
 	Retry time.Duration
+	// NotHeldRetry is how long Vet leaves out a claim its peer refused as
+	// not held (ErrNotHeld) before it challenges it again (default 5 s, at
+	// most Retry): long enough that a peer which keeps claiming layers it
+	// refuses costs a challenge now and then, short enough that one which
+	// was loading them is back soon.
+	NotHeldRetry time.Duration
 
 	mu      sync.Mutex
 	flights map[vetKey]*flight
@@ -153,7 +160,8 @@ func (c *Checker) settings() (k int, tokens int, timeout, retry time.Duration) {
 // claim is verified (already, or by a challenge now) or cannot be checked
 // by this peer (no reference: it stays unverified); an error when id is
 // banned, fails the challenge (and is banned for it), or refuses or does
-// not answer it (then it is not banned, but left out for Retry). Checks of
+// not answer it (then it is not banned, but left out for Retry, or for
+// NotHeldRetry when it says it does not hold the layers). Checks of
 // the same peer and claim at once share one challenge.
 func (c *Checker) Vet(ctx context.Context, id peer.ID, claim swarm.Claim) error {
 	if banned, why := c.Trust.Banned(id); banned {
@@ -198,6 +206,9 @@ func (c *Checker) Vet(ctx context.Context, id peer.ID, claim swarm.Claim) error 
 			c.log().Debug("verify: claim left unverified", "peer", id, "model", claim.Model, "layers", layers(claim), "err", err)
 			c.remember(k, outcome{until: time.Now().Add(retry)})
 			err = nil
+		case errors.Is(err, ErrNotHeld):
+			// Most often a peer restarting or loading: asked again soon.
+			c.remember(k, outcome{err: err, until: time.Now().Add(min(retry, cmp.Or(c.NotHeldRetry, 5*time.Second)))})
 		default:
 			c.remember(k, outcome{err: err, until: time.Now().Add(retry)})
 		}
@@ -282,8 +293,10 @@ func holds(m *engine.Model, a, b int) bool {
 // Check challenges id's claim once, whatever the ledger says, and records
 // a pass or a failure in Trust. Errors: a *FailError when the peer failed
 // (it is banned); one wrapping ErrNoReference when this peer cannot check
-// the claim; a *WireError or a transport error when the peer refused or
-// did not answer (no verdict).
+// the claim; one wrapping ErrNotHeld when the peer says it does not hold
+// the layers (the claim is withdrawn in Trust: no verdict, no ban); a
+// *WireError or a transport error when the peer refused otherwise or did
+// not answer (no verdict).
 func (c *Checker) Check(ctx context.Context, id peer.ID, claim swarm.Claim) (*Report, error) {
 	k, tokens, timeout, _ := c.settings()
 	if claim.Model == "" || claim.Start < 0 || claim.End <= claim.Start {
@@ -323,6 +336,11 @@ func (c *Checker) Check(ctx context.Context, id peer.ID, claim swarm.Claim) (*Re
 		var fe *FailError
 		if errors.As(err, &fe) {
 			return rep, c.fail(rep, claim, fe.Layer, 0, fe.Fault)
+		}
+		if errors.Is(err, ErrNotHeld) {
+			c.Trust.Withdraw(id, rep.Claim)
+			c.log().Info("verify: peer refused layers it claimed: the claim is withdrawn, not banned", "peer", id,
+				"model", claim.Model, "layers", layers(rep.Claim), "err", err)
 		}
 		return rep, err
 	}
@@ -501,7 +519,10 @@ func (c *Checker) challenge(ctx context.Context, rep *Report, req *Request, info
 			if err != nil {
 				return nil, bad(-1, "%v", err)
 			}
-			if l == req.Start && (we.Code == CodeNotHeld || we.Code == CodeBadRequest) {
+			if l == req.Start && we.Code == CodeNotHeld {
+				return nil, fmt.Errorf("%w: %s claims layers [%d,%d) but refused them: %s", ErrNotHeld, id, req.Start, req.End, we.Message)
+			}
+			if l == req.Start && we.Code == CodeBadRequest {
 				// A holder of the claimed layers takes any well-formed
 				// input of the model's shape.
 				return nil, bad(-1, "it claims layers [%d,%d) but refused them: %s: %s", req.Start, req.End, we.Code, we.Message)

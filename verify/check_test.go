@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -112,10 +113,10 @@ func (lr *liar) handle(st network.Stream) {
 	}
 	lr.mu.Lock()
 	lr.seen++
-	replayed := lr.record
+	replayed, refuse := lr.record, lr.refuse
 	lr.mu.Unlock()
-	if lr.refuse != "" {
-		WriteError(st, lr.refuse, cmp.Or(lr.why, "no"))
+	if refuse != "" {
+		WriteError(st, refuse, cmp.Or(lr.why, "no"))
 		return
 	}
 	if lr.replay && replayed != nil {
@@ -130,19 +131,27 @@ func (lr *liar) handle(st network.Stream) {
 		return
 	}
 	defer s.Close()
-	var trace [][]float32
+	var trace, sent [][]float32
 	runLayers(context.Background(), s, req.Start, req.End, req.Tokens, req.Hidden, func(l int, out []float32) error {
 		trace = append(trace, slices.Clone(out))
 		if lr.tamper != nil {
 			out = lr.tamper(req, l, out)
 		}
-		return WriteBoundary(st, l, out)
+		sent = append(sent, slices.Clone(out))
+		return nil
 	})
+	// Recorded before the answer goes out: the checker's next challenge
+	// may come as soon as it has read this one.
 	lr.mu.Lock()
 	if lr.record == nil {
 		lr.record = trace
 	}
 	lr.mu.Unlock()
+	for i, out := range sent {
+		if WriteBoundary(st, req.Start+i, out) != nil {
+			return
+		}
+	}
 }
 
 // TestLiarsFailTheirFirstChallenge: peers that answer with random numbers,
@@ -193,7 +202,7 @@ func TestLiarsFailTheirFirstChallenge(t *testing.T) {
 			return out[:len(out)-1]
 		}},
 		{name: "other weights", file: other, fault: "off by"},
-		{name: "claims layers it does not hold", file: full, refuse: CodeNotHeld, fault: "refused them"},
+		{name: "refuses its claimed layers as malformed", file: full, refuse: CodeBadRequest, fault: "refused them"},
 	}
 	for _, tc := range cases {
 		for _, whole := range []bool{true, false} {
@@ -228,6 +237,63 @@ func TestLiarsFailTheirFirstChallenge(t *testing.T) {
 				t.Logf("%s: %v", name, why)
 			})
 		}
+	}
+}
+
+// TestNotHeldWithdrawsTheClaim: a peer that refuses layers it claims as
+// not held (restarting, loading them) is not banned: its claim is
+// withdrawn (proven again before it counts), Vet leaves it out for
+// NotHeldRetry without asking, and once it holds the layers again a
+// challenge verifies it again.
+func TestNotHeldWithdrawsTheClaim(t *testing.T) {
+	full, cid := modelOf(t, "tiny", "f32", 1)
+	lr := newLiar(t, full) // honest until told to refuse
+	h := newHost(t)
+	link(h, lr.h)
+	c := newChecker(h, oneLayerRef(t, full, cid, 4))
+	c.NotHeldRetry = 300 * time.Millisecond
+	claim := swarm.Claim{Model: cid, Start: 1, End: 3}
+	if err := c.Vet(t.Context(), lr.h.ID(), claim); err != nil || !c.Trust.Verified(lr.h.ID(), claim) {
+		t.Fatalf("honest holder: %v (verified %v)", err, c.Trust.Verified(lr.h.ID(), claim))
+	}
+	c.Trust.Agreed(lr.h.ID())
+	setRefuse := func(code string) {
+		lr.mu.Lock()
+		defer lr.mu.Unlock()
+		lr.refuse, lr.why = code, "layers not held here (loading)"
+	}
+	setRefuse(CodeNotHeld)
+	// A referee's fresh challenge: refused, no verdict, the claim withdrawn.
+	_, err := c.Check(t.Context(), lr.h.ID(), claim)
+	var fe *FailError
+	if !errors.Is(err, ErrNotHeld) || errors.As(err, &fe) {
+		t.Fatalf("refused as not held: %v, want ErrNotHeld and no failure", err)
+	}
+	if banned, why := c.Trust.Banned(lr.h.ID()); banned {
+		t.Fatalf("banned for a refusal: %s", why)
+	}
+	if c.Trust.Verified(lr.h.ID(), claim) || c.Trust.Checked(lr.h.ID()) != 0 {
+		t.Fatalf("after the refusal: verified %v, checked %d; want the claim withdrawn and probation again",
+			c.Trust.Verified(lr.h.ID(), claim), c.Trust.Checked(lr.h.ID()))
+	}
+	// Vet asks, is refused, and leaves the claim out for NotHeldRetry
+	// without asking again.
+	for range 3 {
+		if err := c.Vet(t.Context(), lr.h.ID(), claim); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("vet while refused: %v, want ErrNotHeld", err)
+		}
+	}
+	if got := lr.challenges(); got != 3 { // the first vet, the Check, the vet that was refused
+		t.Fatalf("%d challenges, want 3: the refused claim asked again at once", got)
+	}
+	// Loaded again: the next vet after NotHeldRetry verifies it.
+	setRefuse("")
+	time.Sleep(c.NotHeldRetry + 50*time.Millisecond)
+	if err := c.Vet(t.Context(), lr.h.ID(), claim); err != nil || !c.Trust.Verified(lr.h.ID(), claim) {
+		t.Fatalf("loaded again: %v (verified %v)", err, c.Trust.Verified(lr.h.ID(), claim))
+	}
+	if banned, _ := c.Trust.Banned(lr.h.ID()); banned {
+		t.Fatal("banned")
 	}
 }
 

@@ -20,11 +20,12 @@
 // are recomputed from the trace's own boundaries, each from a model this
 // peer holds or a one-layer slice it fetched. A relative L2 error beyond
 // Tolerance, a NaN or Inf, a wrong size or a refusal of a claimed range
-// fails the peer: Trust.Fail bans it, with a log line naming the peer,
+// as malformed fails the peer: Trust.Fail bans it, with a log line naming the peer,
 // model, layers, boundary and error. A pass is Trust.Pass, and the time
 // the peer took per layer (its round trip taken off) goes to
 // Trust.Measure. With no reference the claim stays unverified, never
-// failed.
+// failed. A refusal as not held (ErrNotHeld: restarting, loading, dropped)
+// withdraws the claim in Trust (Trust.Withdraw), never bans.
 //
 // It must not route, keep the peer table or build hosts: node wires a
 // Checker into the pipeline and MoA originators as their Vet hook and

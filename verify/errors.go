@@ -19,6 +19,13 @@ var (
 	// ErrBanned: the peer is banned in this peer's ledger (it failed an
 	// earlier check).
 	ErrBanned = errors.New("verify: peer is banned")
+	// ErrNotHeld: the peer refused the challenge because it does not hold
+	// the claimed layers now (restarting, still loading them, or it
+	// dropped them since its record said so). That is no lie about the
+	// layers' output, so no ban: the claim counts as withdrawn (what was
+	// verified of it must be proven again) and the peer is left out of
+	// that claim's work until a later challenge passes.
+	ErrNotHeld = errors.New("verify: the peer does not hold the claimed layers now")
 )
 
 // FailError is a failed check: the peer answered, and what it answered

@@ -74,6 +74,13 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 	if given["speculate"] {
 		req.Speculate = speculate
 	}
+	return e.answer(ctx, req, *trace)
+}
+
+// answer sends a query and prints its answer: the whole result with
+// --json, else the answer streamed and its footer; an answer cut short
+// exits 3 (incomplete).
+func (e *env) answer(ctx context.Context, req client.QueryRequest, trace bool) error {
 	if e.json {
 		res, err := e.client.Query(ctx, req, nil)
 		if err != nil {
@@ -84,11 +91,11 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 		}
 		return incomplete(res)
 	}
-	res, err := e.streamQuery(ctx, req, *trace)
+	res, err := e.streamQuery(ctx, req, trace)
 	if err != nil {
 		return e.explainAsk(err)
 	}
-	if err := e.queryFooter(res, *trace); err != nil {
+	if err := e.queryFooter(res, trace); err != nil {
 		return err
 	}
 	return incomplete(res)

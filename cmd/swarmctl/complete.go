@@ -65,22 +65,5 @@ func runComplete(ctx context.Context, e *env, args []string) error {
 		rp := float32(*repeat)
 		req.RepeatPenalty = &rp
 	}
-	if e.json {
-		res, err := e.client.Query(ctx, req, nil)
-		if err != nil {
-			return e.explainAsk(err)
-		}
-		if err := printJSON(e.stdout, res); err != nil {
-			return err
-		}
-		return incomplete(res)
-	}
-	res, err := e.streamQuery(ctx, req, *trace)
-	if err != nil {
-		return e.explainAsk(err)
-	}
-	if err := e.queryFooter(res, *trace); err != nil {
-		return err
-	}
-	return incomplete(res)
+	return e.answer(ctx, req, *trace)
 }
