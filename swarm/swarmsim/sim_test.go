@@ -11,7 +11,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/llmswarm/llmswarm/internal/nettest"
-	"github.com/llmswarm/llmswarm/swarm"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, nettest.Libp2pWorkers()...) }
@@ -93,13 +92,28 @@ func TestSwarm(t *testing.T) {
 	}
 }
 
-// idleBound is how long a peer not in use may take to hold a peer of a
-// swarm of n dead: its lease (Liveness.IdleDeadAfter over the table's
-// other peers), a tick of the sweep, and one poll of the harness.
-func idleBound(cfg Config, n int) time.Duration {
-	c := cfg.withDefaults()
-	live := swarm.Liveness{Heartbeat: c.Heartbeat, Misses: c.Misses, Refresh: c.Refresh, ProbeRate: c.ProbeRate}
-	return live.IdleDeadAfter(n) + c.Heartbeat/4 + Poll
+// TestSwarmLimitBelowBound: a Limit shorter than the bound for peers not
+// in use (SWARMSIM_LIMIT=45s at 80 peers, whose bound is 330 s) neither
+// ends the wait for every peer to notice a crash before that bound, nor
+// keeps the route user's reroute unmeasured: it replans as soon as it
+// notices the crash, and the report says whether it could.
+func TestSwarmLimitBelowBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 10 // 8 holders, none a seed: two a range
+		cfg := Config{Link: Link{Latency: 50 * time.Millisecond}}
+		sc := Scenario{N: n, Config: cfg, Logf: t.Logf, Window: time.Second, Limit: 10 * time.Second}
+		rep, err := sc.Run()
+		t.Logf("SIM %s", rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.Rerouted {
+			t.Errorf("no route without the crashed peer, though each range has another holder")
+		}
+		if bound := idleBound(cfg, n); rep.DetectAll > bound {
+			t.Errorf("crash noticed by every peer after %s, want <= %s", rep.DetectAll, bound)
+		}
+	})
 }
 
 // The idle measurement: after the warm-up, over the window (simulated).
