@@ -81,6 +81,16 @@ for _ in $(seq 300); do [ -s "$W/p0/api.addr" ] && break; running 0; sleep 0.1; 
 [ -s "$W/p0/api.addr" ] || die "daemon 0 did not serve its API within 30 s (log: $(tail -n 5 "$W/p0.log"))"
 ID=$(ctl 0 id --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["peer_id"])')
 for i in $(seq 1 $((N - 1))); do start "$i" --bootstrap "/ip4/127.0.0.1/tcp/4001/p2p/$ID"; done
+since() { python3 -c "import time; print(f'{time.time() - $t0:.1f}')"; }
+deadline=$(($(date +%s) + SETTLE))
+for i in $(seq 1 $((N - 1))); do
+  until [ -s "$W/p$i/api.addr" ]; do
+    running "$i"
+    [ "$(date +%s)" -lt "$deadline" ] || die "after ${SETTLE} s, daemon $i does not serve its API"
+    sleep 0.1
+  done
+done
+up=$(since)
 
 alive() { # alive I: how many others daemon I holds alive (0 while it cannot say)
   ctl "$1" peers --json 2>/dev/null | python3 -c 'import json,sys
@@ -90,7 +100,6 @@ except Exception: print(0)' || echo 0
 # Settled when every daemon holds every other alive, as the simulation's Settle.
 declare -a done_
 left=$N
-deadline=$(($(date +%s) + SETTLE))
 while [ "$left" -gt 0 ]; do
   for i in $(seq 0 $((N - 1))); do
     [ -n "${done_[i]:-}" ] && continue
@@ -101,8 +110,7 @@ while [ "$left" -gt 0 ]; do
   [ "$(date +%s)" -lt "$deadline" ] || die "after ${SETTLE} s, $left of $N daemons do not hold every other alive (daemon 0 holds $(alive 0) of $((N - 1)))"
   sleep 0.5
 done
-settled=$(python3 -c "import time; print(f'{time.time() - $t0:.1f}')")
-echo "N=$N settled: every daemon holds every other alive ${settled} s after the first started"
+echo "N=$N settled: every daemon served its API ${up} s and held every other alive $(since) s after the first started"
 sleep "$WARMUP"
 read_lo() { in_ns cat "/sys/class/net/lo/statistics/$1"; }
 b0=$(read_lo tx_bytes) p0=$(read_lo tx_packets)
