@@ -92,25 +92,41 @@ for i in $(seq 1 $((N - 1))); do
 done
 up=$(since)
 
-alive() { # alive I: how many others daemon I holds alive (0 while it cannot say)
-  ctl "$1" peers --json 2>/dev/null | python3 -c 'import json,sys
-try: print(sum(1 for p in json.load(sys.stdin).get("peers", []) if p.get("alive") and not p.get("self")))
-except Exception: print(0)' || echo 0
+# Settled when every daemon holds every other alive, as the simulation's Settle. One
+# poller asks every daemon's API in turn (a swarmctl process a daemon took over a second
+# on a loaded machine, which was the measurement's own granularity).
+settled=$(in_ns python3 - "$N" "$((deadline - $(date +%s)))" "$t0" "${pid[@]}" <<'PY'
+import json, os, sys, time, urllib.request
+n, limit, t0, pids = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), [int(p) for p in sys.argv[4:]]
+deadline, done = time.time() + limit, set()
+def alive(i):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{7400 + i}/v1/swarm/peers", timeout=5) as r:
+            return sum(1 for p in json.load(r).get("peers", []) if p.get("alive") and not p.get("self"))
+    except Exception:
+        return 0
+while len(done) < n:
+    for i in range(n):
+        if i in done:
+            continue
+        try:
+            os.kill(pids[i], 0)
+        except OSError:
+            sys.exit(f"daemon {i} exited (its log: p{i}.log)")
+        if alive(i) >= n - 1:
+            done.add(i)
+    if len(done) == n:
+        break
+    if time.time() > deadline:
+        sys.exit(f"after {limit:.0f} s, {n - len(done)} of {n} daemons do not hold every other alive (daemon 0 holds {alive(0)} of {n - 1})")
+    time.sleep(0.2)
+print(f"{time.time() - t0:.1f}")
+PY
+) || {
+  for i in $(seq 0 $((N - 1))); do running "$i"; done
+  die "the swarm did not settle"
 }
-# Settled when every daemon holds every other alive, as the simulation's Settle.
-declare -a done_
-left=$N
-while [ "$left" -gt 0 ]; do
-  for i in $(seq 0 $((N - 1))); do
-    [ -n "${done_[i]:-}" ] && continue
-    running "$i"
-    if [ "$(alive "$i")" -ge $((N - 1)) ]; then done_[i]=1 left=$((left - 1)); fi
-  done
-  [ "$left" -eq 0 ] && break
-  [ "$(date +%s)" -lt "$deadline" ] || die "after ${SETTLE} s, $left of $N daemons do not hold every other alive (daemon 0 holds $(alive 0) of $((N - 1)))"
-  sleep 0.5
-done
-echo "N=$N settled: every daemon served its API ${up} s and held every other alive $(since) s after the first started"
+echo "N=$N settled: every daemon served its API ${up} s and held every other alive ${settled} s after the first started"
 sleep "$WARMUP"
 read_lo() { in_ns cat "/sys/class/net/lo/statistics/$1"; }
 b0=$(read_lo tx_bytes) p0=$(read_lo tx_packets)
