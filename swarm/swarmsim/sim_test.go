@@ -35,9 +35,9 @@ func envInts(t *testing.T, name string) []int {
 // control plane cost every peer O(N) per heartbeat, so a simulated second
 // cost 0.6 s at 20 peers and 3.6 s at 40 on this project's 2-core machine;
 // today's costs about 0.03 s at 10 peers and 0.13 s at 20 (docs/scale.md).
-// -race also caps a process at 8128 goroutines, and a simulated peer runs
-// 120-280: no more than about 30-40 peers can run under it. SWARMSIM_N=200
-// runs the same assertions at 200 peers, without -race.
+// -race multiplies memory: 80 peers under it grew past 10 GiB (2 GiB
+// without). SWARMSIM_N=200 runs the same assertions at 200 peers, without
+// -race.
 const smallN = 10
 
 // The issue's goals (issue 28) the control plane is held to.
