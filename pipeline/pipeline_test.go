@@ -174,10 +174,20 @@ func originatorForFile(t testing.TB, full string, self *stagePeer, stages ...*st
 // measured when it loaded, on a loaded machine, could make a route mixing
 // both pairs the cheapest and leave no second route over other peers.
 func measured(cid string, peers []*stagePeer) *swarm.Trust {
+	ms := make([]float64, len(peers))
+	for i := range peers {
+		ms[i] = float64(1 + i/2)
+	}
+	return priced(cid, peers, ms...)
+}
+
+// priced gives each of peers the per-layer speed in ms, announced and
+// measured (see measured: call it before the view hears them).
+func priced(cid string, peers []*stagePeer, ms ...float64) *swarm.Trust {
 	tr := swarm.NewTrust()
 	for i, p := range peers {
-		p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
-		tr.Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
+		p.srv.Local()[0].MsPerLayer = ms[i]
+		tr.Measure(p.h.ID(), swarm.MsPerLayerKey(cid), ms[i])
 	}
 	return tr
 }
