@@ -171,6 +171,8 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 		}
 		c = root.String()
 	}
+	runs := slices.Contains(engine.Architectures, mi.Arch)
+	chat := chatTemplateOf(path)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -180,7 +182,9 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 			FileCID   string `json:"file_cid"`
 			SourceCID string `json:"source_cid,omitempty"`
 			shards.ModelInfo
-		}{path, c, fc.String(), source, mi}); err != nil {
+			Runs         bool                    `json:"runs"` // this engine runs the architecture, whole or split by layers
+			ChatTemplate engine.ChatTemplateInfo `json:"chat_template"`
+		}{path, c, fc.String(), source, mi, runs, chat}); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 			return 1
 		}
@@ -196,6 +200,15 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 		w("source model", source)
 	}
 	w("architecture", mi.Arch)
+	if runs {
+		w("engine", "runs it, whole or split by layers")
+	} else {
+		w("engine", fmt.Sprintf("does not run %q (it runs %s)", mi.Arch, strings.Join(engine.Architectures, ", ")))
+	}
+	w("chat template", chatTemplateText(chat))
+	if mi.Experts > 0 {
+		w("experts", fmt.Sprintf("%d per layer, %d used per token (a stage holds them all)", mi.Experts, mi.ExpertsUsed))
+	}
 	w("name", mi.Name)
 	w("quantization", mi.Quant)
 	w("layers", mi.Layers)
@@ -209,6 +222,27 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 	w("tensor bytes", fmt.Sprintf("%d (%s)", mi.TensorBytes, humanBytes(mi.TensorBytes)))
 	w("layer bytes", fmt.Sprintf("%d (%s, mean of one block)", mi.LayerBytes, humanBytes(mi.LayerBytes)))
 	return 0
+}
+
+// chatTemplateOf says how the engine would render conversations for the
+// model at path (see engine.ChatTemplateInfo); a tokenizer it cannot read
+// is said so in the note.
+func chatTemplateOf(path string) engine.ChatTemplateInfo {
+	tok, err := engine.LoadTokenizer(path)
+	if err != nil {
+		return engine.ChatTemplateInfo{Source: "none", Note: err.Error()}
+	}
+	return tok.ChatTemplate()
+}
+
+func chatTemplateText(c engine.ChatTemplateInfo) string {
+	switch {
+	case c.Source == "gguf":
+		return "the file's own (Jinja)"
+	case strings.HasPrefix(c.Source, "builtin:"):
+		return fmt.Sprintf("hand-written %s, the file's not used: %s", strings.TrimPrefix(c.Source, "builtin:"), c.Note)
+	}
+	return "none: raw completion only (" + c.Note + ")"
 }
 
 // parseLayers parses "A-B" (or "A:B") into [A,B).
