@@ -3,17 +3,19 @@ package engine
 import (
 	"fmt"
 
+	"github.com/ollama/ollama/fs"
 	"github.com/ollama/ollama/kvcache"
 	"github.com/ollama/ollama/ml"
 	"github.com/ollama/ollama/ml/nn"
 	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/models/gemma3"
 	"github.com/ollama/ollama/model/models/llama"
 	"github.com/ollama/ollama/model/models/qwen2"
 	"github.com/ollama/ollama/model/models/qwen3"
 )
 
 // Architectures lists the general.architecture values the engine runs.
-var Architectures = []string{"qwen3", "qwen2", "llama"}
+var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3"}
 
 // arch is the per-architecture view of a loaded ollama model that the layer
 // loop needs. The layer loop (run.go) mirrors each model's own Forward; the
@@ -28,8 +30,19 @@ type arch interface {
 	hasHead() bool
 }
 
-func newArch(m model.Model, eps float32) (arch, error) {
+// windowed is an arch whose layers need a KV cache of their own kind
+// (sliding-window layers beside global ones); the others take a causal one.
+// rewind is how many positions behind its window the cache keeps, so that
+// a session can be truncated by that many (Session.Truncate).
+type windowed interface {
+	newCache(rewind int32) kvcache.Cache
+}
+
+func newArch(m model.Model, cfg fs.Config) (arch, error) {
+	eps := cfg.Float("attention.layer_norm_rms_epsilon")
 	switch t := m.(type) {
+	case *gemma3.Model:
+		return newGemma3Arch(t, cfg), nil
 	case *qwen3.Model:
 		return qwen3Arch{t, eps}, nil
 	case *qwen2.Model:

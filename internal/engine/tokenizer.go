@@ -11,6 +11,7 @@ import (
 	"github.com/ollama/ollama/fs"
 	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/models/gemma3"
 	"github.com/ollama/ollama/model/models/llama"
 	"github.com/ollama/ollama/model/models/qwen2"
 	"github.com/ollama/ollama/model/models/qwen3"
@@ -60,6 +61,8 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		m, err = qwen2.New(kv)
 	case "llama":
 		m, err = llama.New(kv)
+	case "gemma3":
+		m, err = gemma3.New(kv)
 	default:
 		err = fmt.Errorf("%w %q", ErrUnsupportedArch, kv.Architecture())
 	}
