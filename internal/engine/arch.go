@@ -10,12 +10,13 @@ import (
 	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/models/gemma3"
 	"github.com/ollama/ollama/model/models/llama"
+	"github.com/ollama/ollama/model/models/mistral3"
 	"github.com/ollama/ollama/model/models/qwen2"
 	"github.com/ollama/ollama/model/models/qwen3"
 )
 
 // Architectures lists the general.architecture values the engine runs.
-var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3"}
+var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3"}
 
 // arch is the per-architecture view of a loaded ollama model that the layer
 // loop needs. The layer loop (run.go) mirrors each model's own Forward; the
@@ -38,11 +39,23 @@ type windowed interface {
 	newCache(rewind int32) kvcache.Cache
 }
 
+// layerFunc is arch.layer's signature.
+type layerFunc func(ctx ml.Context, i int, h, positions, outputs ml.Tensor, cache kvcache.Cache) ml.Tensor
+
+// positioned is an arch whose layers take, besides the positions tensor,
+// tensors computed from the positions' values (mistral3's query scale):
+// the layer loop runs a graph's layers with the function it returns.
+type positioned interface {
+	withPositions(ctx ml.Context, pos []int32) layerFunc
+}
+
 func newArch(m model.Model, cfg fs.Config) (arch, error) {
 	eps := cfg.Float("attention.layer_norm_rms_epsilon")
 	switch t := m.(type) {
 	case *gemma3.Model:
 		return newGemma3Arch(t, cfg), nil
+	case *mistral3.Model:
+		return newMistral3Arch(t, cfg), nil
 	case *qwen3.Model:
 		return qwen3Arch{t, eps}, nil
 	case *qwen2.Model:

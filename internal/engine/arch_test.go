@@ -13,7 +13,7 @@ import (
 // archTable names every architecture the engine runs, so that one dropped
 // from Architectures fails here instead of leaving the tests that range
 // over it.
-var archTable = []string{"qwen3", "qwen2", "llama", "gemma3"}
+var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3"}
 
 func TestArchitecturesListed(t *testing.T) {
 	for _, a := range archTable {
@@ -177,5 +177,40 @@ func TestGemma3Truncate(t *testing.T) {
 	}
 	if got := run(0); !bitEqual(got[9], want[9]) {
 		t.Errorf("after truncating to 0, logits differ (max |d| %g)", maxAbsDiff(got[9], want[9]))
+	}
+}
+
+// TestMistral3Tokenizer: the synthetic Mistral 3 file's Tekken-style
+// specials are single control tokens, </s> ends generation, and a
+// conversation renders as Mistral 3's.
+func TestMistral3Tokenizer(t *testing.T) {
+	tok, err := LoadTokenizer(synthFile(t, "mistral3", "tiny", "f32"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tok.ChatTemplate().Source; got != "gguf" {
+		t.Errorf("chat template source %q, want gguf (%s)", got, tok.ChatTemplate().Note)
+	}
+	s, err := tok.RenderChat([]Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi"}}, ChatOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][INST]Hi[/INST]"; s != want {
+		t.Errorf("chat rendered %q, want %q", s, want)
+	}
+	ids, err := tok.Encode(s, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range []string{"<s>", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[INST]", "[/INST]"} {
+		if id := tok.ID(sp); !slices.Contains(ids, id) || !tok.IsControl(id) {
+			t.Errorf("%s (id %d, control %v) not a token of %v", sp, id, tok.IsControl(id), ids)
+		}
+	}
+	if ids[0] != tok.ID("<s>") || !tok.IsEOG(tok.ID("</s>")) {
+		t.Errorf("ids %v: want <s> first and </s> ending generation", ids)
+	}
+	if back, err := tok.Decode(ids[1:]); err != nil || back != s {
+		t.Errorf("decode: %q, %v; want %q", back, err, s)
 	}
 }

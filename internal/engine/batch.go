@@ -237,13 +237,17 @@ func (m *Model) forward(round []*step) {
 	} else {
 		h = ctx.Input().FromFloats(hidden, H, total)
 	}
+	layer := m.a.layer
+	if p, ok := m.a.(positioned); ok {
+		layer = p.withPositions(ctx, pos)
+	}
 	for i := a; i < b; i++ {
 		cache.SetLayer(i)
 		var outputs ml.Tensor
 		if i == N-1 {
 			outputs = batch.Outputs
 		}
-		h = m.a.layer(ctx, i, h, positions, outputs, cache)
+		h = layer(ctx, i, h, positions, outputs, cache)
 	}
 	if last {
 		h = m.a.head(ctx, h)

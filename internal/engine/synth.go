@@ -16,8 +16,8 @@ import (
 
 // SynthSpec describes a synthetic (random-weight) model.
 type SynthSpec struct {
-	Arch string // qwen3 | qwen2 | llama | gemma3
-	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 4b | 7b | 8b (see SynthSizesFor)
+	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3
+	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 3b | 4b | 7b | 8b (see SynthSizesFor)
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
 	// ChatTemplate, when set, is the file's tokenizer.chat_template in
@@ -33,7 +33,7 @@ type SynthSpec struct {
 // SynthSizes and SynthTypes list the accepted SynthSpec values; not every
 // architecture has every size (SynthSizesFor).
 var (
-	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "4b", "7b", "8b"}
+	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "3b", "4b", "7b", "8b"}
 	SynthTypes = []string{"f32", "f16", "q8_0", "q4_k"}
 )
 
@@ -55,6 +55,7 @@ type synthShape struct {
 //	llama: 0.6b a Llama-3-style model of that size, 1b Llama-3.2-1B, 8b Llama-3-8B
 //	gemma3: 1b Gemma-3-1B, 4b Gemma-3-4B (text model); tiny and small have
 //	six and twelve layers, so that one in six is global (arch_gemma3.go)
+//	mistral3: 3b Ministral-3-3B (text model)
 var synthShapes = map[string]map[string]synthShape{
 	//        hidden layers heads kv headDim ffn vocab normal ctx tied ropeFreqs
 	"qwen3": {
@@ -84,6 +85,11 @@ var synthShapes = map[string]map[string]synthShape{
 		"small": {256, 12, 8, 4, 32, 768, 4096, 0, 8192, true, false},
 		"1b":    {1152, 26, 4, 1, 256, 6912, 262144, 0, 32768, true, false},
 		"4b":    {2560, 34, 8, 4, 256, 10240, 262208, 0, 131072, true, false},
+	},
+	"mistral3": {
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, true, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, true, false},
+		"3b":    {3072, 26, 32, 8, 128, 9216, 131072, 130072, 262144, true, false},
 	},
 }
 
@@ -204,7 +210,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 func Synth(ctx context.Context, path string, spec SynthSpec) error {
 	shapes, ok := synthShapes[spec.Arch]
 	if !ok {
-		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3)", ErrUnsupportedArch, spec.Arch)
+		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3)", ErrUnsupportedArch, spec.Arch)
 	}
 	s, ok := shapes[spec.Size]
 	if !ok {
@@ -283,6 +289,10 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		kv["tokenizer.chat_template"] = llama3Template
 	case "gemma3":
 		if voc, err = gemma3KV(kv, s, spec.Size); err != nil {
+			return err
+		}
+	case "mistral3":
+		if voc, err = mistral3KV(kv, s, spec.Size); err != nil {
 			return err
 		}
 	}

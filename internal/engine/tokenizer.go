@@ -13,6 +13,7 @@ import (
 	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/models/gemma3"
 	"github.com/ollama/ollama/model/models/llama"
+	"github.com/ollama/ollama/model/models/mistral3"
 	"github.com/ollama/ollama/model/models/qwen2"
 	"github.com/ollama/ollama/model/models/qwen3"
 	"github.com/ollama/ollama/tokenizer"
@@ -63,6 +64,8 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		m, err = llama.New(kv)
 	case "gemma3":
 		m, err = gemma3.New(kv)
+	case "mistral3":
+		m, err = mistral3.New(kv)
 	default:
 		err = fmt.Errorf("%w %q", ErrUnsupportedArch, kv.Architecture())
 	}
