@@ -13,7 +13,10 @@ import (
 // archTable names every architecture the engine runs, so that one dropped
 // from Architectures fails here instead of leaving the tests that range
 // over it.
-var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3"}
+var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2"}
+
+// unsliceable: the architectures whose stages run on whole files.
+var unsliceable = sliceRefused
 
 func TestArchitecturesListed(t *testing.T) {
 	for _, a := range archTable {
@@ -28,7 +31,7 @@ func TestArchitecturesListed(t *testing.T) {
 
 // TestSplitMatchesWholeQuantized: with quantized weights (q8_0 on tiny,
 // q4_k on small), every 2-stage cut of every architecture, each stage its
-// own sliced file, gives the whole model's logits bit for bit over a
+// own sliced file (its own whole file where slices cannot load), gives the whole model's logits bit for bit over a
 // prompt and 16 decode steps.
 func TestSplitMatchesWholeQuantized(t *testing.T) {
 	for _, arch := range archTable {
@@ -45,6 +48,10 @@ func TestSplitMatchesWholeQuantized(t *testing.T) {
 				for _, ch := range chains(n, 2) {
 					models := make([]*Model, len(ch))
 					for i, st := range ch {
+						if unsliceable[arch] != "" {
+							models[i] = loadT(t, full, Options{Slots: 2, Context: 256})
+							continue
+						}
 						if sliced[st] == nil {
 							p := filepath.Join(t.TempDir(), fmt.Sprintf("%d-%d.gguf", st[0], st[1]))
 							sliceFile(t, full, p, st[0], st[1])
@@ -213,4 +220,87 @@ func TestMistral3Tokenizer(t *testing.T) {
 	if back, err := tok.Decode(ids[1:]); err != nil || back != s {
 		t.Errorf("decode: %q, %v; want %q", back, err, s)
 	}
+}
+
+// TestLFM2Sessions: LFM2's sessions run isolated (its short convolution
+// needs every sequence of a graph to bring as many positions), so
+// sessions of different lengths stepping at once give each its logits
+// alone; a recurrent state cannot go back but to position 0, and says so.
+func TestLFM2Sessions(t *testing.T) {
+	m := loadT(t, synthFile(t, "lfm2", "tiny", "f32"), Options{Slots: 3, Context: 256})
+	if !m.Options().Isolated {
+		t.Fatal("lfm2 sessions not isolated")
+	}
+	// head_count_kv is per layer: the estimate counts every layer at the most
+	if kv, want := m.Memory().KVPerSession, int64(4*256*2*(16+16)*2); kv != want {
+		t.Errorf("KV per session %d bytes, want %d", kv, want)
+	}
+	n := m.Info().Layers
+	run := func(s *Session, prompt []int32) []float32 {
+		l, err := s.RunRange(context.Background(), 0, n, prompt, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		return l
+	}
+	prompts := [][]int32{splitPrompt, splitPrompt[:5], splitPrompt[:8]}
+	alone := make([][]float32, len(prompts))
+	sess := make([]*Session, len(prompts))
+	for i := range sess {
+		s, err := m.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		sess[i] = s
+	}
+	for i, p := range prompts {
+		alone[i] = run(sess[i], p)
+		if err := sess[i].Truncate(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Hold the compute lock until the three steps are queued: a batching
+	// model would run the first alone and the other two in one graph
+	// (TestBatchedSameTokens).
+	together := make([][]float32, len(prompts))
+	done := make(chan int)
+	q0 := m.queued.Load()
+	computeMu.Lock()
+	for i, p := range prompts {
+		go func() { together[i] = run(sess[i], p); done <- i }()
+	}
+	waitQueued(t, m, q0+int64(len(prompts)))
+	computeMu.Unlock()
+	for range prompts {
+		<-done
+	}
+	for i := range prompts {
+		if !bitEqual(together[i], alone[i]) {
+			t.Errorf("session %d: logits beside another differ from alone (max |d| %g)", i, maxAbsDiff(together[i], alone[i]))
+		}
+	}
+	err := sess[0].Truncate(6)
+	if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "recurrent state") {
+		t.Errorf("truncate a recurrent state to 6: %v, want an error naming it", err)
+	}
+	if sess[0].Pos() != len(splitPrompt) {
+		t.Errorf("a refused truncate moved the session to %d", sess[0].Pos())
+	}
+}
+
+// TestLFM2SliceRefused: a stage slice of an LFM2 model is refused at load
+// with the reason (ollama's loader wants every layer), not a missing
+// tensor's name; the whole file loads.
+func TestLFM2SliceRefused(t *testing.T) {
+	full := synthFile(t, "lfm2", "tiny", "f32")
+	for _, r := range [][2]int{{0, 2}, {2, 4}, {1, 3}} {
+		p := filepath.Join(t.TempDir(), "slice.gguf")
+		sliceFile(t, full, p, r[0], r[1])
+		_, err := Load(context.Background(), p, Options{Threads: 1})
+		if !errors.Is(err, ErrUnsupportedArch) || !strings.Contains(err.Error(), "whole file") {
+			t.Errorf("slice %v: %v, want ErrUnsupportedArch asking for the whole file", r, err)
+		}
+	}
+	loadT(t, full, Options{Slots: 1, Context: 64})
 }

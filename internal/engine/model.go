@@ -24,6 +24,7 @@ import (
 	// register the ggml backend and the architectures we run
 	_ "github.com/ollama/ollama/ml/backend/ggml"
 	_ "github.com/ollama/ollama/model/models/gemma3"
+	_ "github.com/ollama/ollama/model/models/lfm2"
 	_ "github.com/ollama/ollama/model/models/llama"
 	_ "github.com/ollama/ollama/model/models/mistral3"
 	_ "github.com/ollama/ollama/model/models/qwen2"
@@ -251,6 +252,9 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if err != nil {
 		return fail(err)
 	}
+	if _, ok := a.(isolatedArch); ok {
+		opts.Isolated = true
+	}
 	tok, err := newTokenizer(om, cfg)
 	if err != nil {
 		return fail(err)
@@ -355,6 +359,9 @@ func checkFile(path string) (meta *fsggml.GGML, err error) {
 		return nil, &FileError{path, fmt.Errorf("%w %q (supported: %s)", ErrUnsupportedArch, arch, strings.Join(Architectures, ", "))}
 	}
 	if err := checkKVShape(meta); err != nil {
+		return nil, &FileError{path, err}
+	}
+	if err := checkWhole(meta); err != nil {
 		return nil, &FileError{path, err}
 	}
 	return meta, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/input"
 	"github.com/ollama/ollama/model/models/gemma3"
+	"github.com/ollama/ollama/model/models/lfm2"
 )
 
 // TestWholeMatchesModelForward checks the engine's layer loop against
@@ -60,6 +61,8 @@ func setCacheForTest(t *testing.T, om model.Model, c kvcache.Cache) {
 	t.Helper()
 	switch m := om.(type) {
 	case *gemma3.Model:
+		m.Cache = c
+	case *lfm2.Model:
 		m.Cache = c
 	default:
 		t.Fatalf("no cache to set for %T", om)

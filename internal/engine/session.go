@@ -242,10 +242,11 @@ func (s *Session) Truncate(n int) (err error) {
 	if s.m.dead.Load() {
 		return ErrClosed
 	}
-	// A sliding-window cache drops what falls behind its window: the next
-	// position must still see the whole window it attends to.
+	// A sliding-window cache drops what falls behind its window (the next
+	// position must still see the whole window it attends to); a recurrent
+	// state can only go back to a checkpoint of itself.
 	if n > 0 && !s.cache.CanResume(s.seq, int32(n)) {
-		return fmt.Errorf("%w: truncate to %d: the sliding-window KV cache no longer holds the positions before it (session at %d)", ErrBadInput, n, s.pos)
+		return fmt.Errorf("%w: truncate to %d: the KV cache cannot go back there (sliding-window positions dropped, or no checkpoint of the recurrent state; session at %d)", ErrBadInput, n, s.pos)
 	}
 	if err := s.cache.Remove(s.seq, int32(n), math.MaxInt32); err != nil {
 		return fmt.Errorf("engine: truncating session: %w", err)

@@ -16,7 +16,7 @@ import (
 
 // SynthSpec describes a synthetic (random-weight) model.
 type SynthSpec struct {
-	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3
+	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2
 	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 3b | 4b | 7b | 8b (see SynthSizesFor)
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
@@ -56,6 +56,7 @@ type synthShape struct {
 //	gemma3: 1b Gemma-3-1B, 4b Gemma-3-4B (text model); tiny and small have
 //	six and twelve layers, so that one in six is global (arch_gemma3.go)
 //	mistral3: 3b Ministral-3-3B (text model)
+//	lfm2: tiny and small only (synth_lfm2.go: which layers are attention)
 var synthShapes = map[string]map[string]synthShape{
 	//        hidden layers heads kv headDim ffn vocab normal ctx tied ropeFreqs
 	"qwen3": {
@@ -90,6 +91,10 @@ var synthShapes = map[string]map[string]synthShape{
 		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, true, false},
 		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, true, false},
 		"3b":    {3072, 26, 32, 8, 128, 9216, 131072, 130072, 262144, true, false},
+	},
+	"lfm2": {
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, true, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, true, false},
 	},
 }
 
@@ -210,7 +215,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 func Synth(ctx context.Context, path string, spec SynthSpec) error {
 	shapes, ok := synthShapes[spec.Arch]
 	if !ok {
-		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3)", ErrUnsupportedArch, spec.Arch)
+		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2)", ErrUnsupportedArch, spec.Arch)
 	}
 	s, ok := shapes[spec.Size]
 	if !ok {
@@ -295,6 +300,10 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		if voc, err = mistral3KV(kv, s, spec.Size); err != nil {
 			return err
 		}
+	case "lfm2":
+		if voc, err = lfm2KV(kv, s, spec.Size); err != nil {
+			return err
+		}
 	}
 	switch {
 	case spec.NoChatTemplate:
@@ -376,15 +385,32 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			return out
 		}}, s.headDim/2)
 	}
+	addFFN := func(p string) {
+		addT(p+"ffn_norm.weight", f32, norm, s.hidden)
+		addT(p+"ffn_gate.weight", matType, normal(inv(s.hidden)), s.hidden, s.ffn)
+		addT(p+"ffn_up.weight", matType, normal(inv(s.hidden)), s.hidden, s.ffn)
+		addT(p+"ffn_down.weight", matType, normal(inv(s.ffn)), s.ffn, s.hidden)
+	}
 	for l := range s.layers {
 		p := fmt.Sprintf("blk.%d.", l)
 		addT(p+"attn_norm.weight", f32, norm, s.hidden)
+		if arch == "lfm2" && lfm2Conv(spec.Size, l) {
+			// the convolution's kernel stays F32, as in the real files
+			addT(p+"shortconv.conv.weight", f32, normal(inv(lfm2LCache)), lfm2LCache, s.hidden)
+			addT(p+"shortconv.in_proj.weight", matType, normal(inv(s.hidden)), s.hidden, 3*s.hidden)
+			addT(p+"shortconv.out_proj.weight", matType, normal(inv(s.hidden)), s.hidden, s.hidden)
+			addFFN(p)
+			continue
+		}
 		addT(p+"attn_q.weight", matType, normal(inv(s.hidden)), s.hidden, q)
 		addT(p+"attn_k.weight", matType, normal(inv(s.hidden)), s.hidden, kvd)
 		addT(p+"attn_v.weight", matType, normal(inv(s.hidden)), s.hidden, kvd)
 		addT(p+"attn_output.weight", matType, normal(inv(q)), q, s.hidden)
 		switch arch {
 		case "qwen3":
+			addT(p+"attn_q_norm.weight", f32, norm, s.headDim)
+			addT(p+"attn_k_norm.weight", f32, norm, s.headDim)
+		case "lfm2":
 			addT(p+"attn_q_norm.weight", f32, norm, s.headDim)
 			addT(p+"attn_k_norm.weight", f32, norm, s.headDim)
 		case "gemma3":
@@ -397,10 +423,7 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			addT(p+"attn_k.bias", f32, normal(0.1), kvd)
 			addT(p+"attn_v.bias", f32, normal(0.1), kvd)
 		}
-		addT(p+"ffn_norm.weight", f32, norm, s.hidden)
-		addT(p+"ffn_gate.weight", matType, normal(inv(s.hidden)), s.hidden, s.ffn)
-		addT(p+"ffn_up.weight", matType, normal(inv(s.hidden)), s.hidden, s.ffn)
-		addT(p+"ffn_down.weight", matType, normal(inv(s.ffn)), s.ffn, s.hidden)
+		addFFN(p)
 	}
 	if err := ctx.Err(); err != nil {
 		return err

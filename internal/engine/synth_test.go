@@ -32,6 +32,7 @@ func TestSynthTypes(t *testing.T) {
 		{"gemma3", "tiny", "q8_0", "Q8_0"},
 		{"gemma3", "small", "q4_k", "Q4_K_M"},
 		{"mistral3", "tiny", "q8_0", "Q8_0"},
+		{"lfm2", "small", "q4_k", "Q4_K_M"},
 	}
 	for _, c := range cases {
 		p := synthFile(t, c.arch, c.size, c.typ)
@@ -198,6 +199,7 @@ func TestSynthSizes(t *testing.T) {
 		"llama":    {"tiny", "small", "0.6b", "1b", "8b"},
 		"gemma3":   {"tiny", "small", "1b", "4b"},
 		"mistral3": {"tiny", "small", "3b"},
+		"lfm2":     {"tiny", "small"},
 		"gpt2":     nil,
 	} {
 		if got := SynthSizesFor(arch); !slices.Equal(got, want) {
