@@ -33,11 +33,12 @@ type arch interface {
 	hasHead() bool
 }
 
-// windowed is an arch whose layers need a KV cache of their own kind
-// (sliding-window layers beside global ones); the others take a causal one.
-// rewind is how many positions behind its window the cache keeps, so that
-// a session can be truncated by that many (Session.Truncate).
-type windowed interface {
+// ownCache is an arch whose layers need a cache of their own kind (gemma3:
+// sliding-window layers beside global ones; lfm2: recurrent state beside
+// KV); the others take a causal one. rewind is how many positions behind
+// its window a sliding-window cache keeps, so that a session can be
+// truncated by that many (Session.Truncate).
+type ownCache interface {
 	newCache(rewind int32) kvcache.Cache
 }
 

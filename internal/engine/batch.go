@@ -10,7 +10,7 @@ import (
 )
 
 // Continuous batching. Every session of a model is one sequence of the
-// model's KV cache (kvcache.Causal, one sequence per slot). A RunRange
+// model's KV cache (of its architecture's kind, one sequence per slot). A RunRange
 // step is queued; a leader goroutine, started by the first step to find
 // none running, runs rounds until the queue is empty: each round takes the
 // queued steps over one layer range (decode steps first, then prompt

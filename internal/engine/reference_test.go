@@ -21,7 +21,7 @@ func TestWholeMatchesModelForward(t *testing.T) {
 		t.Run(arch, func(t *testing.T) {
 			m := loadT(t, synthFile(t, arch, "tiny", "f32"), Options{Context: 256})
 			cache := m.m.Config().Cache
-			if w, ok := m.a.(windowed); ok {
+			if w, ok := m.a.(ownCache); ok {
 				// A sliding-window cache's memory (how far behind the window
 				// it keeps cells) decides which cell a new position takes,
 				// so the order of attention's sums: model.Forward runs on

@@ -86,12 +86,12 @@ func (m *Model) NewSession() (*Session, error) {
 }
 
 // newCache makes a KV cache of seqs sequences of Context cells each: a
-// causal cache, or the architecture's own (sliding-window layers beside
-// global ones), which keeps PrefillChunk positions behind each window so
-// that a session can be truncated by up to that many (Truncate).
+// causal cache, or the architecture's own (ownCache); a sliding-window one
+// keeps PrefillChunk positions behind each window, so that a session can
+// be truncated by up to that many (Truncate).
 func (m *Model) newCache(seqs int) (c kvcache.Cache, err error) {
 	c = kvcache.NewCausalCache(nil)
-	if w, ok := m.a.(windowed); ok {
+	if w, ok := m.a.(ownCache); ok {
 		c = w.newCache(int32(m.opts.PrefillChunk))
 	}
 	defer recoverErr(&err, "initialising KV cache")
