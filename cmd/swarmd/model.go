@@ -21,10 +21,10 @@ import (
 const modelUsage = `Usage: swarmd model COMMAND [flags] [args]
 
 Commands:
-  synth --arch qwen3|qwen2|llama --size SIZE --type f32|f16|q8_0|q4_k [--seed N] -o FILE
+  synth --arch qwen3|qwen2|llama|gemma3|mistral3|lfm2 --size SIZE --type f32|f16|q8_0|q4_k [--seed N] -o FILE
         write a random-weight GGUF with a valid tokenizer (deterministic from the seed);
         sizes: tiny and small (tests) for all; qwen3 0.6b 1.7b 4b 8b, qwen2 0.6b 1.5b 7b,
-        llama 0.6b 1b 8b (real shapes)
+        llama 0.6b 1b 8b, gemma3 1b 4b, mistral3 3b (real shapes)
   info [--json] FILE
         print a GGUF's metadata and CID
   slice FILE --layers A-B [-o OUT]
