@@ -182,9 +182,10 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 			FileCID   string `json:"file_cid"`
 			SourceCID string `json:"source_cid,omitempty"`
 			shards.ModelInfo
-			Runs         bool                    `json:"runs"` // this engine runs the architecture, whole or split by layers
+			Runs         bool                    `json:"runs"`                      // this engine runs the architecture
+			WholeOnly    string                  `json:"whole_file_only,omitempty"` // why stage slices of it cannot be loaded
 			ChatTemplate engine.ChatTemplateInfo `json:"chat_template"`
-		}{path, c, fc.String(), source, mi, runs, chat}); err != nil {
+		}{path, c, fc.String(), source, mi, runs, engine.SliceRefused(mi.Arch), chat}); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 			return 1
 		}
@@ -200,9 +201,12 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 		w("source model", source)
 	}
 	w("architecture", mi.Arch)
-	if runs {
+	switch why := engine.SliceRefused(mi.Arch); {
+	case runs && why == "":
 		w("engine", "runs it, whole or split by layers")
-	} else {
+	case runs:
+		w("engine", "runs it from the whole file only: "+why)
+	default:
 		w("engine", fmt.Sprintf("does not run %q (it runs %s)", mi.Arch, strings.Join(engine.Architectures, ", ")))
 	}
 	w("chat template", chatTemplateText(chat))

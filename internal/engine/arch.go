@@ -49,6 +49,10 @@ var sliceRefused = map[string]string{
 	"lfm2": "ollama's lfm2 loader (Model.Validate) wants every layer's tensors, the embedding and the head in the file",
 }
 
+// SliceRefused says why a stage slice of arch cannot be loaded ("" when it
+// can): such a model runs from its whole file.
+func SliceRefused(arch string) string { return sliceRefused[arch] }
+
 // checkWhole refuses a stage slice of an architecture in sliceRefused, with
 // the reason, before ollama refuses it naming a missing tensor.
 func checkWhole(meta *fsggml.GGML) error {
