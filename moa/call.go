@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -76,14 +77,20 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
+// remoteError is a peer's refusal as this peer's error. The peer's
+// message may start with the sentinel's own words (its server wrote its
+// error whole): they are said once.
 func remoteError(e *WireError) error {
+	wrap := func(sentinel error) error {
+		return fmt.Errorf("%w: %s", sentinel, strings.TrimPrefix(e.Message, sentinel.Error()+": "))
+	}
 	switch e.Code {
 	case CodeBusy:
-		return fmt.Errorf("%w: %s", ErrBusy, e.Message)
+		return wrap(ErrBusy)
 	case CodeNoRole:
-		return fmt.Errorf("%w: %s", ErrNoRole, e.Message)
+		return wrap(ErrNoRole)
 	case CodeBadRequest:
-		return fmt.Errorf("%w: %s", ErrBadRequest, e.Message)
+		return wrap(ErrBadRequest)
 	case CodeTooLong:
 		return &TooLongError{Prompt: e.PromptTokens, Context: e.Context}
 	}

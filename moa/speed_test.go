@@ -290,8 +290,8 @@ func TestDraftProtocolRefuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := rd.roundTrip(t.Context(), &step, 0); !errors.Is(err, ErrBadRequest) {
-			t.Errorf("%s: %v", name, err)
+		if _, err := rd.roundTrip(t.Context(), &step, 0); !errors.Is(err, ErrBadRequest) || strings.Count(err.Error(), "bad request") != 1 {
+			t.Errorf("%s: %v, want one bad request, said once", name, err)
 		}
 		rd.Close()
 	}

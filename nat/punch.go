@@ -13,10 +13,12 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
+	"github.com/multiformats/go-multistream"
 )
 
 // puncher turns relayed connections into direct ones with DCUtR.
@@ -203,10 +205,13 @@ func (p *puncher) punch(c network.Conn) {
 	case <-p.ctx.Done():
 		return
 	}
+	unserved := time.Duration(0) // waited for the other side to serve DCUtR
+	again := false               // the last call found it not serving yet: no retry delay
 	for try := 0; try < punchRetries; try++ {
-		if try > 0 && !p.sleep(punchRetryDelay<<(try-1)) {
+		if try > 0 && !again && !p.sleep(punchRetryDelay<<(try-1)) {
 			return
 		}
+		again = false
 		// libp2p's service answers and punches only once it has seen a
 		// public address of ours; until then DirectConnect would block.
 		for waited := time.Duration(0); !p.ready(); waited += 250 * time.Millisecond {
@@ -228,6 +233,17 @@ func (p *puncher) punch(c network.Conn) {
 		switch {
 		case err == nil && !p.onlyRelayed(rp):
 			return
+		case errors.Is(err, multistream.ErrNotSupported[protocol.ID]{}) && unserved < maxReadyWait:
+			// The other side serves DCUtR only once it knows a public
+			// address of its own (it may have just started behind its
+			// NAT): not a failed try; asked again in a second.
+			if !p.sleep(time.Second) {
+				return
+			}
+			unserved += time.Second
+			try--
+			again = true
+			continue
 		case errors.Is(err, holepunch.ErrHolePunchActive):
 			// libp2p's own notifee got there first; see how it ends.
 		case err != nil:

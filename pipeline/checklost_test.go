@@ -1,8 +1,12 @@
 package pipeline
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/llmswarm/llmswarm/answer"
+	"github.com/llmswarm/llmswarm/swarm"
 )
 
 // TestCheckLostIsMarked: an answer drawn for a spot check whose check
@@ -78,4 +82,70 @@ func TestCheckLostIsMarked(t *testing.T) {
 			t.Fatalf("%d of %d steps checked, check lost %+v", res.SpotChecked, len(res.Tokens), res.CheckLost)
 		}
 	})
+}
+
+// TestDrawnCheckTakesACheckableRoute: when the cheapest route mixes the
+// holders two disjoint routes would each need ([0,3) of one pair, [3,5)
+// and [5,8) of the other), no second route over other peers is left to
+// check it on; a generation drawn for a check takes the cheapest route
+// that leaves one instead, and is checked whole. Undrawn, it takes the
+// cheapest.
+func TestDrawnCheckTakesACheckableRoute(t *testing.T) {
+	const n = 12
+	full, cid := modelOf(t, "qwen3", "small", "q8_0")
+	want := referenceFile(t, full, question, n)
+	think := false
+	origin := newStagePeer(t)
+	peers := servingPeers(t, full, cid, [2]int{0, 3}, [2]int{3, 8}, [2]int{0, 5}, [2]int{5, 8})
+	// [0,3) on the first, [3,5) and [5,8) on the others: 3+4+6 = 13 ms a
+	// step, against 16 ms for the second pair alone and 253 for the first.
+	tr := priced(cid, peers, 1, 50, 2, 2)
+	for _, p := range peers { // proven: undrawn, nothing is checked
+		sh := p.srv.Shards()[0]
+		tr.Pass(p.h.ID(), swarm.Claim{Model: cid, Start: sh.Start, End: sh.End})
+	}
+	o := originatorTrusting(t, full, tr, origin, peers...)
+	peerOf := func(hops []Hop) []string {
+		var out []string
+		for _, h := range hops {
+			for i, p := range peers {
+				if p.h.ID().String() == h.Peer {
+					out = append(out, fmt.Sprintf("peer %d [%d,%d)", i, h.Start, h.End))
+				}
+			}
+		}
+		return out
+	}
+	for _, drawn := range []bool{false, true} {
+		o.SpotCheck = SpotCheck{Probability: -1, Probation: -1}
+		if drawn {
+			o.SpotCheck = SpotCheck{Probability: 1}
+		}
+		var route []Hop
+		res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy,
+			OnTrace: func(ev answer.Trace) {
+				if ev.Kind == "route" && route == nil {
+					route = ev.Route
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameTokens(res.Tokens, want) {
+			t.Fatalf("drawn %v: tokens differ from one machine:\n got %v\nwant %v", drawn, res.Tokens, want)
+		}
+		if !drawn {
+			if len(route) != 3 || route[0].Peer != peers[0].h.ID().String() || res.SpotChecked != 0 {
+				t.Fatalf("undrawn: route %v (%d steps checked), want the cheapest, over three hops", peerOf(route), res.SpotChecked)
+			}
+			continue
+		}
+		if res.CheckLost != nil || res.SpotChecked != len(res.Tokens) {
+			t.Fatalf("drawn: %d of %d steps checked, check lost %+v (route %v)", res.SpotChecked, len(res.Tokens), res.CheckLost, peerOf(route))
+		}
+		if len(route) != 2 || route[0].Peer != peers[2].h.ID().String() || route[1].Peer != peers[3].h.ID().String() {
+			t.Fatalf("drawn: route %v, want the second pair's, which leaves the first pair to check it", peerOf(route))
+		}
+		t.Logf("drawn for a check: route %v instead of the cheapest, %d steps checked", peerOf(route), res.SpotChecked)
+	}
 }

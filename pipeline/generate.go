@@ -51,15 +51,26 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 	g.hops = hops
 	g.resetStats()
 	g.avoid, g.passed = map[string]int{}, map[Hop]bool{}
-	g.trace(answer.Trace{Kind: "route", Route: hops})
-	if err := g.noteUnchecked(hops); err != nil {
-		return err
-	}
+	var unpaired error // why a drawn check has no second route
 	if g.check = g.drawCheck(hops); g.check {
 		// Checked routes return logits, which is worth it only with a
 		// second route to compare them with.
 		g.lost.drawn = true
-		_, g.check = g.secondRoute(ctx) // without one, it has said why in g.lost
+		if _, unpaired = g.routeBeside(ctx, hops); unpaired != nil {
+			if alt, ok := g.checkablePair(ctx); ok {
+				g.o.log().Info("pipeline: a costlier route, so that the drawn check has a second route beside it",
+					"model", g.ref.CID, "cheapest", hops, "route", alt)
+				hops, g.hops, unpaired = alt, alt, nil
+			}
+		}
+	}
+	g.trace(answer.Trace{Kind: "route", Route: hops})
+	if err := g.noteUnchecked(hops); err != nil {
+		return err
+	}
+	if unpaired != nil {
+		g.check = false
+		g.uncheckable(unpaired)
 	}
 	g.startDraft(ctx)
 	defer func() {

@@ -86,14 +86,18 @@ func TestSlowStageNotCutOff(t *testing.T) {
 
 // TestFailoverIdenticalEveryWeightType: a stage killed mid-generation is
 // replaced and the text equals one machine's, for f32, f16, q8_0 and q4_k
-// weights and every architecture (q4_k needs rows of 256: the small shape).
+// weights and every architecture (q4_k needs rows of 256: the small shape;
+// gemma3's shapes have 6 and 12 layers, so that one in six is global).
 func TestFailoverIdenticalEveryWeightType(t *testing.T) {
-	for _, arch := range []string{"qwen3", "qwen2", "llama"} {
+	for _, arch := range []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3"} {
 		for _, typ := range []string{"f32", "f16", "q8_0", "q4_k"} {
 			t.Run(arch+"-"+typ, func(t *testing.T) {
 				size, layers := "tiny", 4
 				if typ == "q4_k" {
 					size, layers = "small", 8
+				}
+				if arch == "gemma3" {
+					layers = map[string]int{"tiny": 6, "small": 12}[size]
 				}
 				const n = 40
 				full, cid := modelOf(t, arch, size, typ)

@@ -174,10 +174,20 @@ func originatorForFile(t testing.TB, full string, self *stagePeer, stages ...*st
 // measured when it loaded, on a loaded machine, could make a route mixing
 // both pairs the cheapest and leave no second route over other peers.
 func measured(cid string, peers []*stagePeer) *swarm.Trust {
+	ms := make([]float64, len(peers))
+	for i := range peers {
+		ms[i] = float64(1 + i/2)
+	}
+	return priced(cid, peers, ms...)
+}
+
+// priced gives each of peers the per-layer speed in ms, announced and
+// measured (see measured: call it before the view hears them).
+func priced(cid string, peers []*stagePeer, ms ...float64) *swarm.Trust {
 	tr := swarm.NewTrust()
 	for i, p := range peers {
-		p.srv.Local()[0].MsPerLayer = float64(1 + i/2)
-		tr.Measure(p.h.ID(), swarm.MsPerLayerKey(cid), float64(1+i/2))
+		p.srv.Local()[0].MsPerLayer = ms[i]
+		tr.Measure(p.h.ID(), swarm.MsPerLayerKey(cid), ms[i])
 	}
 	return tr
 }
@@ -281,12 +291,19 @@ func sameTokens(a, b []int32) bool {
 
 // TestPipelineMatchesSingleNode: 2, 3 and 4 stages on separate hosts give
 // exactly the single-machine greedy tokens with f32 hidden states, for
-// every architecture; fp16 agreement is measured.
+// every architecture; fp16 agreement is measured. gemma3's tiny shape has
+// six layers (the sixth global, the others over a sliding window): its cuts
+// put global and windowed layers on different stages.
 func TestPipelineMatchesSingleNode(t *testing.T) {
-	splits := map[int][][2]int{2: {{0, 2}, {2, 4}}, 3: {{0, 1}, {1, 3}, {3, 4}}, 4: {{0, 1}, {1, 2}, {2, 3}, {3, 4}}}
+	splits4 := map[int][][2]int{2: {{0, 2}, {2, 4}}, 3: {{0, 1}, {1, 3}, {3, 4}}, 4: {{0, 1}, {1, 2}, {2, 3}, {3, 4}}}
+	splits6 := map[int][][2]int{2: {{0, 3}, {3, 6}}, 3: {{0, 1}, {1, 5}, {5, 6}}, 4: {{0, 1}, {1, 3}, {3, 5}, {5, 6}}}
 	const n = 24
 	think := false
-	for _, arch := range []string{"qwen3", "qwen2", "llama"} {
+	for _, arch := range []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3"} {
+		splits := splits4
+		if arch == "gemma3" {
+			splits = splits6
+		}
 		want := reference(t, arch, question, n)
 		distinct := map[int32]bool{}
 		for _, w := range want {

@@ -102,22 +102,58 @@ func (g *generation) startStandby(ctx context.Context, history bool) *standby {
 // (this peer's own stages aside). A checked generation with none says so
 // in the trace.
 func (g *generation) secondRoute(ctx context.Context) ([]Hop, bool) {
-	avoid := map[string]bool{}
-	for _, p := range remotePeers(g.hops, g.o.Host.ID().String()) {
-		avoid[p] = true
-	}
-	hops, err := g.plan(ctx, avoid)
-	if err != nil || sharesPeer(hops, avoid) {
+	hops, err := g.routeBeside(ctx, g.hops)
+	if err != nil {
 		if g.check {
-			g.lost.why = "no second route over other peers"
-			if err != nil {
-				g.lost.why += " (" + err.Error() + ")"
-			}
-			g.trace(answer.Trace{Kind: "spot_check", AtToken: len(g.res.Tokens), Reason: g.lost.why + ": not checked"})
+			g.uncheckable(err)
 		}
 		return nil, false
 	}
 	return hops, true
+}
+
+// uncheckable records why a checked generation has no second route from
+// here on.
+func (g *generation) uncheckable(why error) {
+	g.lost.why = why.Error()
+	g.trace(answer.Trace{Kind: "spot_check", AtToken: len(g.res.Tokens), Reason: g.lost.why + ": not checked"})
+}
+
+// routeBeside plans a route over peers that primary does not use (this
+// peer's own stages aside), or says why there is none.
+func (g *generation) routeBeside(ctx context.Context, primary []Hop) ([]Hop, error) {
+	avoid := map[string]bool{}
+	for _, p := range remotePeers(primary, g.o.Host.ID().String()) {
+		avoid[p] = true
+	}
+	hops, err := g.plan(ctx, avoid)
+	if err != nil {
+		return nil, fmt.Errorf("no second route over other peers (%w)", err)
+	}
+	if sharesPeer(hops, avoid) {
+		return nil, errors.New("no second route over other peers")
+	}
+	return hops, nil
+}
+
+// checkablePair looks for a primary route that leaves a second route over
+// other peers to check it on, when the cheapest primary leaves none (it
+// mixes the holders two disjoint routes would each need: [0,c) of one
+// pair and [c,L) of the other). It tries the routes that leave out one of
+// the primary's peers each, in order, and returns the first such primary.
+// A drawn check is worth a costlier route: without one, the answer goes
+// unchecked, and a liar could place its ranges so that it always would.
+func (g *generation) checkablePair(ctx context.Context) ([]Hop, bool) {
+	for _, p := range remotePeers(g.hops, g.o.Host.ID().String()) {
+		alt, err := g.plan(ctx, map[string]bool{p: true})
+		if err != nil || sharesPeer(alt, map[string]bool{p: true}) {
+			continue
+		}
+		if _, err := g.routeBeside(ctx, alt); err == nil {
+			return alt, true
+		}
+	}
+	return nil, false
 }
 
 func sharesPeer(hops []Hop, avoid map[string]bool) bool {

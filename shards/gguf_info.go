@@ -23,6 +23,12 @@ type ModelInfo struct {
 	HasHead       bool   `json:"has_head"`
 	TensorBytes   int64  `json:"tensor_bytes"` // total tensor data bytes
 	LayerBytes    int64  `json:"layer_bytes"`  // mean bytes of one blk.N (for the partitioner)
+	// Experts and ExpertsUsed are a mixture-of-experts model's experts per
+	// layer and those each token runs (<arch>.expert_count and
+	// .expert_used_count; 0 for a dense model). LayerBytes counts every
+	// expert: a stage holds them all.
+	Experts     int `json:"experts,omitempty"`
+	ExpertsUsed int `json:"experts_used,omitempty"`
 }
 
 // ReadModelInfo reads the metadata of the GGUF at path. Errors name the file
@@ -64,6 +70,8 @@ func (g *GGUF) ModelInfo() ModelInfo {
 		HeadCount:     int(min(g.Uint(arch+".attention.head_count"), math.MaxInt32)),
 		HeadCountKV:   int(min(g.Uint(arch+".attention.head_count_kv"), math.MaxInt32)),
 		VocabSize:     g.ArrayLen("tokenizer.ggml.tokens"),
+		Experts:       int(min(g.Uint(arch+".expert_count"), math.MaxInt32)),
+		ExpertsUsed:   int(min(g.Uint(arch+".expert_used_count"), math.MaxInt32)),
 	}
 	byType := map[GGMLType]int64{}
 	perLayer := map[int]int64{}

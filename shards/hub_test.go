@@ -21,6 +21,8 @@ func TestParseModelRef(t *testing.T) {
 		"https://huggingface.co/a/b/sub/m-Q8_0.gguf":      {Repo: "a/b", File: "sub/m-Q8_0.gguf"},
 		"huggingface.co/a/b@v1.0:Q8_0":                    {Repo: "a/b", Quant: "Q8_0", Revision: "v1.0"},
 		"qwen3:0.6b-q4_k_m":                               {Repo: "unsloth/Qwen3-0.6B-GGUF", Quant: "Q4_K_M"},
+		"gemma3:1b-q8_0":                                  {Repo: "unsloth/gemma-3-1b-it-GGUF", Quant: "Q8_0"},
+		"gemma3:12b-q4_k_m":                               {Repo: "unsloth/gemma-3-12b-it-GGUF", Quant: "Q4_K_M"},
 		"hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_0": {Repo: "bartowski/Llama-3.2-1B-Instruct-GGUF", Quant: "Q4_0"},
 	}
 	for in, want := range ok {
@@ -29,8 +31,11 @@ func TestParseModelRef(t *testing.T) {
 			t.Errorf("ParseModelRef(%q) = %+v, %v, %v; want %+v", in, got, short, err, want)
 		}
 	}
-	if got, short, err := shards.ParseModelRef("Qwen3:0.6B"); err != nil || !short || got.Repo != "unsloth/Qwen3-0.6B-GGUF" {
-		t.Errorf("short name: %+v %v %v", got, short, err)
+	for name, repo := range map[string]string{"Qwen3:0.6B": "unsloth/Qwen3-0.6B-GGUF", "gemma3:4b": "unsloth/gemma-3-4b-it-GGUF",
+		"LFM2:1.2B": "LiquidAI/LFM2-1.2B-GGUF"} {
+		if got, short, err := shards.ParseModelRef(name); err != nil || !short || got.Repo != repo {
+			t.Errorf("short name %s: %+v %v %v", name, got, short, err)
+		}
 	}
 	bad := map[string]string{
 		"qwen9:1b":                   "not a short name",

@@ -14,8 +14,9 @@ import (
 // Progress sets how calls to other peers notice that a peer hung. A call
 // (a pipeline step, an MoA answer) expects progress within
 // max(Floor, Multiplier × the time the peer was measured to need). When none
-// comes, the peers the call depends on are pinged: one that does not answer
-// within ProbeTimeout is hung (SIGSTOP, a frozen phone, a dead link), and
+// comes, the peers the call depends on are pinged: one that refuses is
+// gone, one that does not answer within ProbeTimeout, nor when pinged again
+// within twice that, is hung (SIGSTOP, a frozen phone, a dead link), and
 // the call is ended so that the caller can move on. A peer that answers is
 // alive and merely slow, and the call goes on, probed again every Floor, so
 // a slow device is never cut off for being slow. A call with no progress for
@@ -157,27 +158,52 @@ func (w *Watch) run() {
 	}
 }
 
-// probe pings every peer at once and returns the first that fails.
+// probe pings every peer at once and returns the first that fails. A
+// peer that refuses or cannot be reached fails at once; one silent for
+// ProbeTimeout is pinged once more, for twice as long, and fails only if
+// it stays silent: a pong late because this machine or the peer's was
+// overloaded for a moment is no hang (under two test suites at once, pongs
+// 0.5-1.3 s late called live peers hung), while a frozen peer stays silent
+// (found after Floor + 3 × ProbeTimeout: 2.25 s by default).
 func (w *Watch) probe() (peer.ID, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), w.p.ProbeTimeout)
-	defer cancel()
-	type verdict struct {
-		id  peer.ID
-		err error
+	first, silent := w.pingAll(w.peers, w.p.ProbeTimeout)
+	if first.err != nil || len(silent) == 0 {
+		return first.id, first.err
 	}
-	out := make(chan verdict, len(w.peers))
-	for _, id := range w.peers {
+	again, late := w.pingAll(silent, 2*w.p.ProbeTimeout)
+	if again.err == nil && len(late) > 0 {
+		return late[0], ErrNoPong
+	}
+	return again.id, again.err
+}
+
+type verdict struct {
+	id  peer.ID
+	err error
+}
+
+// pingAll pings peers at once within timeout: the first that failed
+// otherwise than by silence, and those that were silent.
+func (w *Watch) pingAll(peers []peer.ID, timeout time.Duration) (first verdict, silent []peer.ID) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out := make(chan verdict, len(peers))
+	for _, id := range peers {
 		go func() { out <- verdict{id, Ping(ctx, w.h, id)} }()
 	}
-	var first verdict
-	for range w.peers {
-		// This peer's own stream limits refusing the ping say nothing of
-		// the other peer.
-		if v := <-out; v.err != nil && first.err == nil && !errors.Is(v.err, network.ErrResourceLimitExceeded) {
+	for range peers {
+		v := <-out
+		switch {
+		case v.err == nil, errors.Is(v.err, network.ErrResourceLimitExceeded):
+			// This peer's own stream limits refusing the ping say nothing
+			// of the other peer.
+		case errors.Is(v.err, ErrNoPong):
+			silent = append(silent, v.id)
+		case first.err == nil:
 			first = v
 		}
 	}
-	return first.id, first.err
+	return first, silent
 }
 
 // ErrNoPong is a peer that did not answer a ping in time.

@@ -80,6 +80,38 @@ func TestWatchFindsFrozenPeer(t *testing.T) {
 	px.Thaw()
 }
 
+// TestWatchLatePongIsNoHang: a peer silent for longer than one probe's
+// timeout, but not for a second probe's twice as long (a machine
+// overloaded for a moment), is not called hung; one that stays silent is.
+func TestWatchLatePongIsNoHang(t *testing.T) {
+	a, b := newHost(t), newHost(t)
+	px := proxied(t, a, b)
+	connected(t, a, b)
+	p := Progress{Floor: 100 * time.Millisecond, ProbeTimeout: 400 * time.Millisecond}
+	hungCh := make(chan peer.ID, 1)
+	w := p.Watch(a, 0, []peer.ID{b.ID()}, func(id peer.ID, err error) { hungCh <- id })
+	defer w.Stop()
+	// A probe is due within 100 ms: silent for its 400 ms; the second,
+	// 800 ms long, is answered when the peer thaws.
+	px.Freeze()
+	time.Sleep(700 * time.Millisecond)
+	px.Thaw()
+	select {
+	case id := <-hungCh:
+		t.Fatalf("%s called hung for a pong 0.7 s late", id)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	px.Freeze()
+	start := time.Now()
+	select {
+	case <-hungCh:
+		t.Logf("frozen for good: found hung %s after the freeze", time.Since(start).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("a frozen peer was never found hung")
+	}
+	px.Thaw()
+}
+
 func TestWatchProgressDefersProbes(t *testing.T) {
 	a, b := newHost(t), newHost(t)
 	px := proxied(t, a, b)

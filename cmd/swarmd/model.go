@@ -21,10 +21,10 @@ import (
 const modelUsage = `Usage: swarmd model COMMAND [flags] [args]
 
 Commands:
-  synth --arch qwen3|qwen2|llama --size SIZE --type f32|f16|q8_0|q4_k [--seed N] -o FILE
+  synth --arch qwen3|qwen2|llama|gemma3|mistral3|lfm2 --size SIZE --type f32|f16|q8_0|q4_k [--seed N] -o FILE
         write a random-weight GGUF with a valid tokenizer (deterministic from the seed);
         sizes: tiny and small (tests) for all; qwen3 0.6b 1.7b 4b 8b, qwen2 0.6b 1.5b 7b,
-        llama 0.6b 1b 8b (real shapes)
+        llama 0.6b 1b 8b, gemma3 1b 4b, mistral3 3b (real shapes)
   info [--json] FILE
         print a GGUF's metadata and CID
   slice FILE --layers A-B [-o OUT]
@@ -171,6 +171,8 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 		}
 		c = root.String()
 	}
+	runs := slices.Contains(engine.Architectures, mi.Arch)
+	chat := chatTemplateOf(path)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -180,7 +182,10 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 			FileCID   string `json:"file_cid"`
 			SourceCID string `json:"source_cid,omitempty"`
 			shards.ModelInfo
-		}{path, c, fc.String(), source, mi}); err != nil {
+			Runs         bool                    `json:"runs"`                      // this engine runs the architecture
+			WholeOnly    string                  `json:"whole_file_only,omitempty"` // why stage slices of it cannot be loaded
+			ChatTemplate engine.ChatTemplateInfo `json:"chat_template"`
+		}{path, c, fc.String(), source, mi, runs, engine.SliceRefused(mi.Arch), chat}); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 			return 1
 		}
@@ -196,6 +201,18 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 		w("source model", source)
 	}
 	w("architecture", mi.Arch)
+	switch why := engine.SliceRefused(mi.Arch); {
+	case runs && why == "":
+		w("engine", "runs it, whole or split by layers")
+	case runs:
+		w("engine", "runs it from the whole file only: "+why)
+	default:
+		w("engine", fmt.Sprintf("does not run %q (it runs %s)", mi.Arch, strings.Join(engine.Architectures, ", ")))
+	}
+	w("chat template", chatTemplateText(chat))
+	if mi.Experts > 0 {
+		w("experts", fmt.Sprintf("%d per layer, %d used per token (a stage holds them all)", mi.Experts, mi.ExpertsUsed))
+	}
 	w("name", mi.Name)
 	w("quantization", mi.Quant)
 	w("layers", mi.Layers)
@@ -209,6 +226,27 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 	w("tensor bytes", fmt.Sprintf("%d (%s)", mi.TensorBytes, humanBytes(mi.TensorBytes)))
 	w("layer bytes", fmt.Sprintf("%d (%s, mean of one block)", mi.LayerBytes, humanBytes(mi.LayerBytes)))
 	return 0
+}
+
+// chatTemplateOf says how the engine would render conversations for the
+// model at path (see engine.ChatTemplateInfo); a tokenizer it cannot read
+// is said so in the note.
+func chatTemplateOf(path string) engine.ChatTemplateInfo {
+	tok, err := engine.LoadTokenizer(path)
+	if err != nil {
+		return engine.ChatTemplateInfo{Source: "none", Note: err.Error()}
+	}
+	return tok.ChatTemplate()
+}
+
+func chatTemplateText(c engine.ChatTemplateInfo) string {
+	switch {
+	case c.Source == "gguf":
+		return "the file's own (Jinja)"
+	case strings.HasPrefix(c.Source, "builtin:"):
+		return fmt.Sprintf("hand-written %s, the file's not used: %s", strings.TrimPrefix(c.Source, "builtin:"), c.Note)
+	}
+	return "none: raw completion only (" + c.Note + ")"
 }
 
 // parseLayers parses "A-B" (or "A:B") into [A,B).

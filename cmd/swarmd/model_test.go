@@ -36,7 +36,9 @@ func TestModelCommands(t *testing.T) {
 		t.Fatalf("synth progress %q", errs)
 	}
 	code, out, errs = runCmd(modelCmd, "info", full)
-	if code != 0 || !strings.Contains(out, "cid:") || !strings.Contains(out, "bafk") || !strings.Contains(out, "[0,4)") {
+	if code != 0 || !strings.Contains(out, "cid:") || !strings.Contains(out, "bafk") || !strings.Contains(out, "[0,4)") ||
+		!strings.Contains(out, "engine:         runs it, whole or split by layers") ||
+		!strings.Contains(out, "chat template:  the file's own (Jinja)") {
 		t.Fatalf("info: %d %q %s", code, out, errs)
 	}
 	code, out, errs = runCmd(modelCmd, "slice", full, "--layers", "1-3")
@@ -56,8 +58,13 @@ func TestModelCommands(t *testing.T) {
 		SourceCID  string `json:"source_cid"`
 		LayerRange [2]int `json:"layer_range"`
 		Layers     int    `json:"layers"`
+		Runs       bool   `json:"runs"`
+		Chat       struct {
+			Source string `json:"source"`
+		} `json:"chat_template"`
 	}
-	if err := json.Unmarshal([]byte(out), &v); err != nil || v.LayerRange != [2]int{1, 3} || v.Layers != 4 || v.CID == "" {
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v.LayerRange != [2]int{1, 3} || v.Layers != 4 || v.CID == "" ||
+		!v.Runs || v.Chat.Source != "gguf" {
 		t.Fatalf("info json %q: %v %+v", out, err, v)
 	}
 	if _, _, full, _ := shards.BuildManifest(full); v.SourceCID != full.String() {
@@ -174,5 +181,26 @@ func TestModelInfoJSONKeys(t *testing.T) {
 				t.Errorf("%s: key %q is not snake_case", f, k)
 			}
 		}
+	}
+}
+
+// TestModelInfoWholeFileOnly: an architecture whose stage slices cannot be
+// loaded (lfm2) is said to run from the whole file only, with the reason.
+func TestModelInfoWholeFileOnly(t *testing.T) {
+	full := filepath.Join(t.TempDir(), "lfm2.gguf")
+	if code, _, errs := runCmd(modelCmd, "synth", "--arch", "lfm2", "--size", "tiny", "--type", "q8_0", "-o", full); code != 0 {
+		t.Fatalf("synth: %d %s", code, errs)
+	}
+	code, out, errs := runCmd(modelCmd, "info", full)
+	if code != 0 || !strings.Contains(out, "engine:         runs it from the whole file only: ") {
+		t.Fatalf("info: %d %q %s", code, out, errs)
+	}
+	code, out, errs = runCmd(modelCmd, "info", "--json", full)
+	var v struct {
+		Runs      bool   `json:"runs"`
+		WholeOnly string `json:"whole_file_only"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || !v.Runs || !strings.Contains(v.WholeOnly, "lfm2") {
+		t.Fatalf("info --json: %d %v %q %s", code, err, out, errs)
 	}
 }

@@ -3,17 +3,22 @@ package engine
 import (
 	"fmt"
 
+	"github.com/ollama/ollama/fs"
+	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/kvcache"
 	"github.com/ollama/ollama/ml"
 	"github.com/ollama/ollama/ml/nn"
 	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/models/gemma3"
+	"github.com/ollama/ollama/model/models/lfm2"
 	"github.com/ollama/ollama/model/models/llama"
+	"github.com/ollama/ollama/model/models/mistral3"
 	"github.com/ollama/ollama/model/models/qwen2"
 	"github.com/ollama/ollama/model/models/qwen3"
 )
 
 // Architectures lists the general.architecture values the engine runs.
-var Architectures = []string{"qwen3", "qwen2", "llama"}
+var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2"}
 
 // arch is the per-architecture view of a loaded ollama model that the layer
 // loop needs. The layer loop (run.go) mirrors each model's own Forward; the
@@ -28,8 +33,74 @@ type arch interface {
 	hasHead() bool
 }
 
-func newArch(m model.Model, eps float32) (arch, error) {
+// ownCache is an arch whose layers need a cache of their own kind (gemma3:
+// sliding-window layers beside global ones; lfm2: recurrent state beside
+// KV); the others take a causal one. rewind is how many positions behind
+// its window a sliding-window cache keeps, so that a session can be
+// truncated by that many (Session.Truncate).
+type ownCache interface {
+	newCache(rewind int32) kvcache.Cache
+}
+
+// sliceRefused names the architectures whose stage slices ollama cannot
+// load, and why: such a model runs from its whole file (a stage may still
+// run a range of its layers from it).
+var sliceRefused = map[string]string{
+	"lfm2": "ollama's lfm2 loader (Model.Validate) wants every layer's tensors, the embedding and the head in the file",
+}
+
+// SliceRefused says why a stage slice of arch cannot be loaded ("" when it
+// can): such a model runs from its whole file.
+func SliceRefused(arch string) string { return sliceRefused[arch] }
+
+// checkWhole refuses a stage slice of an architecture in sliceRefused, with
+// the reason, before ollama refuses it naming a missing tensor.
+func checkWhole(meta *fsggml.GGML) error {
+	arch := meta.KV().Architecture()
+	why := sliceRefused[arch]
+	if why == "" {
+		return nil
+	}
+	blocks := map[int]bool{}
+	names := map[string]bool{}
+	for _, t := range meta.Tensors().Items() {
+		names[t.Name] = true
+		if i, ok := blockOf(t.Name); ok {
+			blocks[i] = true
+		}
+	}
+	n := int(meta.KV().BlockCount())
+	if len(blocks) == n && names["token_embd.weight"] && (names["output_norm.weight"] || names["token_embd_norm.weight"]) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s stage slice (%d of %d layers): %s; load the whole file", ErrUnsupportedArch, arch, len(blocks), n, why)
+}
+
+// isolatedArch is an arch whose graphs must hold one session's positions
+// only: Load runs its sessions as Options.Isolated.
+type isolatedArch interface {
+	isolated()
+}
+
+// layerFunc is arch.layer's signature.
+type layerFunc func(ctx ml.Context, i int, h, positions, outputs ml.Tensor, cache kvcache.Cache) ml.Tensor
+
+// positioned is an arch whose layers take, besides the positions tensor,
+// tensors computed from the positions' values (mistral3's query scale):
+// the layer loop runs a graph's layers with the function it returns.
+type positioned interface {
+	withPositions(ctx ml.Context, pos []int32) layerFunc
+}
+
+func newArch(m model.Model, cfg fs.Config) (arch, error) {
+	eps := cfg.Float("attention.layer_norm_rms_epsilon")
 	switch t := m.(type) {
+	case *gemma3.Model:
+		return newGemma3Arch(t, cfg), nil
+	case *mistral3.Model:
+		return newMistral3Arch(t, cfg), nil
+	case *lfm2.Model:
+		return newLFM2Arch(t, cfg), nil
 	case *qwen3.Model:
 		return qwen3Arch{t, eps}, nil
 	case *qwen2.Model:

@@ -10,7 +10,7 @@ import (
 )
 
 // Continuous batching. Every session of a model is one sequence of the
-// model's KV cache (kvcache.Causal, one sequence per slot). A RunRange
+// model's KV cache (of its architecture's kind, one sequence per slot). A RunRange
 // step is queued; a leader goroutine, started by the first step to find
 // none running, runs rounds until the queue is empty: each round takes the
 // queued steps over one layer range (decode steps first, then prompt
@@ -237,13 +237,17 @@ func (m *Model) forward(round []*step) {
 	} else {
 		h = ctx.Input().FromFloats(hidden, H, total)
 	}
+	layer := m.a.layer
+	if p, ok := m.a.(positioned); ok {
+		layer = p.withPositions(ctx, pos)
+	}
 	for i := a; i < b; i++ {
 		cache.SetLayer(i)
 		var outputs ml.Tensor
 		if i == N-1 {
 			outputs = batch.Outputs
 		}
-		h = m.a.layer(ctx, i, h, positions, outputs, cache)
+		h = layer(ctx, i, h, positions, outputs, cache)
 	}
 	if last {
 		h = m.a.head(ctx, h)

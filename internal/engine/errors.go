@@ -10,7 +10,7 @@ var (
 	// ErrCapacity means every session slot of a model is in use.
 	ErrCapacity = errors.New("engine: all session slots are busy")
 	// ErrUnsupportedArch means the GGUF's general.architecture is not one the
-	// engine runs (qwen3, qwen2, llama).
+	// engine runs (Architectures).
 	ErrUnsupportedArch = errors.New("engine: unsupported architecture")
 	// ErrNotGGUF means the file does not start with the GGUF magic or its
 	// header cannot be parsed.

@@ -23,7 +23,10 @@ import (
 
 	// register the ggml backend and the architectures we run
 	_ "github.com/ollama/ollama/ml/backend/ggml"
+	_ "github.com/ollama/ollama/model/models/gemma3"
+	_ "github.com/ollama/ollama/model/models/lfm2"
 	_ "github.com/ollama/ollama/model/models/llama"
+	_ "github.com/ollama/ollama/model/models/mistral3"
 	_ "github.com/ollama/ollama/model/models/qwen2"
 	_ "github.com/ollama/ollama/model/models/qwen3"
 )
@@ -158,7 +161,7 @@ type Model struct {
 	dead   atomic.Bool // set before the backend is freed; checked under computeMu
 	// cache holds every session's KV, one sequence per slot; created with
 	// the first session, used under computeMu.
-	cache *kvcache.Causal
+	cache kvcache.Cache
 
 	// the batching queue (batch.go)
 	bmu     sync.Mutex
@@ -245,9 +248,12 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 		}
 	}
 	cfg := om.Backend().Config()
-	a, err := newArch(om, cfg.Float("attention.layer_norm_rms_epsilon"))
+	a, err := newArch(om, cfg)
 	if err != nil {
 		return fail(err)
+	}
+	if _, ok := a.(isolatedArch); ok {
+		opts.Isolated = true
 	}
 	tok, err := newTokenizer(om, cfg)
 	if err != nil {
@@ -353,6 +359,9 @@ func checkFile(path string) (meta *fsggml.GGML, err error) {
 		return nil, &FileError{path, fmt.Errorf("%w %q (supported: %s)", ErrUnsupportedArch, arch, strings.Join(Architectures, ", "))}
 	}
 	if err := checkKVShape(meta); err != nil {
+		return nil, &FileError{path, err}
+	}
+	if err := checkWhole(meta); err != nil {
 		return nil, &FileError{path, err}
 	}
 	return meta, nil

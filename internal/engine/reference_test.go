@@ -4,9 +4,12 @@ import (
 	"context"
 	"testing"
 
+	"github.com/ollama/ollama/kvcache"
 	"github.com/ollama/ollama/ml"
 	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/input"
+	"github.com/ollama/ollama/model/models/gemma3"
+	"github.com/ollama/ollama/model/models/lfm2"
 )
 
 // TestWholeMatchesModelForward checks the engine's layer loop against
@@ -18,6 +21,16 @@ func TestWholeMatchesModelForward(t *testing.T) {
 		t.Run(arch, func(t *testing.T) {
 			m := loadT(t, synthFile(t, arch, "tiny", "f32"), Options{Context: 256})
 			cache := m.m.Config().Cache
+			if w, ok := m.a.(ownCache); ok {
+				// A sliding-window cache's memory (how far behind the window
+				// it keeps cells) decides which cell a new position takes,
+				// so the order of attention's sums: model.Forward runs on
+				// the cache the engine makes (ollama's runner too gives
+				// its cache more memory than the window), and what is
+				// compared is the forward pass.
+				cache = w.newCache(int32(m.opts.PrefillChunk))
+				setCacheForTest(t, m.m, cache)
+			}
 			cache.Init(m.m.Backend(), ml.DTypeF16, 1, 256, 512)
 			defer cache.Close()
 			s, err := m.NewSession()
@@ -40,6 +53,19 @@ func TestWholeMatchesModelForward(t *testing.T) {
 				in = []int32{Greedy(want)}
 			}
 		})
+	}
+}
+
+// setCacheForTest makes c the cache model.Forward uses for om.
+func setCacheForTest(t *testing.T, om model.Model, c kvcache.Cache) {
+	t.Helper()
+	switch m := om.(type) {
+	case *gemma3.Model:
+		m.Cache = c
+	case *lfm2.Model:
+		m.Cache = c
+	default:
+		t.Fatalf("no cache to set for %T", om)
 	}
 }
 

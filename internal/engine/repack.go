@@ -178,11 +178,12 @@ import (
 
 // repackSuffixes are the weights used only as the first operand of a
 // matrix multiplication (the repacked layout serves nothing else): the
-// attention and feed-forward projections and the output head. The token
-// embedding (read by row) is never repacked.
+// attention and feed-forward projections, LFM2's short convolution's, and
+// the output head. The token embedding (read by row) is never repacked.
 var repackSuffixes = []string{
 	".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_qkv.weight", ".attn_output.weight",
 	".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight",
+	".shortconv.in_proj.weight", ".shortconv.out_proj.weight",
 }
 
 // repackable reports whether the weight named may be repacked.

@@ -16,7 +16,7 @@ import (
 // the model's shared cache, or with Options.Isolated a cache of its own
 // (created when the slot is first used).
 type slot struct {
-	cache *kvcache.Causal // Isolated only
+	cache kvcache.Cache // Isolated only
 	sess  *Session
 }
 
@@ -26,9 +26,9 @@ type slot struct {
 type Session struct {
 	m     *Model
 	id    uint64
-	slot  int             // its slot
-	cache *kvcache.Causal // m.cache, or its slot's own (Isolated)
-	seq   int             // its sequence in cache
+	slot  int           // its slot
+	cache kvcache.Cache // m.cache, or its slot's own (Isolated)
+	seq   int           // its sequence in cache
 
 	mu  sync.Mutex // serializes calls; guards pos
 	pos int32
@@ -85,9 +85,15 @@ func (m *Model) NewSession() (*Session, error) {
 	return nil, fmt.Errorf("%w (%d slots)", ErrCapacity, len(m.slots))
 }
 
-// newCache makes a KV cache of seqs sequences of Context cells each.
-func (m *Model) newCache(seqs int) (c *kvcache.Causal, err error) {
+// newCache makes a KV cache of seqs sequences of Context cells each: a
+// causal cache, or the architecture's own (ownCache); a sliding-window one
+// keeps PrefillChunk positions behind each window, so that a session can
+// be truncated by up to that many (Truncate).
+func (m *Model) newCache(seqs int) (c kvcache.Cache, err error) {
 	c = kvcache.NewCausalCache(nil)
+	if w, ok := m.a.(ownCache); ok {
+		c = w.newCache(int32(m.opts.PrefillChunk))
+	}
 	defer recoverErr(&err, "initialising KV cache")
 	c.Init(m.m.Backend(), ml.DTypeF16, seqs, m.opts.Context, m.opts.Batch)
 	return c, nil
@@ -235,6 +241,12 @@ func (s *Session) Truncate(n int) (err error) {
 	defer computeMu.Unlock()
 	if s.m.dead.Load() {
 		return ErrClosed
+	}
+	// A sliding-window cache drops what falls behind its window (the next
+	// position must still see the whole window it attends to); a recurrent
+	// state can only go back to a checkpoint of itself.
+	if n > 0 && !s.cache.CanResume(s.seq, int32(n)) {
+		return fmt.Errorf("%w: truncate to %d: the KV cache cannot go back there (sliding-window positions dropped, or no checkpoint of the recurrent state; session at %d)", ErrBadInput, n, s.pos)
 	}
 	if err := s.cache.Remove(s.seq, int32(n), math.MaxInt32); err != nil {
 		return fmt.Errorf("engine: truncating session: %w", err)

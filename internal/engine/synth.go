@@ -16,8 +16,8 @@ import (
 
 // SynthSpec describes a synthetic (random-weight) model.
 type SynthSpec struct {
-	Arch string // qwen3 | qwen2 | llama
-	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 4b | 7b | 8b (see SynthSizesFor)
+	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2
+	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 3b | 4b | 7b | 8b (see SynthSizesFor)
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
 	// ChatTemplate, when set, is the file's tokenizer.chat_template in
@@ -33,7 +33,7 @@ type SynthSpec struct {
 // SynthSizes and SynthTypes list the accepted SynthSpec values; not every
 // architecture has every size (SynthSizesFor).
 var (
-	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "4b", "7b", "8b"}
+	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "3b", "4b", "7b", "8b"}
 	SynthTypes = []string{"f32", "f16", "q8_0", "q4_k"}
 )
 
@@ -53,6 +53,10 @@ type synthShape struct {
 //	qwen3: 0.6b Qwen3-0.6B, 1.7b Qwen3-1.7B, 4b Qwen3-4B, 8b Qwen3-8B
 //	qwen2: 0.6b Qwen2.5-0.5B, 1.5b Qwen2.5-1.5B, 7b Qwen2.5-7B
 //	llama: 0.6b a Llama-3-style model of that size, 1b Llama-3.2-1B, 8b Llama-3-8B
+//	gemma3: 1b Gemma-3-1B, 4b Gemma-3-4B (text model); tiny and small have
+//	six and twelve layers, so that one in six is global (arch_gemma3.go)
+//	mistral3: 3b Ministral-3-3B (text model)
+//	lfm2: tiny and small only (synth_lfm2.go: which layers are attention)
 var synthShapes = map[string]map[string]synthShape{
 	//        hidden layers heads kv headDim ffn vocab normal ctx tied ropeFreqs
 	"qwen3": {
@@ -76,6 +80,21 @@ var synthShapes = map[string]map[string]synthShape{
 		"0.6b":  {1024, 16, 16, 8, 64, 4096, 128256, 128000, 131072, false, true},
 		"1b":    {2048, 16, 32, 8, 64, 8192, 128256, 128000, 131072, true, true},
 		"8b":    {4096, 32, 32, 8, 128, 14336, 128256, 128000, 8192, false, false},
+	},
+	"gemma3": {
+		"tiny":  {64, 6, 4, 2, 16, 128, 512, 0, 4096, true, false},
+		"small": {256, 12, 8, 4, 32, 768, 4096, 0, 8192, true, false},
+		"1b":    {1152, 26, 4, 1, 256, 6912, 262144, 0, 32768, true, false},
+		"4b":    {2560, 34, 8, 4, 256, 10240, 262208, 0, 131072, true, false},
+	},
+	"mistral3": {
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, true, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, true, false},
+		"3b":    {3072, 26, 32, 8, 128, 9216, 131072, 130072, 262144, true, false},
+	},
+	"lfm2": {
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, true, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, true, false},
 	},
 }
 
@@ -196,7 +215,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 func Synth(ctx context.Context, path string, spec SynthSpec) error {
 	shapes, ok := synthShapes[spec.Arch]
 	if !ok {
-		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama)", ErrUnsupportedArch, spec.Arch)
+		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2)", ErrUnsupportedArch, spec.Arch)
 	}
 	s, ok := shapes[spec.Size]
 	if !ok {
@@ -273,6 +292,18 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		kv["tokenizer.ggml.eos_token_id"] = uint32(voc.ids["<|eot_id|>"])
 		kv["tokenizer.ggml.add_bos_token"] = true
 		kv["tokenizer.chat_template"] = llama3Template
+	case "gemma3":
+		if voc, err = gemma3KV(kv, s, spec.Size); err != nil {
+			return err
+		}
+	case "mistral3":
+		if voc, err = mistral3KV(kv, s, spec.Size); err != nil {
+			return err
+		}
+	case "lfm2":
+		if voc, err = lfm2KV(kv, s, spec.Size); err != nil {
+			return err
+		}
 	}
 	switch {
 	case spec.NoChatTemplate:
@@ -282,7 +313,9 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 	}
 	kv["tokenizer.ggml.tokens"] = voc.tokens
 	kv["tokenizer.ggml.token_type"] = voc.types
-	kv["tokenizer.ggml.merges"] = voc.merges
+	if voc.merges != nil {
+		kv["tokenizer.ggml.merges"] = voc.merges
+	}
 
 	var ts []*fsggml.Tensor
 	// WriteGGUF writes tensors from several goroutines: the count and the
@@ -331,7 +364,11 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 	inv := func(fanIn int) float32 { return float32(1 / math.Sqrt(float64(fanIn))) }
 	f32 := fsggml.TensorTypeF32
 	q, kvd := s.heads*s.headDim, s.kvHeads*s.headDim
-	const embStd = 0.5
+	embStd := float32(0.5)
+	if arch == "gemma3" {
+		// the model scales its embedding by sqrt(hidden)
+		embStd /= float32(math.Sqrt(float64(s.hidden)))
+	}
 	addT("token_embd.weight", embType, normal(embStd), s.hidden, s.vocab)
 	// Random signs in the output norm decorrelate the head from the input
 	// token's own embedding (tied models would otherwise echo it).
@@ -348,9 +385,23 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			return out
 		}}, s.headDim/2)
 	}
+	addFFN := func(p string) {
+		addT(p+"ffn_norm.weight", f32, norm, s.hidden)
+		addT(p+"ffn_gate.weight", matType, normal(inv(s.hidden)), s.hidden, s.ffn)
+		addT(p+"ffn_up.weight", matType, normal(inv(s.hidden)), s.hidden, s.ffn)
+		addT(p+"ffn_down.weight", matType, normal(inv(s.ffn)), s.ffn, s.hidden)
+	}
 	for l := range s.layers {
 		p := fmt.Sprintf("blk.%d.", l)
 		addT(p+"attn_norm.weight", f32, norm, s.hidden)
+		if arch == "lfm2" && lfm2Conv(spec.Size, l) {
+			// the convolution's kernel stays F32, as in the real files
+			addT(p+"shortconv.conv.weight", f32, normal(inv(lfm2LCache)), lfm2LCache, s.hidden)
+			addT(p+"shortconv.in_proj.weight", matType, normal(inv(s.hidden)), s.hidden, 3*s.hidden)
+			addT(p+"shortconv.out_proj.weight", matType, normal(inv(s.hidden)), s.hidden, s.hidden)
+			addFFN(p)
+			continue
+		}
 		addT(p+"attn_q.weight", matType, normal(inv(s.hidden)), s.hidden, q)
 		addT(p+"attn_k.weight", matType, normal(inv(s.hidden)), s.hidden, kvd)
 		addT(p+"attn_v.weight", matType, normal(inv(s.hidden)), s.hidden, kvd)
@@ -359,15 +410,20 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		case "qwen3":
 			addT(p+"attn_q_norm.weight", f32, norm, s.headDim)
 			addT(p+"attn_k_norm.weight", f32, norm, s.headDim)
+		case "lfm2":
+			addT(p+"attn_q_norm.weight", f32, norm, s.headDim)
+			addT(p+"attn_k_norm.weight", f32, norm, s.headDim)
+		case "gemma3":
+			addT(p+"attn_q_norm.weight", f32, norm, s.headDim)
+			addT(p+"attn_k_norm.weight", f32, norm, s.headDim)
+			addT(p+"post_attention_norm.weight", f32, norm, s.hidden)
+			addT(p+"post_ffw_norm.weight", f32, norm, s.hidden)
 		case "qwen2":
 			addT(p+"attn_q.bias", f32, normal(0.1), q)
 			addT(p+"attn_k.bias", f32, normal(0.1), kvd)
 			addT(p+"attn_v.bias", f32, normal(0.1), kvd)
 		}
-		addT(p+"ffn_norm.weight", f32, norm, s.hidden)
-		addT(p+"ffn_gate.weight", matType, normal(inv(s.hidden)), s.hidden, s.ffn)
-		addT(p+"ffn_up.weight", matType, normal(inv(s.hidden)), s.hidden, s.ffn)
-		addT(p+"ffn_down.weight", matType, normal(inv(s.ffn)), s.ffn, s.hidden)
+		addFFN(p)
 	}
 	if err := ctx.Err(); err != nil {
 		return err

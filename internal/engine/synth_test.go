@@ -29,6 +29,10 @@ func TestSynthTypes(t *testing.T) {
 		{"llama", "tiny", "q4_k", "Q4_K_M"},
 		{"qwen3", "small", "q4_k", "Q4_K_M"},
 		{"llama", "small", "f32", "F32"},
+		{"gemma3", "tiny", "q8_0", "Q8_0"},
+		{"gemma3", "small", "q4_k", "Q4_K_M"},
+		{"mistral3", "tiny", "q8_0", "Q8_0"},
+		{"lfm2", "small", "q4_k", "Q4_K_M"},
 	}
 	for _, c := range cases {
 		p := synthFile(t, c.arch, c.size, c.typ)
@@ -190,10 +194,13 @@ func TestSynthQuantizedFiles(t *testing.T) {
 // size another arch has is refused with the sizes this one offers.
 func TestSynthSizes(t *testing.T) {
 	for arch, want := range map[string][]string{
-		"qwen3": {"tiny", "small", "0.6b", "1.7b", "4b", "8b"},
-		"qwen2": {"tiny", "small", "0.6b", "1.5b", "7b"},
-		"llama": {"tiny", "small", "0.6b", "1b", "8b"},
-		"gpt2":  nil,
+		"qwen3":    {"tiny", "small", "0.6b", "1.7b", "4b", "8b"},
+		"qwen2":    {"tiny", "small", "0.6b", "1.5b", "7b"},
+		"llama":    {"tiny", "small", "0.6b", "1b", "8b"},
+		"gemma3":   {"tiny", "small", "1b", "4b"},
+		"mistral3": {"tiny", "small", "3b"},
+		"lfm2":     {"tiny", "small"},
+		"gpt2":     nil,
 	} {
 		if got := SynthSizesFor(arch); !slices.Equal(got, want) {
 			t.Errorf("%s: sizes %v, want %v", arch, got, want)

@@ -39,6 +39,7 @@ type synthVocab struct {
 	tokens []string
 	types  []int32
 	merges []string
+	scores []float32 // SentencePiece only
 	ids    map[string]int32
 }
 

@@ -11,7 +11,10 @@ import (
 	"github.com/ollama/ollama/fs"
 	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/models/gemma3"
+	"github.com/ollama/ollama/model/models/lfm2"
 	"github.com/ollama/ollama/model/models/llama"
+	"github.com/ollama/ollama/model/models/mistral3"
 	"github.com/ollama/ollama/model/models/qwen2"
 	"github.com/ollama/ollama/model/models/qwen3"
 	"github.com/ollama/ollama/tokenizer"
@@ -60,6 +63,12 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		m, err = qwen2.New(kv)
 	case "llama":
 		m, err = llama.New(kv)
+	case "gemma3":
+		m, err = gemma3.New(kv)
+	case "mistral3":
+		m, err = mistral3.New(kv)
+	case "lfm2":
+		m, err = lfm2.New(kv)
 	default:
 		err = fmt.Errorf("%w %q", ErrUnsupportedArch, kv.Architecture())
 	}
