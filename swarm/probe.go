@@ -13,8 +13,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	lpswarm "github.com/libp2p/go-libp2p/p2p/net/swarm"
 	manet "github.com/multiformats/go-multiaddr/net"
+	"github.com/multiformats/go-multistream"
 
 	"github.com/llmswarm/llmswarm/gossip"
 )
@@ -33,8 +35,11 @@ const (
 // prober confirms peers that this peer heard of only through records
 // relayed by others: such a record says nothing about whether its author
 // is alive now (anyone who kept an old record can replay it to a peer
-// that never saw it), so the author is dialled and pinged, and it is
-// alive in the view only once it answers. It does not depend on anyone's
+// that never saw it), so the author is dialled and asked for its own
+// record (pinged where it does not serve the record exchange), and it is
+// alive in the view only once it answers, with what it says of itself now
+// (a lead may predate a change this peer was not there to receive). It
+// does not depend on anyone's
 // clock. Probes run at most probeWorkers at a time, newest candidates
 // (fewest failed tries) first, each retried with backoff while its
 // records keep coming.
@@ -43,6 +48,10 @@ type prober struct {
 	view  *View
 	log   *slog.Logger
 	lease func() time.Duration // how long an answer keeps a peer alive
+	// ask asks a peer for its own current record (the record exchange),
+	// which puts it in the view alive with what it says now, not with
+	// what a lead said of it; nil: leads are pinged.
+	ask func(ctx context.Context, id peer.ID) error
 
 	mu    sync.Mutex
 	cands map[peer.ID]*candidate
@@ -191,32 +200,30 @@ func (p *prober) due(now time.Time, n int) ([]peer.ID, time.Duration) {
 	return ready, wait
 }
 
-// probe dials and pings id; if it answers, its newest record makes it
-// alive in the view. A peer that does not answer, or that the table does
-// not admit, is tried again later, backing off.
+// probe asks id for its record (or pings it): if it answers, it is alive
+// in the view with the record it gave (or, pinged, the newest heard of
+// it). A peer that does not answer, or that the table does not admit, is
+// tried again later, backing off.
 func (p *prober) probe(ctx context.Context, id peer.ID) {
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	err := Ping(pctx, p.h, id)
-	if err != nil && errors.Is(err, lpswarm.ErrDialBackoff) {
-		// libp2p remembers a failed dial for seconds (two peers that found
-		// each other on the LAN and dialled at once fail that way), which
-		// says nothing about the peer now: dial it directly, past that.
-		err = Ping(network.WithForceDirectDial(pctx, "liveness probe"), p.h, id)
-	}
+	asked, err := p.reach(pctx, id)
 	cancel()
-	if err == nil {
+	if err == nil && !asked {
 		p.mu.Lock()
 		rec, sealed := p.cands[id].rec, p.cands[id].sealed // busy: never dropped meanwhile
 		p.mu.Unlock()
 		// It answered now: alive now, for as long as any peer that answers.
 		p.view.observe(&rec, sealed, time.Now(), remoteAddr(p.h, id), p.lease())
-		if p.view.Alive(id) {
-			p.mu.Lock()
-			delete(p.cands, id)
-			p.mu.Unlock()
-			return
-		}
-	} else if ctx.Err() == nil {
+	}
+	if p.view.Alive(id) {
+		// It answered, here or to another question of this peer's (the
+		// record exchange a new connection sets off).
+		p.mu.Lock()
+		delete(p.cands, id)
+		p.mu.Unlock()
+		return
+	}
+	if err != nil && ctx.Err() == nil {
 		p.log.Debug("peer heard of through others does not answer", "peer", id, "err", err)
 	}
 	p.mu.Lock()
@@ -232,6 +239,28 @@ func (p *prober) probe(ctx context.Context, id peer.ID) {
 	// at once again (a TCP simultaneous open, which the handshake fails).
 	back = min(back, maxBackoff)
 	cd.next = time.Now().Add(back/2 + rand.N(back))
+}
+
+// reach asks id for its own record, or pings it when it does not serve
+// the record exchange (or p has no ask); asked says it gave its record.
+// libp2p remembers a failed dial for seconds (two peers that found each
+// other on the LAN and dialled at once fail that way), which says nothing
+// about the peer now: then it dials directly, past that.
+func (p *prober) reach(ctx context.Context, id peer.ID) (asked bool, err error) {
+	once := func(ctx context.Context) (bool, error) {
+		if p.ask != nil {
+			err := p.ask(ctx, id)
+			if !errors.Is(err, multistream.ErrNotSupported[protocol.ID]{}) {
+				return err == nil, err
+			}
+		}
+		return false, Ping(ctx, p.h, id)
+	}
+	asked, err = once(ctx)
+	if err != nil && errors.Is(err, lpswarm.ErrDialBackoff) {
+		asked, err = once(network.WithForceDirectDial(ctx, "liveness probe"))
+	}
+	return asked, err
 }
 
 // remoteAddr is the IP address of this peer's connection to id (zero

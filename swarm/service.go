@@ -61,6 +61,10 @@ func New(h host.Host, router *gossip.Router, kad *dht.IpfsDHT, self SelfFunc, li
 		keep: newKeeper(h, v, log), log: log, changed: make(chan struct{}, 1)}
 	s.xchg = newExchange(s)
 	s.probe.lease = s.keep.currentLease
+	s.probe.ask = func(ctx context.Context, id peer.ID) error {
+		_, err := s.xchg.fetch1(ctx, id)
+		return err
+	}
 	return s
 }
 
