@@ -122,6 +122,10 @@ func TestPrivateByDefault(t *testing.T) {
 	nodetest.Eventually(t, 20*time.Second, "b, joined, sees a's writer", func() bool {
 		return nodetest.SeesAlive(b, a.ID(), c.ID()) && len(b.Swarm().View().ByRole(moa.Writer)) == 1
 	})
+	// b asks only verified holders (moa.unverified is never): its check
+	// of a fetches reference layers, which under load outlasts a
+	// question's wait for checks.
+	nodetest.Eventually(t, 60*time.Second, "b verified a's writer", func() bool { return b.Trust().Proven(a.ID()) })
 	res, err := client.New(b.APIAddr(), "").Query(t.Context(), client.QueryRequest{Query: "hi", Mode: moa.Writer, MaxTokens: 3}, nil)
 	if err != nil || res.AgentResponses[0].Peer != a.ID().String() {
 		t.Fatalf("b's question: %v %+v", err, res)
