@@ -119,8 +119,9 @@ func (p *puncher) observe(c network.Conn, obs ma.Multiaddr) {
 	if _, err := obs.ValueForProtocol(ma.P_CIRCUIT); err == nil {
 		return
 	}
-	if !p.fromListener(c.LocalMultiaddr(), obs) {
-		return // an ephemeral port: nobody can reach us there
+	obs = p.punchable(c.LocalMultiaddr(), obs)
+	if obs == nil {
+		return // an ephemeral port the NAT changed: nobody can reach us there
 	}
 	ip, err := manet.ToIP(c.RemoteMultiaddr())
 	if err != nil {
@@ -133,27 +134,42 @@ func (p *puncher) observe(c network.Conn, obs ma.Multiaddr) {
 	p.obs.add(c.ID(), observer, obs, time.Now())
 }
 
-// fromListener reports whether local, a connection's local address, is
-// one of our listen addresses (the port peers can punch to) and obs is of
-// the same transport.
-func (p *puncher) fromListener(local, obs ma.Multiaddr) bool {
-	if len(local) < 2 || len(obs) < 2 || len(local) != len(obs) {
-		return false
+// punchable is the public address a punch partner can reach this peer's
+// listener at, from obs, the address a peer saw connection local at: obs
+// itself when local is one of this peer's listening sockets (same
+// transport); when local is an ephemeral port that the NAT kept (obs has
+// the same port), obs's IP with the listener's port, as a NAT that keeps
+// ports keeps the listener's too (a dial falls back to an ephemeral port
+// when the listener's is held by a closing connection to the same peer);
+// nil otherwise.
+func (p *puncher) punchable(local, obs ma.Multiaddr) ma.Multiaddr {
+	shape := codes(local)
+	if len(local) < 2 || !slices.Equal(codes(obs), shape) {
+		return nil
 	}
-	for i := range local {
-		if local[i].Code() != obs[i].Code() {
-			return false
-		}
-	}
+	kept := local[1].Value() == obs[1].Value()
 	for _, l := range p.h.Network().ListenAddresses() {
-		if len(l) != len(local) || l[1].Value() != local[1].Value() || l[1].Code() != local[1].Code() {
+		if !slices.Equal(codes(l), shape) || l[0].Value() != local[0].Value() && !manet.IsIPUnspecified(l) {
 			continue
 		}
-		if l[0].Value() == local[0].Value() || manet.IsIPUnspecified(l) {
-			return true
+		if l[1].Value() == local[1].Value() {
+			return obs
+		}
+		if kept {
+			out := slices.Clone(obs)
+			out[1] = l[1]
+			return out
 		}
 	}
-	return false
+	return nil
+}
+
+func codes(m ma.Multiaddr) []int {
+	out := make([]int, len(m))
+	for i, c := range m {
+		out[i] = c.Code()
+	}
+	return out
 }
 
 // publicAddrs are this peer's public direct addresses: announced ones

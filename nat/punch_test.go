@@ -1,16 +1,19 @@
 package nat
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
-// TestFromListener: an observation counts only for a connection from one
-// of this peer's listening sockets (the port a punch partner can reach),
-// with the same transport.
-func TestFromListener(t *testing.T) {
+// TestPunchable: an observation counts for a connection from one of this
+// peer's listening sockets (the port a punch partner can reach), with the
+// same transport; for one from an ephemeral port only when the NAT kept
+// that port (then it keeps the listener's: the listener's port is what
+// counts), never when it changed it.
+func TestPunchable(t *testing.T) {
 	h := relayTestHost(t)
 	p := &puncher{h: h}
 	listen := h.Network().ListenAddresses()[0]
@@ -19,15 +22,18 @@ func TestFromListener(t *testing.T) {
 	for _, tc := range []struct {
 		local string
 		obs   ma.Multiaddr
-		want  bool
+		want  string
 	}{
-		{"/ip4/127.0.0.1/tcp/" + port, obs, true},
-		{"/ip4/127.0.0.1/tcp/1", obs, false},                                                  // an ephemeral port
-		{"/ip4/127.0.0.2/tcp/" + port, obs, false},                                            // another address
-		{"/ip4/127.0.0.1/tcp/" + port, ma.StringCast("/ip4/1.2.3.4/udp/4001/quic-v1"), false}, // another transport
+		{"/ip4/127.0.0.1/tcp/" + port, obs, "/ip4/1.2.3.4/tcp/4001"},
+		{"/ip4/127.0.0.1/tcp/1", obs, ""},                                                  // an ephemeral port the NAT changed
+		{"/ip4/127.0.0.1/tcp/4001", obs, "/ip4/1.2.3.4/tcp/" + port},                       // one it kept
+		{"/ip4/127.0.0.2/tcp/" + port, obs, ""},                                            // another address
+		{"/ip4/127.0.0.2/tcp/4001", obs, ""},                                               // another address, port kept
+		{"/ip4/127.0.0.1/tcp/" + port, ma.StringCast("/ip4/1.2.3.4/udp/4001/quic-v1"), ""}, // another transport
 	} {
-		if got := p.fromListener(ma.StringCast(tc.local), tc.obs); got != tc.want {
-			t.Errorf("fromListener(%s, %s) = %v, want %v", tc.local, tc.obs, got, tc.want)
+		got := p.punchable(ma.StringCast(tc.local), tc.obs)
+		if s := fmt.Sprint(got); got == nil && tc.want != "" || got != nil && s != tc.want {
+			t.Errorf("punchable(%s, %s) = %v, want %q", tc.local, tc.obs, got, tc.want)
 		}
 	}
 }
