@@ -137,17 +137,12 @@ func (r *Router) PublishCapability(ctx context.Context, c *Capability) error {
 	return r.caps.Publish(ctx, b)
 }
 
-// PublishCapabilitySealed is PublishCapability, and also returns the
-// sealed record it published (what the record exchange hands out). It
-// waits (until ctx ends) for a peer in this peer's mesh of the topic: a
-// record published before the mesh formed would reach nobody, and records
-// go out only when they change.
-func (r *Router) PublishCapabilitySealed(ctx context.Context, c *Capability) ([]byte, error) {
-	b, err := SealCapability(c, r.key)
-	if err != nil {
-		return nil, err
-	}
-	return b, r.caps.Publish(ctx, b, pubsub.WithReadiness(pubsub.MinTopicSize(1)))
+// PublishSealed publishes a record this router sealed (SealCapability).
+// It waits (until ctx ends) for a peer in this peer's mesh of the topic:
+// a record published before the mesh formed would reach nobody, and
+// records go out only when they change.
+func (r *Router) PublishSealed(ctx context.Context, sealed []byte) error {
+	return r.caps.Publish(ctx, sealed, pubsub.WithReadiness(pubsub.MinTopicSize(1)))
 }
 
 // SealCapability signs c with the router's key (c must name this peer).

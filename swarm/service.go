@@ -42,8 +42,9 @@ type Service struct {
 
 	mu      sync.Mutex
 	lastSeq uint64
-	sealed  []byte            // the record last published, as signed
+	sealed  []byte            // the record last sealed, as signed: the record exchange hands it out
 	pub     gossip.Capability // what it said
+	unsent  bool              // it has not been published (no mesh peer came in time)
 	pubs    uint64            // records published
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -170,35 +171,39 @@ func (s *Service) Changed() {
 // publishWait bounds how long a record waits for a peer in the gossip mesh.
 const publishWait = 5 * time.Second
 
-// Beat publishes this peer's record now, changed or not. With no peer on
-// the capability topic it only seals it (the record exchange hands it
-// out; it is published when the first topic peer appears); else it waits
-// up to publishWait for a mesh peer.
+// Beat seals this peer's record now, changed or not: from then on it is
+// the record the record exchange hands out, whether or not gossip takes
+// it. It publishes it too: with no peer on the capability topic not yet
+// (it goes out when the first topic peer appears), else waiting up to
+// publishWait for a mesh peer; if that fails it is published again at
+// the next heartbeat.
 func (s *Service) Beat(ctx context.Context) error {
 	c := s.record()
-	var b []byte
-	var err error
-	if len(s.router.PubSub().ListPeers(gossip.CapsTopic)) == 0 {
-		b, err = s.router.SealCapability(&c)
-	} else {
-		pctx, cancel := context.WithTimeout(ctx, publishWait)
-		b, err = s.router.PublishCapabilitySealed(pctx, &c)
-		cancel()
-		if err == nil {
-			s.mu.Lock()
-			s.pubs++
-			s.mu.Unlock()
-		}
+	b, err := s.router.SealCapability(&c)
+	if err != nil {
+		return fmt.Errorf("swarm: sealing this peer's record: %w", err)
 	}
+	s.mu.Lock()
+	s.sealed, s.pub, s.unsent = b, c, true
+	s.mu.Unlock()
+	// This peer's row holds the record as sealed (the record exchange
+	// hands it out).
+	s.view.observe(&c, b, time.Now(), netip.Addr{}, 0)
+	if len(s.router.PubSub().ListPeers(gossip.CapsTopic)) == 0 {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, publishWait)
+	err = s.router.PublishSealed(pctx, b)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("swarm: publishing this peer's record: %w", err)
 	}
 	s.mu.Lock()
-	s.sealed, s.pub = b, c
+	s.pubs++
+	if s.pub.Seq == c.Seq {
+		s.unsent = false
+	}
 	s.mu.Unlock()
-	// This peer's row holds the record as published (the record exchange
-	// hands it out).
-	s.view.observe(&c, b, time.Now(), netip.Addr{}, 0)
 	return nil
 }
 
@@ -216,8 +221,8 @@ func (s *Service) Fetch(ctx context.Context, id peer.ID) (*gossip.Capability, er
 	return s.xchg.Fetch(ctx, id)
 }
 
-// sealedSelf is this peer's record as last published (sealed now if it
-// has published none yet).
+// sealedSelf is this peer's record as last sealed by Beat, published or
+// not (sealed now if Beat has not run yet).
 func (s *Service) sealedSelf() ([]byte, error) {
 	s.mu.Lock()
 	b := s.sealed
@@ -301,11 +306,11 @@ func (s *Service) announce(ctx context.Context) {
 		}
 		peers := len(s.router.PubSub().ListPeers(gossip.CapsTopic)) > 0
 		s.mu.Lock()
-		pub := s.pub
+		pub, unsent := s.pub, s.unsent
 		s.mu.Unlock()
 		cur := s.self()
 		cur.Addrs = s.addrs()
-		if nudged || material(&pub, &cur) || time.Since(last) >= live.Refresh || (peers && !hadPeers) {
+		if nudged || material(&pub, &cur) || time.Since(last) >= live.Refresh || peers && (!hadPeers || unsent) {
 			last = publish()
 		} else if pub.Seq != 0 {
 			// This peer's own row shows its state now (its load, for
