@@ -217,3 +217,42 @@ func TestKilledPeerInUseNoticed(t *testing.T) {
 		t.Fatal("a live idle peer died")
 	}
 }
+
+// TestUnpublishedRecordHandedOut: a peer whose changed record gossip does
+// not take (no mesh peer came in time: here the publish's time is up at
+// once) hands out that record all the same when asked: the record
+// exchange gives what the peer is now, not what gossip last carried
+// (under load a stage's record from before its shard loaded was handed to
+// every newcomer until the next change).
+func TestUnpublishedRecordHandedOut(t *testing.T) {
+	var serving atomic.Bool
+	// a's heartbeat is long: its own loop does not publish again before
+	// the question.
+	slow := Liveness{Heartbeat: 20 * time.Second, Misses: 2, ProbeRate: 2}
+	a := newMember(t, slow, func() gossip.Capability {
+		if !serving.Load() {
+			return gossip.Capability{}
+		}
+		return gossip.Capability{Shards: []gossip.Shard{{ModelCID: "m", Start: 0, End: 8, Layers: 8}}}
+	})
+	b := newMember(t, fastLive, nil)
+	link(t, b, a)
+	waitFor(t, 10*time.Second, "b sees a", func() bool { return b.s.View().Alive(a.h.ID()) })
+	waitFor(t, 10*time.Second, "a has a peer on the capability topic", func() bool {
+		return len(a.r.PubSub().ListPeers(gossip.CapsTopic)) > 0
+	})
+	serving.Store(true)
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := a.s.Beat(gone); err == nil {
+		t.Fatal("a publish whose time is up succeeded")
+	}
+	time.Sleep(serveGap) // a answers b at most every serveGap
+	c, err := b.s.xchg.fetch1(t.Context(), a.h.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Shards) != 1 {
+		t.Fatalf("a handed out a record with %d shards: want the one it sealed last, with 1", len(c.Shards))
+	}
+}
