@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,22 +182,37 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 	t.Helper()
 	start := time.Now()
 	for {
+		missed.Store(nil)
 		if cond() {
 			return time.Since(start)
 		}
 		if time.Since(start) > within {
-			t.Fatalf("%s: not within %s", what, within)
+			why := ""
+			if m := missed.Load(); m != nil {
+				why = " (last: " + *m + ")"
+			}
+			t.Fatalf("%s: not within %s%s", what, within, why)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// missed is what a SeesAlive or SeesShards in Eventually's last try of
+// its condition found missing, for its failure.
+var missed atomic.Pointer[string]
+
+func miss(p *Peer, format string, args ...any) bool {
+	m := fmt.Sprintf("%s ", p.ID()) + fmt.Sprintf(format, args...)
+	missed.Store(&m)
+	return false
 }
 
 // SeesAlive reports whether p's view holds every id as alive.
 func SeesAlive(p *Peer, ids ...peer.ID) bool {
 	v := p.Swarm().View()
 	for _, id := range ids {
-		if !v.Alive(id) {
-			return false
+		if q, ok := v.Get(id); !ok || !q.Alive {
+			return miss(p, "holds %s: in its table %v, alive %v", id, ok, q.Alive)
 		}
 	}
 	return true
@@ -236,7 +252,7 @@ func SeesShards(p *Peer, ids ...peer.ID) bool {
 	for _, id := range ids {
 		q, ok := v.Get(id)
 		if !ok || !q.Alive || len(q.Cap.Shards) == 0 {
-			return false
+			return miss(p, "holds %s: in its table %v, alive %v, record %d with %d shards", id, ok, q.Alive, q.Cap.Seq, len(q.Cap.Shards))
 		}
 	}
 	return true
