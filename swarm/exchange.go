@@ -47,6 +47,10 @@ var recordFrames = &wire.Codec{Err: ErrRecords}
 type recordsRequest struct {
 	Sample int    `json:"sample"`         // 0..MaxSample
 	Self   []byte `json:"self,omitempty"` // the asker's sealed record: it tells the answerer of itself
+	// Have, when set, is the sequence number of the answerer's record
+	// that the asker holds: the answer carries the answerer's record only
+	// when its own is newer (a check, as an idle peer's probe is).
+	Have uint64 `json:"have,omitempty"`
 }
 
 type recordsAnswer struct {
@@ -125,12 +129,13 @@ func (e *exchange) serve(st network.Stream) {
 		recordFrames.WriteJSON(st, 0, recordsAnswer{Error: err.Error()}, maxAnswerBytes)
 		return
 	}
-	self, err := e.s.sealedSelf()
-	if err != nil {
-		recordFrames.WriteJSON(st, 0, recordsAnswer{Error: "no record to give: " + err.Error()}, maxAnswerBytes)
-		return
+	ans := recordsAnswer{Sample: e.s.view.sample(req.Sample, maxSampleBytes, from)}
+	if req.Have == 0 || e.s.selfSeq() > req.Have {
+		if ans.Self, err = e.s.sealedSelf(); err != nil {
+			recordFrames.WriteJSON(st, 0, recordsAnswer{Error: "no record to give: " + err.Error()}, maxAnswerBytes)
+			return
+		}
 	}
-	ans := recordsAnswer{Self: self, Sample: e.s.view.sample(req.Sample, maxSampleBytes, from)}
 	if err := recordFrames.WriteJSON(st, 0, ans, maxAnswerBytes); err != nil {
 		e.s.log.Debug("records answer not sent", "peer", from, "err", err)
 	}
@@ -256,7 +261,11 @@ func (e *exchange) ask1(ctx context.Context, id peer.ID) (*gossip.Capability, er
 	if e.s.liveCount() < sampleBelowPeers {
 		sample = MaxSample
 	}
-	ans, err := e.ask(ctx, id, sample)
+	self, err := e.s.sealedSelf()
+	if err != nil {
+		return nil, fmt.Errorf("%w: this peer's record: %w", ErrRecords, err)
+	}
+	ans, err := e.ask(ctx, id, recordsRequest{Sample: sample, Self: self})
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +297,45 @@ func (e *exchange) ask1(ctx context.Context, id peer.ID) (*gossip.Capability, er
 	return c, nil
 }
 
-func (e *exchange) ask(ctx context.Context, id peer.ID, sample int) (*recordsAnswer, error) {
+// check asks id whether its record is newer than the one the table
+// holds (sequence number have): an answer of any kind is id's, so id is
+// alive; a newer record goes in the view with it. An answer that refuses
+// (id was asked within serveGap, or serves too many) is an answer too.
+func (e *exchange) check(ctx context.Context, id peer.ID, have uint64) error {
+	ans, err := e.ask(ctx, id, recordsRequest{Have: have})
+	var refused *refusal
+	if errors.As(err, &refused) {
+		return nil
+	}
+	if err != nil || ans.Self == nil {
+		return err
+	}
+	c, signer, err := gossip.OpenCapability(ans.Self)
+	if err != nil {
+		return fmt.Errorf("%w: %s's record: %w", ErrRecords, id, err)
+	}
+	if signer != id {
+		return fmt.Errorf("%w: %s answered with a record of %s", ErrRecords, id, signer)
+	}
+	e.s.learnAddrs(c)
+	e.s.view.observe(c, ans.Self, time.Now(), remoteAddr(e.s.host, id), e.s.keep.currentLease())
+	return nil
+}
+
+// refusal is an answer that refused the question, with the answerer's
+// reason.
+type refusal struct {
+	id     peer.ID
+	reason string
+}
+
+func (r *refusal) Error() string {
+	return fmt.Sprintf("%s: %s refused: %.200s", ErrRecords, r.id, r.reason)
+}
+
+func (r *refusal) Unwrap() error { return ErrRecords }
+
+func (e *exchange) ask(ctx context.Context, id peer.ID, req recordsRequest) (*recordsAnswer, error) {
 	ctx, cancel := context.WithTimeout(ctx, exchangeTimeout)
 	defer cancel()
 	st, err := e.s.host.NewStream(network.WithAllowLimitedConn(ctx, "records"), id, RecordsProtocol)
@@ -299,11 +346,7 @@ func (e *exchange) ask(ctx context.Context, id peer.ID, sample int) (*recordsAns
 	st.SetDeadline(time.Now().Add(exchangeTimeout))
 	stop := context.AfterFunc(ctx, func() { st.Reset() })
 	defer stop()
-	self, err := e.s.sealedSelf()
-	if err != nil {
-		return nil, fmt.Errorf("%w: this peer's record: %w", ErrRecords, err)
-	}
-	if err := recordFrames.WriteJSON(st, 0, recordsRequest{Sample: sample, Self: self}, maxRequestBytes); err != nil {
+	if err := recordFrames.WriteJSON(st, 0, req, maxRequestBytes); err != nil {
 		return nil, fmt.Errorf("%w: asking %s: %w", ErrRecords, id, err)
 	}
 	st.CloseWrite()
@@ -316,7 +359,10 @@ func (e *exchange) ask(ctx context.Context, id peer.ID, sample int) (*recordsAns
 		return nil, fmt.Errorf("%w: answer of %s: %w", ErrRecords, id, err)
 	}
 	if ans.Error != "" {
-		return nil, fmt.Errorf("%w: %s refused: %.200s", ErrRecords, id, ans.Error)
+		return nil, &refusal{id, ans.Error}
+	}
+	if ans.Self == nil && req.Have == 0 {
+		return nil, fmt.Errorf("%w: %s answered without its record", ErrRecords, id)
 	}
 	if len(ans.Sample) > MaxSample {
 		return nil, fmt.Errorf("%w: %s sent %d sample records (max %d)", ErrRecords, id, len(ans.Sample), MaxSample)

@@ -3,13 +3,16 @@ package swarm
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/gossip"
 )
@@ -217,4 +220,100 @@ func TestStaleLeadTakesCurrentRecord(t *testing.T) {
 		t.Fatalf("the newcomer holds x alive with record %d (shards %v): want x's own, 2", p.Cap.Seq, p.Cap.Shards)
 	}
 	t.Logf("x alive with its own record %v after the newcomer connected", took.Round(time.Millisecond))
+}
+
+// TestRecordCheck: a peer asked whether its record is newer than the one
+// the asker holds answers without it when it is not, and with it when it
+// is; the probe of a peer not in use is such a check, so a change whose
+// record never reached this peer (here x published nothing) is in its
+// table after the next probe, without records refreshed to the swarm.
+func TestRecordCheck(t *testing.T) {
+	a := newMember(t, fastLive, nil)
+	b := newMember(t, fastLive, nil)
+	link(t, a, b)
+	waitFor(t, 10*time.Second, "a sees b", func() bool { return a.s.View().Alive(b.h.ID()) })
+	// have gives the sequence number to ask with, b's current one or less.
+	ask := func(have func(uint64) uint64) *recordsAnswer {
+		t.Helper()
+		for range 5 {
+			time.Sleep(serveGap) // one answer per asker per serveGap
+			seq := b.s.selfSeq()
+			if seq == 0 {
+				t.Fatal("b has sealed no record")
+			}
+			ans, err := a.s.xchg.ask(t.Context(), b.h.ID(), recordsRequest{Have: have(seq)})
+			var refused *refusal
+			if errors.As(err, &refused) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ans
+		}
+		t.Fatal("b refused every check as too soon")
+		return nil
+	}
+	if ans := ask(func(seq uint64) uint64 { return seq }); ans.Self != nil || len(ans.Sample) > 0 {
+		t.Fatalf("a check of b's current record answered with %d bytes of record and %d of sample", len(ans.Self), len(ans.Sample))
+	}
+	if ans := ask(func(seq uint64) uint64 { return seq - 1 }); ans.Self == nil {
+		t.Fatal("a check of an older record of b answered without b's record")
+	}
+
+	// x: a bare host that serves the record exchange with its record of
+	// the moment and publishes nothing.
+	k, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := libp2p.New(libp2p.Identity(k), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close() })
+	type sealed struct {
+		seq uint64
+		b   []byte
+	}
+	var now atomic.Pointer[sealed]
+	seal := func(seq uint64, shards []gossip.Shard) {
+		rec := gossip.Capability{PeerID: x.ID().String(), Seq: seq, TimeMS: time.Now().UnixMilli(), Addrs: []string{x.Addrs()[0].String()}, Shards: shards}
+		b, err := gossip.SealCapability(&rec, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now.Store(&sealed{seq, b})
+	}
+	seal(1, nil)
+	x.SetStreamHandler(RecordsProtocol, func(st network.Stream) {
+		defer st.Close()
+		_, body, err := recordFrames.Read(st, maxRequestBytes, nil)
+		var req recordsRequest
+		if err == nil && recordFrames.DecodeJSON(body, &req) == nil {
+			ans := recordsAnswer{}
+			if cur := now.Load(); req.Have < cur.seq {
+				ans.Self = cur.b
+			}
+			recordFrames.WriteJSON(st, 0, ans, maxAnswerBytes)
+		}
+	})
+	if err := a.h.Connect(t.Context(), peer.AddrInfo{ID: x.ID(), Addrs: x.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a holds x alive", func() bool { return a.s.View().Alive(x.ID()) })
+	// x changes at once (as a peer whose model loads just after it met a
+	// newcomer): a checks a peer new in its table once, recheckAfter on.
+	seal(2, []gossip.Shard{{ModelCID: "m", Start: 0, End: 8, Layers: 8}})
+	took := waitFor(t, recheckAfter+5*time.Second, "a holds x's new record", func() bool { return len(a.s.View().HoldersOf("m")) == 1 })
+	t.Logf("a's check of a peer new in its table took x's new record %v after the change", took.Round(time.Millisecond))
+	// x changes again; its connection closes: a probes it at once, a
+	// check of its record.
+	seal(3, nil)
+	a.h.Network().ClosePeer(x.ID())
+	took = waitFor(t, 10*time.Second, "a holds x's third record", func() bool { return len(a.s.View().HoldersOf("m")) == 0 })
+	if p, _ := a.s.View().Get(x.ID()); !p.Alive || p.Cap.Seq != 3 {
+		t.Fatalf("after its check x is alive %v with record %d, want alive with 3", p.Alive, p.Cap.Seq)
+	}
+	t.Logf("the probe took x's third record %v after its connection closed", took.Round(time.Millisecond))
 }

@@ -2,7 +2,6 @@ package swarm
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -11,7 +10,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	lpswarm "github.com/libp2p/go-libp2p/p2p/net/swarm"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
@@ -22,6 +20,11 @@ const (
 	deadProbeGap  = 2 * time.Minute  // and a dead one (it may come back) at most this often
 	keepWorkers   = 16
 	budgetTimeout = 5 * time.Second // a probe of a peer not in use
+	// A peer new in the table is checked once this long after: a change
+	// it published while this peer was not yet in its gossip mesh (the
+	// first seconds after they met) reaches this peer no other way before
+	// the budget's round.
+	recheckAfter = 5 * time.Second
 )
 
 // IdleDeadAfter is how long an answer keeps alive a peer not in use in a
@@ -60,6 +63,13 @@ type keeper struct {
 	kick   chan peer.ID
 
 	bannedAlive []peer.ID // banned peers the last schedule found alive
+
+	// check asks a peer whether its record is newer than the sequence
+	// number the table holds, taking a newer one (the record exchange);
+	// the probes of peers not in use are checks, so a change whose
+	// record did not reach this peer is caught within a round of the
+	// budget, without records refreshed to the whole swarm. nil: pings.
+	check func(ctx context.Context, id peer.ID, have uint64) error
 }
 
 type probeState struct {
@@ -67,6 +77,7 @@ type probeState struct {
 	next     time.Time // the next probe of a peer in use, or the retry after a miss
 	probed   time.Time // the last probe's end
 	lastUsed time.Time
+	recheck  time.Time // when a peer new in the table is checked (zero: done)
 	busy     bool
 	kicked   bool // its last connection closed: probe now
 }
@@ -91,6 +102,7 @@ func (k *keeper) disconnected(id peer.ID) {
 type probeJob struct {
 	id      peer.ID
 	timeout time.Duration
+	check   bool // a check of the peer's record (a peer not in use), not a ping
 }
 
 func (k *keeper) run(ctx context.Context) {
@@ -157,7 +169,7 @@ func (k *keeper) schedule(now time.Time, n int) ([]probeJob, []peer.ID) {
 		seen[p.ID] = true
 		st := k.st[p.ID]
 		if st == nil {
-			st = &probeState{}
+			st = &probeState{recheck: now.Add(recheckAfter)}
 			k.st[p.ID] = st
 		}
 		if k.view.opts.inUse != nil && k.view.opts.inUse(p.ID) {
@@ -184,9 +196,11 @@ func (k *keeper) schedule(now time.Time, n int) ([]probeJob, []peer.ID) {
 		}
 		switch {
 		case st.kicked && p.Alive, st.misses > 0 && p.Alive && !now.Before(st.next):
-			due = append(due, probeJob{p.ID, timeout})
+			due = append(due, probeJob{p.ID, timeout, !used})
 		case used && !now.Before(st.next):
-			due = append(due, probeJob{p.ID, timeout})
+			due = append(due, probeJob{p.ID, timeout, false})
+		case p.Alive && !st.recheck.IsZero() && !now.Before(st.recheck) && k.check != nil:
+			due = append(due, probeJob{p.ID, budgetTimeout, true})
 		case !used && p.Alive && now.Sub(later(st.probed, p.LastSeen)) >= minProbeGap,
 			!used && !p.Alive && now.Sub(later(st.probed, p.DeadSince)) >= deadProbeGap:
 			budget = append(budget, p)
@@ -212,13 +226,17 @@ func (k *keeper) schedule(now time.Time, n int) ([]probeJob, []peer.ID) {
 			break
 		}
 		k.tokens--
-		due = append(due, probeJob{p.ID, budgetTimeout})
+		due = append(due, probeJob{p.ID, budgetTimeout, true})
 	}
 	if len(due) > n {
 		due = due[:max(n, 0)]
 	}
 	for _, j := range due {
-		k.st[j.id].busy, k.st[j.id].kicked = true, false
+		st := k.st[j.id]
+		st.busy, st.kicked = true, false
+		if j.check {
+			st.recheck = time.Time{}
+		}
 	}
 	return due, slices.Clone(k.bannedAlive)
 }
@@ -237,15 +255,20 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// probe pings j.id: an answer makes it alive (with the record the table
-// holds) for the lease; Misses failures in a row make it dead.
+// probe pings j.id, or checks its record (see keeper.check): an answer
+// makes it alive (with the record the table holds, or the newer one it
+// gave) for the lease; Misses failures in a row make it dead.
 func (k *keeper) probe(ctx context.Context, j probeJob) {
 	pctx, cancel := context.WithTimeout(ctx, j.timeout)
-	err := Ping(pctx, k.h, j.id)
-	if err != nil && errors.Is(err, lpswarm.ErrDialBackoff) {
-		// A failed dial is remembered for seconds; that says nothing of now.
-		err = Ping(network.WithForceDirectDial(pctx, "liveness probe"), k.h, j.id)
+	var check func(context.Context) error
+	if j.check && k.check != nil {
+		var have uint64
+		if p, ok := k.view.Get(j.id); ok {
+			have = p.Cap.Seq
+		}
+		check = func(ctx context.Context) error { return k.check(ctx, j.id, have) }
 	}
+	_, err := askOrPing(pctx, k.h, j.id, check)
 	cancel()
 	now := time.Now()
 	k.mu.Lock()

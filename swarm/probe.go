@@ -243,18 +243,28 @@ func (p *prober) probe(ctx context.Context, id peer.ID) {
 
 // reach asks id for its own record, or pings it when it does not serve
 // the record exchange (or p has no ask); asked says it gave its record.
-// libp2p remembers a failed dial for seconds (two peers that found each
-// other on the LAN and dialled at once fail that way), which says nothing
-// about the peer now: then it dials directly, past that.
 func (p *prober) reach(ctx context.Context, id peer.ID) (asked bool, err error) {
+	var ask func(context.Context) error
+	if p.ask != nil {
+		ask = func(ctx context.Context) error { return p.ask(ctx, id) }
+	}
+	return askOrPing(ctx, p.h, id, ask)
+}
+
+// askOrPing puts a question to id through ask (the record exchange), or
+// pings it when it does not serve the exchange (or ask is nil); asked says
+// ask was answered. libp2p remembers a failed dial for seconds (two peers
+// that found each other on the LAN and dialled at once fail that way),
+// which says nothing about the peer now: then it dials directly, past that.
+func askOrPing(ctx context.Context, h host.Host, id peer.ID, ask func(context.Context) error) (asked bool, err error) {
 	once := func(ctx context.Context) (bool, error) {
-		if p.ask != nil {
-			err := p.ask(ctx, id)
+		if ask != nil {
+			err := ask(ctx)
 			if !errors.Is(err, multistream.ErrNotSupported[protocol.ID]{}) {
 				return err == nil, err
 			}
 		}
-		return false, Ping(ctx, p.h, id)
+		return false, Ping(ctx, h, id)
 	}
 	asked, err = once(ctx)
 	if err != nil && errors.Is(err, lpswarm.ErrDialBackoff) {

@@ -66,6 +66,7 @@ func New(h host.Host, router *gossip.Router, kad *dht.IpfsDHT, self SelfFunc, li
 		_, err := s.xchg.fetch1(ctx, id)
 		return err
 	}
+	s.keep.check = s.xchg.check
 	return s
 }
 
@@ -208,7 +209,8 @@ func (s *Service) Beat(ctx context.Context) error {
 }
 
 // Published is how many records this peer has published since it
-// started: a peer whose record does not change publishes one per Refresh.
+// started: a peer whose record does not change publishes none (one per
+// Refresh, if set).
 func (s *Service) Published() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -232,6 +234,17 @@ func (s *Service) sealedSelf() ([]byte, error) {
 	}
 	c := s.record()
 	return s.router.SealCapability(&c)
+}
+
+// selfSeq is the sequence number of the record sealedSelf gives (0 when
+// none is sealed yet: it seals a new one).
+func (s *Service) selfSeq() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sealed == nil {
+		return 0
+	}
+	return s.pub.Seq
 }
 
 // record is this peer's capability record, with the next sequence number.
@@ -271,7 +284,7 @@ func (s *Service) nextSeq() uint64 {
 
 // announce publishes this peer's record when it changes in a way that
 // matters (see material), at most once per heartbeat so that a burst of
-// changes is one record; again every Refresh; and once when the first
+// changes is one record; again every Refresh, if set; and once when the first
 // peer of the capability topic appears (what was published before
 // reached nobody). Nothing is published when other peers join: a
 // newcomer asks for records through the record exchange.
@@ -310,7 +323,7 @@ func (s *Service) announce(ctx context.Context) {
 		s.mu.Unlock()
 		cur := s.self()
 		cur.Addrs = s.addrs()
-		if nudged || material(&pub, &cur) || time.Since(last) >= live.Refresh || peers && (!hadPeers || unsent) {
+		if nudged || material(&pub, &cur) || live.Refresh > 0 && time.Since(last) >= live.Refresh || peers && (!hadPeers || unsent) {
 			last = publish()
 		} else if pub.Seq != 0 {
 			// This peer's own row shows its state now (its load, for
