@@ -69,7 +69,9 @@ type Config struct {
 	// it is marked dead. Default 2. (It counted missed heartbeats.)
 	DeadAfterMisses int `json:"dead_after_misses,omitempty"`
 	// RecordRefresh is how often this peer publishes its capability
-	// record when nothing in it changed. Default 5m.
+	// record to the swarm when nothing in it changed. Default 0: never
+	// (peers check each other's records on their probes; a refresh to
+	// the whole swarm costs every peer in proportion to its size).
 	RecordRefresh Duration `json:"record_refresh,omitempty"`
 	// ProbeRate is how many liveness probes a second this peer sends to
 	// the peers of its table it does not use, whatever the table's size.
@@ -346,9 +348,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.DeadAfterMisses == 0 {
 		c.DeadAfterMisses = swarm.DefaultMisses
 	}
-	if c.RecordRefresh == 0 {
-		c.RecordRefresh = Duration(swarm.DefaultRefresh)
-	}
 	if c.ProbeRate == 0 {
 		c.ProbeRate = swarm.DefaultProbeRate
 	}
@@ -401,8 +400,8 @@ func (c Config) validate() error {
 	if c.DeadAfterMisses < 1 || c.DeadAfterMisses > 100 {
 		return fmt.Errorf("config: dead_after_misses %d: want 1..100", c.DeadAfterMisses)
 	}
-	if c.RecordRefresh < Duration(10*time.Second) || c.RecordRefresh > Duration(24*time.Hour) {
-		return fmt.Errorf("config: record_refresh %s: want between 10s and 24h", time.Duration(c.RecordRefresh))
+	if c.RecordRefresh != 0 && (c.RecordRefresh < Duration(10*time.Second) || c.RecordRefresh > Duration(24*time.Hour)) {
+		return fmt.Errorf("config: record_refresh %s: want 0 (never) or between 10s and 24h", time.Duration(c.RecordRefresh))
 	}
 	if !(c.ProbeRate >= 0.01 && c.ProbeRate <= 100) {
 		return fmt.Errorf("config: probe_rate %v: want between 0.01 and 100 probes a second", c.ProbeRate)

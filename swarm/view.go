@@ -37,11 +37,12 @@ type Peer struct {
 // failed probes in a row; the other peers of the table are probed on a
 // budget of ProbeRate probes per second whatever the table's size, and
 // at once when their last connection closes. A record is published when
-// it changes (at most once per Heartbeat) and again every Refresh.
+// it changes (at most once per Heartbeat), and again every Refresh if set;
+// the probes of peers not in use check their records, taking newer ones.
 type Liveness struct {
 	Heartbeat   time.Duration // probe interval of the peers in use, and the fastest records go out; default 1 s
 	Misses      int           // failed probes in a row before a peer is dead; default 2
-	Refresh     time.Duration // an unchanged record is published again after this; default 5 min
+	Refresh     time.Duration // an unchanged record is published again after this; 0 (default): never
 	ProbeRate   float64       // probes per second of the peers not in use; default 0.5
 	ForgetAfter time.Duration // a dead peer is dropped from the table after this; default 10 min
 	MaxPeers    int           // table size bound; default 4096
@@ -51,7 +52,6 @@ type Liveness struct {
 const (
 	DefaultHeartbeat = time.Second
 	DefaultMisses    = 2
-	DefaultRefresh   = 5 * time.Minute
 	DefaultProbeRate = 0.5
 )
 
@@ -62,9 +62,7 @@ func (l Liveness) withDefaults() Liveness {
 	if l.Misses <= 0 {
 		l.Misses = DefaultMisses
 	}
-	if l.Refresh <= 0 {
-		l.Refresh = DefaultRefresh
-	}
+	l.Refresh = max(l.Refresh, 0)
 	if !(l.ProbeRate > 0) {
 		l.ProbeRate = DefaultProbeRate
 	}

@@ -29,7 +29,7 @@ type Config struct {
 	Link      Link          // every peer's link unless its Spec names one
 	Heartbeat time.Duration // node's heartbeat; default swarm.DefaultHeartbeat
 	Misses    int           // node's dead_after_misses; default swarm.DefaultMisses
-	Refresh   time.Duration // node's record_refresh; default swarm.DefaultRefresh
+	Refresh   time.Duration // node's record_refresh; default 0: never
 	ProbeRate float64       // node's probe_rate; default swarm.DefaultProbeRate
 	ConnLow   int           // node's conn_low; default 32
 	ConnHigh  int           // node's conn_high; default 96
@@ -43,9 +43,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Misses <= 0 {
 		c.Misses = swarm.DefaultMisses
-	}
-	if c.Refresh <= 0 {
-		c.Refresh = swarm.DefaultRefresh
 	}
 	if !(c.ProbeRate > 0) {
 		c.ProbeRate = swarm.DefaultProbeRate
