@@ -131,6 +131,8 @@ func envDuration(name string, def time.Duration) time.Duration {
 
 // TestIdleScale measures the idle control plane's traffic at each N of
 // SWARMSIM_SCALE (e.g. 10,20,40,200): the curves of docs/scale.md.
+// SWARMSIM_REFRESH sets record_refresh (default 5 min, longer than the
+// warm-up and window: a shorter one puts the refreshes in the window).
 func TestIdleScale(t *testing.T) {
 	ns := envInts(t, "SWARMSIM_SCALE")
 	if len(ns) == 0 {
@@ -149,7 +151,7 @@ func TestIdleScale(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				start := time.Now()
 				defer func() { simulated = time.Since(start) }()
-				s := New(Config{Link: Link{Latency: 50 * time.Millisecond}})
+				s := New(Config{Link: Link{Latency: 50 * time.Millisecond}, Refresh: envDuration("SWARMSIM_REFRESH", 0)})
 				defer s.Close()
 				for range n {
 					if _, err := s.Add(Spec{}); err != nil {
