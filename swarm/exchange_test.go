@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -37,18 +38,7 @@ func TestReplayedRecordDoesNotResurrect(t *testing.T) {
 
 	// The adversary answers the record exchange with its own record and
 	// the dead peer's.
-	adv := newMember(t, fastLive, nil)
-	adv.h.SetStreamHandler(RecordsProtocol, func(st network.Stream) {
-		defer st.Close()
-		if _, _, err := recordFrames.Read(st, maxRequestBytes, nil); err != nil {
-			return
-		}
-		self, err := adv.s.sealedSelf()
-		if err != nil {
-			return
-		}
-		recordFrames.WriteJSON(st, 0, recordsAnswer{Self: self, Sample: [][]byte{old}}, maxAnswerBytes)
-	})
+	adv := sampler(t, old)
 	newcomer := newMember(t, fastLive, nil)
 	for _, m := range []*member{a, newcomer} {
 		link(t, m, adv)
@@ -169,15 +159,7 @@ func TestStaleLeadTakesCurrentRecord(t *testing.T) {
 	// (a peer still starting), the record exchange with its current
 	// record; it asks nobody anything, so only the newcomer's questions
 	// can bring its record.
-	k, _, err := crypto.GenerateEd25519Key(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := libp2p.New(libp2p.Identity(k), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { x.Close() })
+	x, k := bareHost(t)
 	rec := gossip.Capability{PeerID: x.ID().String(), Seq: 1, TimeMS: time.Now().UnixMilli(), Addrs: []string{x.Addrs()[0].String()}}
 	old, err := gossip.SealCapability(&rec, k)
 	if err != nil {
@@ -200,18 +182,7 @@ func TestStaleLeadTakesCurrentRecord(t *testing.T) {
 		}
 	})
 
-	adv := newMember(t, fastLive, nil)
-	adv.h.SetStreamHandler(RecordsProtocol, func(st network.Stream) {
-		defer st.Close()
-		if _, _, err := recordFrames.Read(st, maxRequestBytes, nil); err != nil {
-			return
-		}
-		self, err := adv.s.sealedSelf()
-		if err != nil {
-			return
-		}
-		recordFrames.WriteJSON(st, 0, recordsAnswer{Self: self, Sample: [][]byte{old}}, maxAnswerBytes)
-	})
+	adv := sampler(t, old)
 	newcomer := newMember(t, fastLive, nil)
 	link(t, newcomer, adv)
 	took := waitFor(t, 10*time.Second, "the newcomer holds x alive", func() bool { return newcomer.s.View().Alive(x.ID()) })
@@ -263,15 +234,7 @@ func TestRecordCheck(t *testing.T) {
 
 	// x: a bare host that serves the record exchange with its record of
 	// the moment and publishes nothing.
-	k, _, err := crypto.GenerateEd25519Key(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := libp2p.New(libp2p.Identity(k), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { x.Close() })
+	x, k := bareHost(t)
 	type sealed struct {
 		seq uint64
 		b   []byte
@@ -316,4 +279,38 @@ func TestRecordCheck(t *testing.T) {
 		t.Fatalf("after its check x is alive %v with record %d, want alive with 3", p.Alive, p.Cap.Seq)
 	}
 	t.Logf("the probe took x's third record %v after its connection closed", took.Round(time.Millisecond))
+}
+
+// sampler is a member that answers the record exchange with its own
+// record and a sample of one record, sealed: an adversary, or a peer that
+// holds an old record of another.
+func sampler(t *testing.T, sealed []byte) *member {
+	m := newMember(t, fastLive, nil)
+	m.h.SetStreamHandler(RecordsProtocol, func(st network.Stream) {
+		defer st.Close()
+		if _, _, err := recordFrames.Read(st, maxRequestBytes, nil); err != nil {
+			return
+		}
+		self, err := m.s.sealedSelf()
+		if err != nil {
+			return
+		}
+		recordFrames.WriteJSON(st, 0, recordsAnswer{Self: self, Sample: [][]byte{sealed}}, maxAnswerBytes)
+	})
+	return m
+}
+
+// bareHost is a libp2p host on loopback with no swarm service (it asks
+// nobody anything), and its key.
+func bareHost(t *testing.T) (host.Host, crypto.PrivKey) {
+	k, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := libp2p.New(libp2p.Identity(k), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h, k
 }
