@@ -19,6 +19,9 @@ var idleLine = regexp.MustCompile(`N=(\d+) per-peer sent ([0-9.]+) KiB/s, (\d+) 
 // counted: issue 28's goal at 40 daemons (136 KiB/s a peer with the old
 // control plane, which grew with the swarm), held at 64.
 func TestIdleTraffic64(t *testing.T) {
+	if os.Getenv("SWARM_E2E_SCALE") == "" {
+		t.Skip("64 daemons load the machine as they start: scripts/test.sh runs this alone, after the other tests (SWARM_E2E_SCALE=1)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("the measurement makes a network namespace: it needs root")
 	}
