@@ -118,7 +118,15 @@ while len(done) < n:
     if len(done) == n:
         break
     if time.time() > deadline:
-        sys.exit(f"after {limit:.0f} s, {n - len(done)} of {n} daemons do not hold every other alive (daemon 0 holds {alive(0)} of {n - 1})")
+        i = min(set(range(n)) - done)
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{7400 + i}/v1/swarm/peers", timeout=5) as r:
+                rows = [p for p in json.load(r).get("peers", []) if not p.get("self")]
+        except Exception as e:
+            rows = []
+        dead = [f"{p['peer_id'][-8:]} (last seen {p.get('last_seen_ms_ago', 0) / 1000:.0f} s ago)" for p in rows if not p.get("alive")]
+        sys.exit(f"after {limit:.0f} s, {n - len(done)} of {n} daemons do not hold every other alive: daemon {i} holds "
+                 f"{alive(i)} of {n - 1} alive, {len(rows)} in its table; dead there: {', '.join(dead) or 'none'}")
     time.sleep(0.2)
 print(f"{time.time() - t0:.1f}")
 PY

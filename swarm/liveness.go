@@ -212,15 +212,17 @@ func (k *keeper) schedule(now time.Time, n int) ([]probeJob, []peer.ID) {
 		}
 	}
 	k.lease = k.live.IdleDeadAfter(idle)
-	slices.SortFunc(budget, func(a, b Peer) int {
-		if a.Alive != b.Alive {
-			if a.Alive {
-				return -1
-			}
-			return 1
+	// The most overdue first: a live peer is due minProbeGap after its
+	// last answer or probe, a dead one deadProbeGap after. (Live peers
+	// first, as before, starved the dead whenever the budget was short of
+	// the table, past 15 peers: one that came back was never probed.)
+	dueAt := func(p Peer) time.Time {
+		if p.Alive {
+			return later(k.st[p.ID].probed, p.LastSeen).Add(minProbeGap)
 		}
-		return later(k.st[a.ID].probed, a.LastSeen).Compare(later(k.st[b.ID].probed, b.LastSeen))
-	})
+		return later(k.st[p.ID].probed, p.DeadSince).Add(deadProbeGap)
+	}
+	slices.SortFunc(budget, func(a, b Peer) int { return dueAt(a).Compare(dueAt(b)) })
 	for _, p := range budget {
 		if k.tokens < 1 {
 			break
