@@ -137,6 +137,13 @@ func TestRecordExchangeBadInput(t *testing.T) {
 	if c.s.View().Alive(b.h.ID()) {
 		t.Fatal("a record the liar handed as its own made its peer alive")
 	}
+	// The same answer to a check of the liar's record (an idle probe).
+	if err := c.s.xchg.check(t.Context(), liar.h.ID(), 1); err == nil || !strings.Contains(err.Error(), "answered with a record of "+b.h.ID().String()) {
+		t.Fatalf("a record of another peer answering a check: err %v", err)
+	}
+	if c.s.View().Alive(b.h.ID()) {
+		t.Fatal("a record the liar handed as its own, in a check, made its peer alive")
+	}
 	// A garbage answer.
 	liar.h.SetStreamHandler(RecordsProtocol, func(st network.Stream) {
 		defer st.Close()
@@ -145,6 +152,9 @@ func TestRecordExchangeBadInput(t *testing.T) {
 	})
 	if _, err := c.s.xchg.fetch1(t.Context(), liar.h.ID()); err == nil || !strings.Contains(err.Error(), "answer of "+liar.h.ID().String()) {
 		t.Fatalf("garbage: err %v", err)
+	}
+	if err := c.s.xchg.check(t.Context(), liar.h.ID(), 1); err == nil || !strings.Contains(err.Error(), "answer of "+liar.h.ID().String()) {
+		t.Fatalf("garbage answering a check: err %v", err)
 	}
 }
 
