@@ -5,9 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
-	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/llmswarm/llmswarm/gossip"
 )
@@ -21,14 +19,7 @@ func newDHTMember(t *testing.T, live Liveness, self SelfFunc) *member {
 // newDHTMemberMode is newMember with a DHT of its own in mode.
 func newDHTMemberMode(t *testing.T, live Liveness, self SelfFunc, mode dht.ModeOpt) *member {
 	t.Helper()
-	k, _, err := crypto.GenerateEd25519Key(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := libp2p.New(libp2p.Identity(k), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, k := bareHost(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	r, err := gossip.NewRouter(ctx, h, k, nil, gossip.WithHeartbeat(live.Heartbeat), gossip.WithColocation(gossip.Colocation{Threshold: 1000}))
 	if err != nil {

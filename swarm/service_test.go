@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -30,14 +29,7 @@ var fastLive = Liveness{Heartbeat: 200 * time.Millisecond, Misses: 2, Refresh: t
 
 func newMember(t *testing.T, live Liveness, self SelfFunc, opts ...Option) *member {
 	t.Helper()
-	k, _, err := crypto.GenerateEd25519Key(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := libp2p.New(libp2p.Identity(k), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, k := bareHost(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	r, err := gossip.NewRouter(ctx, h, k, nil, gossip.WithHeartbeat(live.Heartbeat), gossip.WithColocation(gossip.Colocation{Threshold: 1000}))
 	if err != nil {
