@@ -12,12 +12,15 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
+	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
+	"go.uber.org/fx"
 
 	"github.com/llmswarm/llmswarm/internal/netif"
 	"github.com/llmswarm/llmswarm/swarm"
@@ -53,6 +56,7 @@ type Service struct {
 	mu      sync.Mutex
 	started bool
 	closed  bool
+	idents  event.Subscription // identify's results from the host's first connection on; the puncher takes it
 }
 
 // Option configures New.
@@ -142,7 +146,29 @@ func (s *Service) Options() []libp2p.Option {
 	if cfg.PortMapping != "off" {
 		opts = append(opts, libp2p.NATPortMap())
 	}
+	if cfg.HolePunching != "off" {
+		opts = append(opts, libp2p.WithFxOption(fx.Invoke(s.watchIdentify)))
+	}
 	return opts
+}
+
+// watchIdentify subscribes to identify's results while the host is being
+// built, before it connects anywhere: hole punching learns this peer's
+// public address from what its first peers observe, and the host's first
+// connection (to a static relay, dialed as the host starts when the peer
+// is private) may be the only direct one it ever has.
+func (s *Service) watchIdentify(h host.Host) error {
+	sub, err := h.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted), eventbus.BufSize(256))
+	if err != nil {
+		return fmt.Errorf("hole punching: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idents != nil {
+		s.idents.Close() // a second host built from the same options
+	}
+	s.idents = sub
+	return nil
 }
 
 func (s *Service) relayOptions() []relay.Option {
@@ -180,7 +206,9 @@ func (s *Service) Start(ctx context.Context, h host.Host) error {
 		s.pmp.start(h)
 	}
 	if s.cfg.HolePunching != "off" {
-		p, err := newPuncher(h, s.counters, s.log)
+		sub := s.idents
+		s.idents = nil
+		p, err := newPuncher(h, sub, s.counters, s.log)
 		if err != nil {
 			return err
 		}
@@ -210,6 +238,10 @@ func (s *Service) Close() error {
 		s.watching.Wait()
 	}
 	s.pmp.stop()
+	if s.idents != nil {
+		s.idents.Close() // built a host, never started on it
+		s.idents = nil
+	}
 	if p := s.punch.Load(); p != nil {
 		p.close()
 	}

@@ -53,26 +53,33 @@ const (
 	maxReadyWait    = 2 * time.Minute // for a public address of ours, per relayed connection
 )
 
-// newPuncher starts hole punching on h; tel traces each punch.
-func newPuncher(h host.Host, tel *counters, log *slog.Logger) (*puncher, error) {
+// newPuncher starts hole punching on h; tel traces each punch. sub is
+// identify's results on h since it was built (nil: subscribe now, and miss
+// the connections already identified); the puncher closes it.
+func newPuncher(h host.Host, sub event.Subscription, tel *counters, log *slog.Logger) (*puncher, error) {
 	idh, ok := h.(interface{ IDService() identify.IDService })
 	if !ok {
+		if sub != nil {
+			sub.Close()
+		}
 		return nil, errors.New("hole punching: the libp2p host has no identify service")
 	}
 	p := &puncher{h: h, ids: idh.IDService(), log: log, obs: newObservedAddrs(), active: map[peer.ID]bool{}, punched: map[string]bool{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if sub == nil {
+		var err error
+		if sub, err = h.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted)); err != nil {
+			p.cancel()
+			return nil, err
+		}
+	}
 	svc, err := holepunch.NewService(h, p.ids, p.publicAddrs, holepunch.WithTracer(tel))
 	if err != nil {
+		sub.Close()
 		p.cancel()
 		return nil, err
 	}
 	p.svc = svc
-	sub, err := h.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
-	if err != nil {
-		svc.Close()
-		p.cancel()
-		return nil, err
-	}
 	p.wg.Add(1)
 	go p.watchIdentify(sub)
 	tel.onPunched(p.markPunched, func(rp peer.ID) bool {
