@@ -8,27 +8,29 @@ import (
 )
 
 // shortNames map the names people know from ollama to GGUF repos on
-// Hugging Face, of the architectures the engine runs (Qwen3, Qwen2.5,
-// Llama 3, Gemma 3; LFM2, which runs from its whole file only).
+// Hugging Face, of the architectures the engine runs (Qwen3 and its
+// mixture of experts, Qwen2.5, Llama 3, Gemma 3; LFM2, which runs from its
+// whole file only).
 var shortNames = map[string]string{
-	"qwen3:0.6b":   "unsloth/Qwen3-0.6B-GGUF",
-	"qwen3:1.7b":   "unsloth/Qwen3-1.7B-GGUF",
-	"qwen3:4b":     "unsloth/Qwen3-4B-GGUF",
-	"qwen3:8b":     "unsloth/Qwen3-8B-GGUF",
-	"qwen3:14b":    "unsloth/Qwen3-14B-GGUF",
-	"qwen2.5:0.5b": "Qwen/Qwen2.5-0.5B-Instruct-GGUF",
-	"qwen2.5:1.5b": "Qwen/Qwen2.5-1.5B-Instruct-GGUF",
-	"qwen2.5:3b":   "Qwen/Qwen2.5-3B-Instruct-GGUF",
-	"llama3.2:1b":  "unsloth/Llama-3.2-1B-Instruct-GGUF",
-	"llama3.2:3b":  "unsloth/Llama-3.2-3B-Instruct-GGUF",
-	"llama3.1:8b":  "unsloth/Llama-3.1-8B-Instruct-GGUF",
-	"gemma3:270m":  "unsloth/gemma-3-270m-it-GGUF",
-	"gemma3:1b":    "unsloth/gemma-3-1b-it-GGUF",
-	"gemma3:4b":    "unsloth/gemma-3-4b-it-GGUF",
-	"gemma3:12b":   "unsloth/gemma-3-12b-it-GGUF",
-	"lfm2:350m":    "LiquidAI/LFM2-350M-GGUF",
-	"lfm2:700m":    "LiquidAI/LFM2-700M-GGUF",
-	"lfm2:1.2b":    "LiquidAI/LFM2-1.2B-GGUF",
+	"qwen3:0.6b":    "unsloth/Qwen3-0.6B-GGUF",
+	"qwen3:1.7b":    "unsloth/Qwen3-1.7B-GGUF",
+	"qwen3:4b":      "unsloth/Qwen3-4B-GGUF",
+	"qwen3:8b":      "unsloth/Qwen3-8B-GGUF",
+	"qwen3:14b":     "unsloth/Qwen3-14B-GGUF",
+	"qwen3:30b-a3b": "unsloth/Qwen3-30B-A3B-GGUF",
+	"qwen2.5:0.5b":  "Qwen/Qwen2.5-0.5B-Instruct-GGUF",
+	"qwen2.5:1.5b":  "Qwen/Qwen2.5-1.5B-Instruct-GGUF",
+	"qwen2.5:3b":    "Qwen/Qwen2.5-3B-Instruct-GGUF",
+	"llama3.2:1b":   "unsloth/Llama-3.2-1B-Instruct-GGUF",
+	"llama3.2:3b":   "unsloth/Llama-3.2-3B-Instruct-GGUF",
+	"llama3.1:8b":   "unsloth/Llama-3.1-8B-Instruct-GGUF",
+	"gemma3:270m":   "unsloth/gemma-3-270m-it-GGUF",
+	"gemma3:1b":     "unsloth/gemma-3-1b-it-GGUF",
+	"gemma3:4b":     "unsloth/gemma-3-4b-it-GGUF",
+	"gemma3:12b":    "unsloth/gemma-3-12b-it-GGUF",
+	"lfm2:350m":     "LiquidAI/LFM2-350M-GGUF",
+	"lfm2:700m":     "LiquidAI/LFM2-700M-GGUF",
+	"lfm2:1.2b":     "LiquidAI/LFM2-1.2B-GGUF",
 }
 
 // ShortNames lists the short names ParseModelRef knows, sorted.

@@ -8,12 +8,15 @@ import (
 )
 
 // TestEstimateMatchesLoad: what Estimate reads from the header is what
-// Load then holds, for whole models and slices, f32 and quantized.
+// Load then holds, for whole models and slices, f32 and quantized, dense
+// and a mixture of experts (every expert is held, not only those a token
+// runs).
 func TestEstimateMatchesLoad(t *testing.T) {
 	dir := t.TempDir()
-	for _, typ := range []string{"f32", "q8_0"} {
+	for _, c := range []struct{ arch, typ string }{{"qwen3", "f32"}, {"qwen3", "q8_0"}, {"qwen3moe", "f32"}, {"qwen3moe", "q8_0"}} {
+		typ := c.arch + "-" + c.typ
 		p := filepath.Join(dir, typ+".gguf")
-		if err := Synth(context.Background(), p, SynthSpec{Arch: "qwen3", Size: "tiny", Type: typ, Seed: 3}); err != nil {
+		if err := Synth(context.Background(), p, SynthSpec{Arch: c.arch, Size: "tiny", Type: c.typ, Seed: 3}); err != nil {
 			t.Fatal(err)
 		}
 		opts := Options{Threads: 1, Slots: 2, Context: 300}
@@ -32,6 +35,13 @@ func TestEstimateMatchesLoad(t *testing.T) {
 		}
 		if d := est.Weights - got.Weights; est.Weights == 0 || d*50 > got.Weights || -d*50 > got.Weights {
 			t.Errorf("%s: estimated weights %d bytes, loaded %d: more than 2%% apart", typ, est.Weights, got.Weights)
+		}
+		if m := synthExperts[c.arch]["tiny"]; m.experts > 0 {
+			s := synthShapes[c.arch]["tiny"]
+			bytesPer := map[string]int64{"f32": 4, "q8_0": 1}[c.typ] // q8_0: a little over one byte a weight
+			if experts := int64(s.layers*3*s.hidden*m.expertFFN*m.experts) * bytesPer; est.Weights < experts {
+				t.Errorf("%s: estimated weights %d bytes, fewer than its experts' %d", typ, est.Weights, experts)
+			}
 		}
 	}
 	if _, _, err := Estimate(filepath.Join(dir, "none.gguf"), Options{}); !os.IsNotExist(unwrapFile(err)) {

@@ -184,6 +184,9 @@ var repackSuffixes = []string{
 	".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_qkv.weight", ".attn_output.weight",
 	".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight",
 	".shortconv.in_proj.weight", ".shortconv.out_proj.weight",
+	// a mixture of experts' projections, one 3-D tensor each (the
+	// repacked kernels serve their MUL_MAT_ID as well)
+	".ffn_gate_exps.weight", ".ffn_up_exps.weight", ".ffn_down_exps.weight",
 }
 
 // repackable reports whether the weight named may be repacked.
@@ -230,7 +233,11 @@ func repackWeights(b ml.Backend, names []string) (*repacked, error) {
 		if err != nil {
 			return nil, err
 		}
-		if C.swarm_tensor_dims(ct) != 2 || C.swarm_repackable_type(C.swarm_tensor_type(ct)) == 0 {
+		dims := 2
+		if strings.HasSuffix(name, "_exps.weight") {
+			dims = 3
+		}
+		if int(C.swarm_tensor_dims(ct)) != dims || C.swarm_repackable_type(C.swarm_tensor_type(ct)) == 0 {
 			continue
 		}
 		ws = append(ws, ct)

@@ -16,8 +16,8 @@ import (
 
 // SynthSpec describes a synthetic (random-weight) model.
 type SynthSpec struct {
-	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2
-	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 3b | 4b | 7b | 8b (see SynthSizesFor)
+	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe
+	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 3b | 4b | 7b | 8b | 30b (see SynthSizesFor)
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
 	// ChatTemplate, when set, is the file's tokenizer.chat_template in
@@ -33,7 +33,7 @@ type SynthSpec struct {
 // SynthSizes and SynthTypes list the accepted SynthSpec values; not every
 // architecture has every size (SynthSizesFor).
 var (
-	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "3b", "4b", "7b", "8b"}
+	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "3b", "4b", "7b", "8b", "30b"}
 	SynthTypes = []string{"f32", "f16", "q8_0", "q4_k"}
 )
 
@@ -57,6 +57,7 @@ type synthShape struct {
 //	six and twelve layers, so that one in six is global (arch_gemma3.go)
 //	mistral3: 3b Ministral-3-3B (text model)
 //	lfm2: tiny and small only (synth_lfm2.go: which layers are attention)
+//	qwen3moe: 30b Qwen3-30B-A3B (its experts: synth_moe.go)
 var synthShapes = map[string]map[string]synthShape{
 	//        hidden layers heads kv headDim ffn vocab normal ctx tied ropeFreqs
 	"qwen3": {
@@ -95,6 +96,11 @@ var synthShapes = map[string]map[string]synthShape{
 	"lfm2": {
 		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, true, false},
 		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, true, false},
+	},
+	"qwen3moe": { // ffn: a dense layer's width (unused); the experts' in synthExperts
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, true, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, true, false},
+		"30b":   {2048, 48, 32, 4, 128, 6144, 151936, 151643, 40960, false, false},
 	},
 }
 
@@ -215,7 +221,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 func Synth(ctx context.Context, path string, spec SynthSpec) error {
 	shapes, ok := synthShapes[spec.Arch]
 	if !ok {
-		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2)", ErrUnsupportedArch, spec.Arch)
+		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe)", ErrUnsupportedArch, spec.Arch)
 	}
 	s, ok := shapes[spec.Size]
 	if !ok {
@@ -260,7 +266,7 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		"tokenizer.ggml.model":             "gpt2",
 	}
 	switch arch {
-	case "qwen3", "qwen2":
+	case "qwen3", "qwen2", "qwen3moe":
 		voc, err = buildVocab(s.vocab, s.normal, qwenSpecials, "")
 		if err != nil {
 			return err
@@ -272,7 +278,7 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		kv["tokenizer.ggml.padding_token_id"] = uint32(eot)
 		kv["tokenizer.ggml.bos_token_id"] = uint32(eot)
 		kv["tokenizer.ggml.add_bos_token"] = false
-		if arch == "qwen3" {
+		if arch != "qwen2" {
 			kv["attention.key_length"] = uint32(s.headDim)
 			kv["attention.value_length"] = uint32(s.headDim)
 			kv["tokenizer.chat_template"] = qwen3Template
@@ -310,6 +316,10 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		delete(kv, "tokenizer.chat_template")
 	case spec.ChatTemplate != "":
 		kv["tokenizer.chat_template"] = spec.ChatTemplate
+	}
+	moe, isMoE := synthExperts[arch][spec.Size]
+	if isMoE {
+		moeKV(kv, moe)
 	}
 	kv["tokenizer.ggml.tokens"] = voc.tokens
 	kv["tokenizer.ggml.token_type"] = voc.types
@@ -387,6 +397,16 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 	}
 	addFFN := func(p string) {
 		addT(p+"ffn_norm.weight", f32, norm, s.hidden)
+		if isMoE {
+			// The router's logits vary by several units: tokens take
+			// different experts, by margins that rounding (repacked
+			// kernels, f16 hidden states) rarely overturns.
+			addT(p+"ffn_gate_inp.weight", f32, normal(8*inv(s.hidden)), s.hidden, moe.experts)
+			addT(p+"ffn_gate_exps.weight", matType, normal(inv(s.hidden)), s.hidden, moe.expertFFN, moe.experts)
+			addT(p+"ffn_up_exps.weight", matType, normal(inv(s.hidden)), s.hidden, moe.expertFFN, moe.experts)
+			addT(p+"ffn_down_exps.weight", matType, normal(inv(moe.expertFFN)), moe.expertFFN, s.hidden, moe.experts)
+			return
+		}
 		addT(p+"ffn_gate.weight", matType, normal(inv(s.hidden)), s.hidden, s.ffn)
 		addT(p+"ffn_up.weight", matType, normal(inv(s.hidden)), s.hidden, s.ffn)
 		addT(p+"ffn_down.weight", matType, normal(inv(s.ffn)), s.ffn, s.hidden)
@@ -407,7 +427,7 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		addT(p+"attn_v.weight", matType, normal(inv(s.hidden)), s.hidden, kvd)
 		addT(p+"attn_output.weight", matType, normal(inv(q)), q, s.hidden)
 		switch arch {
-		case "qwen3":
+		case "qwen3", "qwen3moe":
 			addT(p+"attn_q_norm.weight", f32, norm, s.headDim)
 			addT(p+"attn_k_norm.weight", f32, norm, s.headDim)
 		case "lfm2":

@@ -200,6 +200,7 @@ func TestSynthSizes(t *testing.T) {
 		"gemma3":   {"tiny", "small", "1b", "4b"},
 		"mistral3": {"tiny", "small", "3b"},
 		"lfm2":     {"tiny", "small"},
+		"qwen3moe": {"tiny", "small", "30b"},
 		"gpt2":     nil,
 	} {
 		if got := SynthSizesFor(arch); !slices.Equal(got, want) {

@@ -57,7 +57,7 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 	kv := meta.KV()
 	var m model.Model
 	switch kv.Architecture() {
-	case "qwen3":
+	case "qwen3", "qwen3moe":
 		m, err = qwen3.New(kv)
 	case "qwen2":
 		m, err = qwen2.New(kv)

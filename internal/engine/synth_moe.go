@@ -1,0 +1,30 @@
+package engine
+
+// Mixture-of-experts shapes. A layer's feed-forward block is a router
+// (ffn_gate_inp, F32 as in the real files) over `experts` SwiGLU experts
+// of width expertFFN, each stored as one 3-D tensor per projection
+// (ffn_gate_exps, ffn_up_exps, ffn_down_exps: [hidden, expertFFN,
+// experts] and [expertFFN, hidden, experts]); each token runs `used` of
+// them, weighted by the router's softmax renormalised over those chosen.
+type moeShape struct {
+	experts, used, expertFFN int
+}
+
+// synthExperts: tiny and small are for tests (small's expert width keeps
+// the down projections' rows off the k-quants' 256, so a q4_k file mixes
+// Q4_K and Q8_0 as real Q4_K_M files do); 30b is Qwen3-30B-A3B
+// (config.json: 128 experts of 768, 8 per token).
+var synthExperts = map[string]map[string]moeShape{
+	"qwen3moe": {
+		"tiny":  {4, 2, 32},
+		"small": {8, 2, 128},
+		"30b":   {128, 8, 768},
+	},
+}
+
+// moeKV sets the experts' metadata.
+func moeKV(kv map[string]any, m moeShape) {
+	kv["expert_count"] = uint32(m.experts)
+	kv["expert_used_count"] = uint32(m.used)
+	kv["expert_feed_forward_length"] = uint32(m.expertFFN)
+}
