@@ -24,6 +24,7 @@ func TestParseModelRef(t *testing.T) {
 		"gemma3:1b-q8_0":                                  {Repo: "unsloth/gemma-3-1b-it-GGUF", Quant: "Q8_0"},
 		"gemma3:12b-q4_k_m":                               {Repo: "unsloth/gemma-3-12b-it-GGUF", Quant: "Q4_K_M"},
 		"qwen3:30b-a3b-q4_k_m":                            {Repo: "unsloth/Qwen3-30B-A3B-GGUF", Quant: "Q4_K_M"},
+		"gpt-oss:20b-f16":                                 {Repo: "unsloth/gpt-oss-20b-GGUF", Quant: "F16"},
 		"hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_0": {Repo: "bartowski/Llama-3.2-1B-Instruct-GGUF", Quant: "Q4_0"},
 	}
 	for in, want := range ok {

@@ -10,6 +10,7 @@ import (
 	"github.com/ollama/ollama/ml/nn"
 	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/models/gemma3"
+	"github.com/ollama/ollama/model/models/gptoss"
 	"github.com/ollama/ollama/model/models/lfm2"
 	"github.com/ollama/ollama/model/models/llama"
 	"github.com/ollama/ollama/model/models/mistral3"
@@ -18,7 +19,7 @@ import (
 )
 
 // Architectures lists the general.architecture values the engine runs.
-var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe"}
+var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss"}
 
 // arch is the per-architecture view of a loaded ollama model that the layer
 // loop needs. The layer loop (run.go) mirrors each model's own Forward; the
@@ -33,8 +34,8 @@ type arch interface {
 	hasHead() bool
 }
 
-// ownCache is an arch whose layers need a cache of their own kind (gemma3:
-// sliding-window layers beside global ones; lfm2: recurrent state beside
+// ownCache is an arch whose layers need a cache of their own kind (gemma3,
+// gptoss: sliding-window layers beside global ones; lfm2: recurrent state beside
 // KV); the others take a causal one. rewind is how many positions behind
 // its window a sliding-window cache keeps, so that a session can be
 // truncated by that many (Session.Truncate).
@@ -101,6 +102,8 @@ func newArch(m model.Model, cfg fs.Config) (arch, error) {
 		return newMistral3Arch(t, cfg), nil
 	case *lfm2.Model:
 		return newLFM2Arch(t, cfg), nil
+	case *gptoss.Transformer:
+		return newGPTOSSArch(t, cfg), nil
 	case *qwen3.Model:
 		return qwen3Arch{t, eps}, nil
 	case *qwen2.Model:

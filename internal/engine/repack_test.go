@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,10 +41,14 @@ func TestRepackSameTokens(t *testing.T) {
 			if arch == "lfm2" {
 				want -= 2 * (packed.Info().Layers - len(lfm2AttnLayers["small"]))
 			}
-			if arch == "qwen3moe" {
+			switch arch {
+			case "qwen3moe":
 				// the experts' gate and up (3-D, MUL_MAT_ID); their down
 				// projection is Q8_0 (rows of 128), which has no repacked kernel
 				want = 6 * packed.Info().Layers
+			case "gptoss", "gpt-oss":
+				// attention's four and the experts' three (3-D)
+				want = 7 * packed.Info().Layers
 			}
 			if packed.Repacked() != want {
 				t.Fatalf("%d tensors repacked, want %d", packed.Repacked(), want)
@@ -62,9 +67,22 @@ func TestRepackSameTokens(t *testing.T) {
 			// the two pick different tokens must be a near tie: the
 			// repacked pick's plain logit within the rounding error of
 			// the best.
+			//
+			// In a mixture of experts a token whose router scores two
+			// experts within that rounding takes one in one run and the
+			// other in the other: that step's logits then differ by up to
+			// a third (gptoss: 31% at one step of 32, its first two layers
+			// agreeing to 1e-6), its token rarely. So the bound on one
+			// step is looser there; the median step, where wrong kernels
+			// give ~100%, is held to the dense bound everywhere.
 			in := splitPrompt
 			L := packed.Info().Layers
-			worst, same := 0.0, 0
+			bound := 0.1
+			if synthExperts[synthArch(arch)] != nil {
+				bound = 0.5
+			}
+			var rel []float64
+			same := 0
 			const steps = 32
 			for step := range steps {
 				want, err := sp.RunRange(context.Background(), 0, L, in, nil)
@@ -76,9 +94,9 @@ func TestRepackSameTokens(t *testing.T) {
 					t.Fatal(err)
 				}
 				d := maxAbsDiff(got, want)
-				worst = max(worst, d/maxAbs(want))
+				rel = append(rel, d/maxAbs(want))
 				g, w := Greedy(got), Greedy(want)
-				if d > 0.1*maxAbs(want) || (g != w && float64(want[w]-want[g]) > 2*d) {
+				if d > bound*maxAbs(want) || (g != w && float64(want[w]-want[g]) > 2*d) {
 					t.Fatalf("step %d: repacked token %d (plain logit %g), plain %d (%g); max |logit d| %g of max |logit| %g",
 						step, g, want[g], w, want[w], d, maxAbs(want))
 				}
@@ -90,8 +108,13 @@ func TestRepackSameTokens(t *testing.T) {
 			if same < steps*9/10 {
 				t.Fatalf("only %d of %d greedy steps agree", same, steps)
 			}
-			t.Logf("%d tensors repacked; %d of %d greedy steps agree (the others near ties), max |logit d| / max |logit| %.2g",
-				packed.Repacked(), same, steps, worst)
+			slices.Sort(rel)
+			if med := rel[steps/2]; med > 0.1 {
+				t.Fatalf("median step's max |logit d| / max |logit| %.2g (rounding: a few %%)", med)
+			}
+			worst := rel[steps-1]
+			t.Logf("%d tensors repacked; %d of %d greedy steps agree (the others near ties), max |logit d| / max |logit| %.2g, median %.2g",
+				packed.Repacked(), same, steps, worst, rel[steps/2])
 		})
 	}
 }

@@ -16,8 +16,8 @@ import (
 
 // SynthSpec describes a synthetic (random-weight) model.
 type SynthSpec struct {
-	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe
-	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 3b | 4b | 7b | 8b | 30b (see SynthSizesFor)
+	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe | gptoss (or gpt-oss)
+	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 3b | 4b | 7b | 8b | 20b | 30b (see SynthSizesFor)
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
 	// ChatTemplate, when set, is the file's tokenizer.chat_template in
@@ -33,7 +33,7 @@ type SynthSpec struct {
 // SynthSizes and SynthTypes list the accepted SynthSpec values; not every
 // architecture has every size (SynthSizesFor).
 var (
-	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "3b", "4b", "7b", "8b", "30b"}
+	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "3b", "4b", "7b", "8b", "20b", "30b"}
 	SynthTypes = []string{"f32", "f16", "q8_0", "q4_k"}
 )
 
@@ -58,6 +58,7 @@ type synthShape struct {
 //	mistral3: 3b Ministral-3-3B (text model)
 //	lfm2: tiny and small only (synth_lfm2.go: which layers are attention)
 //	qwen3moe: 30b Qwen3-30B-A3B (its experts: synth_moe.go)
+//	gptoss: 20b gpt-oss-20b (synth_gptoss.go)
 var synthShapes = map[string]map[string]synthShape{
 	//        hidden layers heads kv headDim ffn vocab normal ctx tied ropeFreqs
 	"qwen3": {
@@ -102,6 +103,20 @@ var synthShapes = map[string]map[string]synthShape{
 		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, true, false},
 		"30b":   {2048, 48, 32, 4, 128, 6144, 151936, 151643, 40960, false, false},
 	},
+	"gptoss": { // ffn unused, as qwen3moe's
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, false},
+		"20b":   {2880, 24, 64, 8, 64, 2880, 201088, 199998, 131072, false, false},
+	},
+}
+
+// synthArch is the shape table's name for arch: llama.cpp writes GPT-OSS
+// as "gpt-oss", ollama as "gptoss".
+func synthArch(arch string) string {
+	if arch == "gpt-oss" {
+		return "gptoss"
+	}
+	return arch
 }
 
 // SynthSizesFor lists the sizes Synth writes for arch, smallest first (nil
@@ -109,7 +124,7 @@ var synthShapes = map[string]map[string]synthShape{
 func SynthSizesFor(arch string) []string {
 	var out []string
 	for _, size := range SynthSizes {
-		if _, ok := synthShapes[arch][size]; ok {
+		if _, ok := synthShapes[synthArch(arch)][size]; ok {
 			out = append(out, size)
 		}
 	}
@@ -219,9 +234,9 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 // so that the layers, not the token embedding, dominate the residual
 // stream: greedy decoding then produces varied tokens.
 func Synth(ctx context.Context, path string, spec SynthSpec) error {
-	shapes, ok := synthShapes[spec.Arch]
+	shapes, ok := synthShapes[synthArch(spec.Arch)]
 	if !ok {
-		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe)", ErrUnsupportedArch, spec.Arch)
+		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe | gptoss)", ErrUnsupportedArch, spec.Arch)
 	}
 	s, ok := shapes[spec.Size]
 	if !ok {
@@ -310,6 +325,10 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		if voc, err = lfm2KV(kv, s, spec.Size); err != nil {
 			return err
 		}
+	case "gptoss", "gpt-oss":
+		if voc, err = gptossKV(kv, s, spec.Size); err != nil {
+			return err
+		}
 	}
 	switch {
 	case spec.NoChatTemplate:
@@ -317,7 +336,7 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 	case spec.ChatTemplate != "":
 		kv["tokenizer.chat_template"] = spec.ChatTemplate
 	}
-	moe, isMoE := synthExperts[arch][spec.Size]
+	moe, isMoE := synthExperts[synthArch(arch)][spec.Size]
 	if isMoE {
 		moeKV(kv, moe)
 	}
@@ -411,8 +430,13 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		addT(p+"ffn_up.weight", matType, normal(inv(s.hidden)), s.hidden, s.ffn)
 		addT(p+"ffn_down.weight", matType, normal(inv(s.ffn)), s.ffn, s.hidden)
 	}
+	kit := synthKit{add: addT, normal: normal, norm: norm, inv: inv, f32: f32, mat: matType}
 	for l := range s.layers {
 		p := fmt.Sprintf("blk.%d.", l)
+		if synthArch(arch) == "gptoss" {
+			gptossLayer(kit, p, s, moe)
+			continue
+		}
 		addT(p+"attn_norm.weight", f32, norm, s.hidden)
 		if arch == "lfm2" && lfm2Conv(spec.Size, l) {
 			// the convolution's kernel stays F32, as in the real files

@@ -201,6 +201,8 @@ func TestSynthSizes(t *testing.T) {
 		"mistral3": {"tiny", "small", "3b"},
 		"lfm2":     {"tiny", "small"},
 		"qwen3moe": {"tiny", "small", "30b"},
+		"gptoss":   {"tiny", "small", "20b"},
+		"gpt-oss":  {"tiny", "small", "20b"},
 		"gpt2":     nil,
 	} {
 		if got := SynthSizesFor(arch); !slices.Equal(got, want) {

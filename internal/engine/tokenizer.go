@@ -12,6 +12,7 @@ import (
 	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/models/gemma3"
+	"github.com/ollama/ollama/model/models/gptoss"
 	"github.com/ollama/ollama/model/models/lfm2"
 	"github.com/ollama/ollama/model/models/llama"
 	"github.com/ollama/ollama/model/models/mistral3"
@@ -69,6 +70,8 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		m, err = mistral3.New(kv)
 	case "lfm2":
 		m, err = lfm2.New(kv)
+	case "gptoss", "gpt-oss":
+		m, err = gptoss.New(kv)
 	default:
 		err = fmt.Errorf("%w %q", ErrUnsupportedArch, kv.Architecture())
 	}
