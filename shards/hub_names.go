@@ -9,7 +9,7 @@ import (
 
 // shortNames map the names people know from ollama to GGUF repos on
 // Hugging Face, of the architectures the engine runs (Qwen3 and its
-// mixture of experts, Qwen2.5, Llama 3, Gemma 3, GPT-OSS; LFM2, which runs
+// mixture of experts, Qwen2.5, Llama 3, Gemma 2 and 3, GPT-OSS; LFM2, which runs
 // from its whole file only).
 var shortNames = map[string]string{
 	"qwen3:0.6b":    "unsloth/Qwen3-0.6B-GGUF",
@@ -24,6 +24,8 @@ var shortNames = map[string]string{
 	"llama3.2:1b":   "unsloth/Llama-3.2-1B-Instruct-GGUF",
 	"llama3.2:3b":   "unsloth/Llama-3.2-3B-Instruct-GGUF",
 	"llama3.1:8b":   "unsloth/Llama-3.1-8B-Instruct-GGUF",
+	"gemma2:2b":     "bartowski/gemma-2-2b-it-GGUF",
+	"gemma2:9b":     "bartowski/gemma-2-9b-it-GGUF",
 	"gemma3:270m":   "unsloth/gemma-3-270m-it-GGUF",
 	"gemma3:1b":     "unsloth/gemma-3-1b-it-GGUF",
 	"gemma3:4b":     "unsloth/gemma-3-4b-it-GGUF",

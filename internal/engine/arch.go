@@ -9,6 +9,7 @@ import (
 	"github.com/ollama/ollama/ml"
 	"github.com/ollama/ollama/ml/nn"
 	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/models/gemma2"
 	"github.com/ollama/ollama/model/models/gemma3"
 	"github.com/ollama/ollama/model/models/gptoss"
 	"github.com/ollama/ollama/model/models/lfm2"
@@ -19,7 +20,7 @@ import (
 )
 
 // Architectures lists the general.architecture values the engine runs.
-var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss"}
+var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2"}
 
 // arch is the per-architecture view of a loaded ollama model that the layer
 // loop needs. The layer loop (run.go) mirrors each model's own Forward; the
@@ -34,8 +35,8 @@ type arch interface {
 	hasHead() bool
 }
 
-// ownCache is an arch whose layers need a cache of their own kind (gemma3,
-// gptoss: sliding-window layers beside global ones; lfm2: recurrent state beside
+// ownCache is an arch whose layers need a cache of their own kind (gemma2,
+// gemma3, gptoss: sliding-window layers beside global ones; lfm2: recurrent state beside
 // KV); the others take a causal one. rewind is how many positions behind
 // its window a sliding-window cache keeps, so that a session can be
 // truncated by that many (Session.Truncate).
@@ -98,6 +99,8 @@ func newArch(m model.Model, cfg fs.Config) (arch, error) {
 	switch t := m.(type) {
 	case *gemma3.Model:
 		return newGemma3Arch(t, cfg), nil
+	case *gemma2.Model:
+		return newGemma2Arch(t, cfg)
 	case *mistral3.Model:
 		return newMistral3Arch(t, cfg), nil
 	case *lfm2.Model:

@@ -13,7 +13,7 @@ import (
 // archTable names every architecture the engine runs, so that one dropped
 // from Architectures fails here instead of leaving the tests that range
 // over it.
-var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss"}
+var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2"}
 
 // unsliceable: the architectures whose stages run on whole files.
 var unsliceable = sliceRefused
@@ -303,4 +303,20 @@ func TestLFM2SliceRefused(t *testing.T) {
 		}
 	}
 	loadT(t, full, Options{Slots: 1, Context: 64})
+}
+
+// TestGemma2LargeRefused: Gemma 2 27B (46 layers) scales its queries by a
+// factor ollama sets inside its own forward pass; the engine refuses it
+// naming why rather than run it with the other models' scaling.
+func TestGemma2LargeRefused(t *testing.T) {
+	shape := synthShapes["gemma2"]["tiny"]
+	shape.layers = gemma2LargeLayers
+	p := filepath.Join(t.TempDir(), "gemma2-46.gguf")
+	if err := synthShaped(context.Background(), p, SynthSpec{Arch: "gemma2", Size: "tiny", Type: "f32"}, shape); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(context.Background(), p, Options{Threads: 1})
+	if !errors.Is(err, ErrUnsupportedArch) || !strings.Contains(err.Error(), "Gemma 2 27B") {
+		t.Fatalf("a 46-layer gemma2: %v, want ErrUnsupportedArch naming Gemma 2 27B", err)
+	}
 }

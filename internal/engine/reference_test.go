@@ -8,6 +8,7 @@ import (
 	"github.com/ollama/ollama/ml"
 	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/input"
+	"github.com/ollama/ollama/model/models/gemma2"
 	"github.com/ollama/ollama/model/models/gemma3"
 	"github.com/ollama/ollama/model/models/gptoss"
 	"github.com/ollama/ollama/model/models/lfm2"
@@ -66,6 +67,8 @@ func setCacheForTest(t *testing.T, om model.Model, c kvcache.Cache) {
 	case *lfm2.Model:
 		m.Cache = c
 	case *gptoss.Transformer:
+		m.Cache = c
+	case *gemma2.Model:
 		m.Cache = c
 	default:
 		t.Fatalf("no cache to set for %T", om)

@@ -16,8 +16,8 @@ import (
 
 // SynthSpec describes a synthetic (random-weight) model.
 type SynthSpec struct {
-	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe | gptoss (or gpt-oss)
-	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 3b | 4b | 7b | 8b | 20b | 30b (see SynthSizesFor)
+	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe | gptoss (or gpt-oss) | gemma2
+	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 2b | 3b | 4b | 7b | 8b | 9b | 20b | 30b (see SynthSizesFor)
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
 	// ChatTemplate, when set, is the file's tokenizer.chat_template in
@@ -33,7 +33,7 @@ type SynthSpec struct {
 // SynthSizes and SynthTypes list the accepted SynthSpec values; not every
 // architecture has every size (SynthSizesFor).
 var (
-	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "3b", "4b", "7b", "8b", "20b", "30b"}
+	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "2b", "3b", "4b", "7b", "8b", "9b", "20b", "30b"}
 	SynthTypes = []string{"f32", "f16", "q8_0", "q4_k"}
 )
 
@@ -59,6 +59,7 @@ type synthShape struct {
 //	lfm2: tiny and small only (synth_lfm2.go: which layers are attention)
 //	qwen3moe: 30b Qwen3-30B-A3B (its experts: synth_moe.go)
 //	gptoss: 20b gpt-oss-20b (synth_gptoss.go)
+//	gemma2: 2b Gemma-2-2B, 9b Gemma-2-9B
 var synthShapes = map[string]map[string]synthShape{
 	//        hidden layers heads kv headDim ffn vocab normal ctx tied ropeFreqs
 	"qwen3": {
@@ -102,6 +103,12 @@ var synthShapes = map[string]map[string]synthShape{
 		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, true, false},
 		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, true, false},
 		"30b":   {2048, 48, 32, 4, 128, 6144, 151936, 151643, 40960, false, false},
+	},
+	"gemma2": {
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, true, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, true, false},
+		"2b":    {2304, 26, 8, 4, 256, 9216, 256000, 0, 8192, true, false},
+		"9b":    {3584, 42, 16, 8, 256, 14336, 256000, 0, 8192, true, false},
 	},
 	"gptoss": { // ffn unused, as qwen3moe's
 		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
@@ -236,7 +243,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 func Synth(ctx context.Context, path string, spec SynthSpec) error {
 	shapes, ok := synthShapes[synthArch(spec.Arch)]
 	if !ok {
-		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe | gptoss)", ErrUnsupportedArch, spec.Arch)
+		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe | gptoss | gemma2)", ErrUnsupportedArch, spec.Arch)
 	}
 	s, ok := shapes[spec.Size]
 	if !ok {
@@ -317,6 +324,10 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		if voc, err = gemma3KV(kv, s, spec.Size); err != nil {
 			return err
 		}
+	case "gemma2":
+		if voc, err = gemma2KV(kv, s, spec.Size); err != nil {
+			return err
+		}
 	case "mistral3":
 		if voc, err = mistral3KV(kv, s, spec.Size); err != nil {
 			return err
@@ -394,7 +405,7 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 	f32 := fsggml.TensorTypeF32
 	q, kvd := s.heads*s.headDim, s.kvHeads*s.headDim
 	embStd := float32(0.5)
-	if arch == "gemma3" {
+	if arch == "gemma3" || arch == "gemma2" {
 		// the model scales its embedding by sqrt(hidden)
 		embStd /= float32(math.Sqrt(float64(s.hidden)))
 	}
@@ -460,6 +471,9 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		case "gemma3":
 			addT(p+"attn_q_norm.weight", f32, norm, s.headDim)
 			addT(p+"attn_k_norm.weight", f32, norm, s.headDim)
+			addT(p+"post_attention_norm.weight", f32, norm, s.hidden)
+			addT(p+"post_ffw_norm.weight", f32, norm, s.hidden)
+		case "gemma2":
 			addT(p+"post_attention_norm.weight", f32, norm, s.hidden)
 			addT(p+"post_ffw_norm.weight", f32, norm, s.hidden)
 		case "qwen2":

@@ -15,6 +15,7 @@ import (
 // enough that the identity tests' 29 positions go past it.
 var synthWindows = map[string]map[string]int{
 	"gemma3": {"tiny": 8, "small": 64, "1b": 512, "4b": 1024},
+	"gemma2": {"tiny": 8, "small": 64, "2b": 4096, "9b": 4096},
 }
 
 // gemmaTemplate is Gemma 3's tokenizer.chat_template (instruction-tuned
@@ -182,5 +183,24 @@ func gemma3KV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
 	kv["tokenizer.ggml.add_bos_token"] = true
 	kv["tokenizer.ggml.add_eos_token"] = false
 	kv["tokenizer.chat_template"] = gemmaTemplate
+	return voc, nil
+}
+
+// gemma2KV sets Gemma 2's metadata (Gemma 3's vocabulary and template;
+// one rope base, no scaling; attention logits soft-capped at 50, the
+// head's at 30; <end_of_turn> ends an answer) and returns its vocabulary.
+func gemma2KV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
+	voc, err := gemma3KV(kv, s, size)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"rope.local.freq_base", "rope.scaling.type", "rope.scaling.factor"} {
+		delete(kv, k)
+	}
+	kv["rope.freq_base"] = float32(10000)
+	kv["attention.sliding_window"] = uint32(synthWindows["gemma2"][size])
+	kv["attn_logit_softcapping"] = float32(50)
+	kv["final_logit_softcapping"] = float32(30)
+	kv["tokenizer.ggml.eos_token_ids"] = []int32{voc.ids["<end_of_turn>"]}
 	return voc, nil
 }

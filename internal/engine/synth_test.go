@@ -203,6 +203,7 @@ func TestSynthSizes(t *testing.T) {
 		"qwen3moe": {"tiny", "small", "30b"},
 		"gptoss":   {"tiny", "small", "20b"},
 		"gpt-oss":  {"tiny", "small", "20b"},
+		"gemma2":   {"tiny", "small", "2b", "9b"},
 		"gpt2":     nil,
 	} {
 		if got := SynthSizesFor(arch); !slices.Equal(got, want) {

@@ -11,6 +11,7 @@ import (
 	"github.com/ollama/ollama/fs"
 	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/models/gemma2"
 	"github.com/ollama/ollama/model/models/gemma3"
 	"github.com/ollama/ollama/model/models/gptoss"
 	"github.com/ollama/ollama/model/models/lfm2"
@@ -66,6 +67,8 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		m, err = llama.New(kv)
 	case "gemma3":
 		m, err = gemma3.New(kv)
+	case "gemma2":
+		m, err = gemma2.New(kv)
 	case "mistral3":
 		m, err = mistral3.New(kv)
 	case "lfm2":
