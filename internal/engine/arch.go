@@ -15,12 +15,13 @@ import (
 	"github.com/ollama/ollama/model/models/lfm2"
 	"github.com/ollama/ollama/model/models/llama"
 	"github.com/ollama/ollama/model/models/mistral3"
+	"github.com/ollama/ollama/model/models/olmo3"
 	"github.com/ollama/ollama/model/models/qwen2"
 	"github.com/ollama/ollama/model/models/qwen3"
 )
 
 // Architectures lists the general.architecture values the engine runs.
-var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2"}
+var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3"}
 
 // arch is the per-architecture view of a loaded ollama model that the layer
 // loop needs. The layer loop (run.go) mirrors each model's own Forward; the
@@ -36,7 +37,7 @@ type arch interface {
 }
 
 // ownCache is an arch whose layers need a cache of their own kind (gemma2,
-// gemma3, gptoss: sliding-window layers beside global ones; lfm2: recurrent state beside
+// gemma3, gptoss, olmo3: sliding-window layers beside global ones; lfm2: recurrent state beside
 // KV); the others take a causal one. rewind is how many positions behind
 // its window a sliding-window cache keeps, so that a session can be
 // truncated by that many (Session.Truncate).
@@ -101,6 +102,8 @@ func newArch(m model.Model, cfg fs.Config) (arch, error) {
 		return newGemma3Arch(t, cfg), nil
 	case *gemma2.Model:
 		return newGemma2Arch(t, cfg)
+	case *olmo3.Model:
+		return newOLMo3Arch(t, cfg)
 	case *mistral3.Model:
 		return newMistral3Arch(t, cfg), nil
 	case *lfm2.Model:

@@ -8,12 +8,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llmswarm/llmswarm/shards"
 )
 
 // archTable names every architecture the engine runs, so that one dropped
 // from Architectures fails here instead of leaving the tests that range
 // over it.
-var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2"}
+var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3"}
 
 // unsliceable: the architectures whose stages run on whole files.
 var unsliceable = sliceRefused
@@ -318,5 +320,31 @@ func TestGemma2LargeRefused(t *testing.T) {
 	_, err := Load(context.Background(), p, Options{Threads: 1})
 	if !errors.Is(err, ErrUnsupportedArch) || !strings.Contains(err.Error(), "Gemma 2 27B") {
 		t.Fatalf("a 46-layer gemma2: %v, want ErrUnsupportedArch naming Gemma 2 27B", err)
+	}
+}
+
+// TestOLMo3BadPattern: an OLMo 3 file whose sliding-window pattern does
+// not name every layer (ollama's forward pass would index past it) is
+// refused at load, naming the key; one without the key too.
+func TestOLMo3BadPattern(t *testing.T) {
+	full := synthFile(t, "olmo3", "tiny", "f32")
+	for name, edit := range map[string]func(g *shards.GGUF){
+		"short": func(g *shards.GGUF) {
+			for i := range g.KVs {
+				if g.KVs[i].Key == "olmo3.attention.sliding_window_pattern" {
+					g.KVs[i].Value = g.KVs[i].Value.([]bool)[:2]
+				}
+			}
+		},
+		"missing": func(g *shards.GGUF) {
+			g.KVs = slices.DeleteFunc(g.KVs, func(kv shards.KV) bool { return kv.Key == "olmo3.attention.sliding_window_pattern" })
+		},
+	} {
+		p := filepath.Join(t.TempDir(), name+".gguf")
+		rewriteHeader(t, full, p, edit)
+		_, err := Load(context.Background(), p, Options{Threads: 1})
+		if !errors.Is(err, ErrNotGGUF) || !strings.Contains(err.Error(), "sliding_window_pattern") {
+			t.Errorf("%s pattern: %v, want ErrNotGGUF naming attention.sliding_window_pattern", name, err)
+		}
 	}
 }

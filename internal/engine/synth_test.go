@@ -204,6 +204,7 @@ func TestSynthSizes(t *testing.T) {
 		"gptoss":   {"tiny", "small", "20b"},
 		"gpt-oss":  {"tiny", "small", "20b"},
 		"gemma2":   {"tiny", "small", "2b", "9b"},
+		"olmo3":    {"tiny", "small", "7b"},
 		"gpt2":     nil,
 	} {
 		if got := SynthSizesFor(arch); !slices.Equal(got, want) {

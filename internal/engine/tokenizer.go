@@ -17,6 +17,7 @@ import (
 	"github.com/ollama/ollama/model/models/lfm2"
 	"github.com/ollama/ollama/model/models/llama"
 	"github.com/ollama/ollama/model/models/mistral3"
+	"github.com/ollama/ollama/model/models/olmo3"
 	"github.com/ollama/ollama/model/models/qwen2"
 	"github.com/ollama/ollama/model/models/qwen3"
 	"github.com/ollama/ollama/tokenizer"
@@ -69,6 +70,8 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		m, err = gemma3.New(kv)
 	case "gemma2":
 		m, err = gemma2.New(kv)
+	case "olmo3":
+		m, err = olmo3.New(kv)
 	case "mistral3":
 		m, err = mistral3.New(kv)
 	case "lfm2":
