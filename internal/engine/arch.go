@@ -9,6 +9,7 @@ import (
 	"github.com/ollama/ollama/ml"
 	"github.com/ollama/ollama/ml/nn"
 	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/models/deepseek2"
 	"github.com/ollama/ollama/model/models/gemma2"
 	"github.com/ollama/ollama/model/models/gemma3"
 	"github.com/ollama/ollama/model/models/gptoss"
@@ -21,7 +22,7 @@ import (
 )
 
 // Architectures lists the general.architecture values the engine runs.
-var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3"}
+var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2"}
 
 // arch is the per-architecture view of a loaded ollama model that the layer
 // loop needs. The layer loop (run.go) mirrors each model's own Forward; the
@@ -104,6 +105,8 @@ func newArch(m model.Model, cfg fs.Config) (arch, error) {
 		return newGemma2Arch(t, cfg)
 	case *olmo3.Model:
 		return newOLMo3Arch(t, cfg)
+	case *deepseek2.Model:
+		return deepseek2Arch{t, eps}, nil
 	case *mistral3.Model:
 		return newMistral3Arch(t, cfg), nil
 	case *lfm2.Model:

@@ -184,6 +184,9 @@ var repackSuffixes = []string{
 	".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_qkv.weight", ".attn_output.weight",
 	".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight",
 	".shortconv.in_proj.weight", ".shortconv.out_proj.weight",
+	// latent attention's projections and shared experts (DeepSeek V3)
+	".attn_q_a.weight", ".attn_q_b.weight", ".attn_kv_a_mqa.weight", ".attn_kv_b.weight",
+	".ffn_gate_shexp.weight", ".ffn_up_shexp.weight", ".ffn_down_shexp.weight",
 	// a mixture of experts' projections, one 3-D tensor each (the
 	// repacked kernels serve their MUL_MAT_ID as well)
 	".ffn_gate_exps.weight", ".ffn_up_exps.weight", ".ffn_down_exps.weight",

@@ -46,6 +46,12 @@ func TestRepackSameTokens(t *testing.T) {
 				// the experts' gate and up (3-D, MUL_MAT_ID); their down
 				// projection is Q8_0 (rows of 128), which has no repacked kernel
 				want = 6 * packed.Info().Layers
+			case "deepseek2":
+				// per expert layer attn_output, q_a, kv_a_mqa, the
+				// experts' and the shared expert's gate and up; the
+				// leading dense layer's first three and its MLP; the
+				// projections with rows of 64 or 128 are Q8_0
+				want = 7*(packed.Info().Layers-1) + 6
 			case "gptoss", "gpt-oss":
 				// attention's four and the experts' three (3-D)
 				want = 7 * packed.Info().Layers

@@ -23,6 +23,10 @@ var synthExperts = map[string]map[string]moeShape{
 		"small": {8, 2, 128},
 		"30b":   {128, 8, 768},
 	},
+	"deepseek2": {
+		"tiny":  {4, 2, 32},
+		"small": {8, 2, 128},
+	},
 	"gptoss": { // an expert as wide as the model, as in gpt-oss
 		"tiny":  {4, 2, 64},
 		"small": {8, 2, 256},

@@ -11,6 +11,7 @@ import (
 	"github.com/ollama/ollama/fs"
 	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/models/deepseek2"
 	"github.com/ollama/ollama/model/models/gemma2"
 	"github.com/ollama/ollama/model/models/gemma3"
 	"github.com/ollama/ollama/model/models/gptoss"
@@ -72,6 +73,8 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		m, err = gemma2.New(kv)
 	case "olmo3":
 		m, err = olmo3.New(kv)
+	case "deepseek2":
+		m, err = deepseek2.New(kv)
 	case "mistral3":
 		m, err = mistral3.New(kv)
 	case "lfm2":
