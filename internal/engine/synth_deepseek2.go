@@ -22,14 +22,18 @@ const deepseekTemplate = "{{- bos_token }}{%- for message in messages %}{%- if m
 // mlaShape is multi-head latent attention's: the query's low-rank
 // bottleneck (0: a plain projection), the keys' and values' compressed
 // width, the rotary and the plain parts of a key head, a value head; and
-// how many layers lead dense, and the shared experts.
+// how many layers lead dense, and the shared experts. absorbed: the key
+// and value up-projections split per head (attn_k_b, attn_v_b), attention
+// run over the compressed keys themselves, as llama.cpp writes DeepSeek V3
+// files since 2025; else one attn_kv_b, as in older files.
 type mlaShape struct {
 	qLora, kvLora, rope, nope, v, leadingDense, shared int
+	absorbed                                           bool
 }
 
 var synthMLA = map[string]mlaShape{
-	"tiny":  {0, 32, 8, 16, 16, 1, 1},
-	"small": {64, 64, 16, 32, 32, 1, 1},
+	"tiny":  {0, 32, 8, 16, 16, 1, 1, true},
+	"small": {64, 64, 16, 32, 32, 1, 1, false},
 }
 
 // deepseek2KV sets DeepSeek V3's metadata and returns its vocabulary.
@@ -51,6 +55,15 @@ func deepseek2KV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
 	kv["attention.kv_lora_rank"] = uint32(d.kvLora)
 	kv["attention.key_length"] = uint32(d.nope + d.rope)
 	kv["attention.value_length"] = uint32(d.v)
+	if d.absorbed {
+		// the cache holds one head: the compressed key with its rotary
+		// part, and the compressed key again as the value
+		kv["attention.key_length_mla"] = uint32(d.nope + d.rope)
+		kv["attention.value_length_mla"] = uint32(d.v)
+		kv["attention.key_length"] = uint32(d.kvLora + d.rope)
+		kv["attention.value_length"] = uint32(d.kvLora)
+		kv["attention.head_count_kv"] = uint32(1)
+	}
 	kv["rope.dimension_count"] = uint32(d.rope)
 	kv["rope.freq_base"] = float32(10000)
 	kv["rope.scaling.type"] = "yarn"
@@ -80,7 +93,12 @@ func deepseek2Layer(k synthKit, p string, l int, s synthShape, d mlaShape, m moe
 	}
 	k.add(p+"attn_kv_a_mqa.weight", k.mat, k.normal(k.inv(s.hidden)), s.hidden, d.kvLora+d.rope)
 	k.add(p+"attn_kv_a_norm.weight", k.f32, k.norm, d.kvLora)
-	k.add(p+"attn_kv_b.weight", k.mat, k.normal(k.inv(d.kvLora)), d.kvLora, s.heads*(d.nope+d.v))
+	if d.absorbed {
+		k.add(p+"attn_k_b.weight", k.mat, k.normal(k.inv(d.nope)), d.nope, d.kvLora, s.heads)
+		k.add(p+"attn_v_b.weight", k.mat, k.normal(k.inv(d.kvLora)), d.kvLora, d.v, s.heads)
+	} else {
+		k.add(p+"attn_kv_b.weight", k.mat, k.normal(k.inv(d.kvLora)), d.kvLora, s.heads*(d.nope+d.v))
+	}
 	k.add(p+"attn_output.weight", k.mat, k.normal(k.inv(s.heads*d.v)), s.heads*d.v, s.hidden)
 	k.add(p+"ffn_norm.weight", k.f32, k.norm, s.hidden)
 	if l < d.leadingDense {
