@@ -12,6 +12,7 @@ import (
 	"github.com/ollama/ollama/model/models/deepseek2"
 	"github.com/ollama/ollama/model/models/gemma2"
 	"github.com/ollama/ollama/model/models/gemma3"
+	"github.com/ollama/ollama/model/models/glm4moelite"
 	"github.com/ollama/ollama/model/models/gptoss"
 	"github.com/ollama/ollama/model/models/lfm2"
 	"github.com/ollama/ollama/model/models/llama"
@@ -22,7 +23,7 @@ import (
 )
 
 // Architectures lists the general.architecture values the engine runs.
-var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2"}
+var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite"}
 
 // arch is the per-architecture view of a loaded ollama model that the layer
 // loop needs. The layer loop (run.go) mirrors each model's own Forward; the
@@ -107,6 +108,8 @@ func newArch(m model.Model, cfg fs.Config) (arch, error) {
 		return newOLMo3Arch(t, cfg)
 	case *deepseek2.Model:
 		return deepseek2Arch{t, eps}, nil
+	case *glm4moelite.Model:
+		return glm4moeliteArch{t, eps}, nil
 	case *mistral3.Model:
 		return newMistral3Arch(t, cfg), nil
 	case *lfm2.Model:

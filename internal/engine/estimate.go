@@ -68,6 +68,13 @@ func addBytes(a int64, b uint64) (int64, error) {
 
 // kvShape is the header's attention shape: KV heads, key and value sizes.
 func kvShape(cfg fs.Config, hidden int64) (kvHeads, hk, hv int64) {
+	if cfg.Architecture() == "glm4moelite" {
+		// Absorbed latent attention: the cache holds one head, the
+		// compressed key with its rotary part, and the compressed key
+		// again as the value (the header's lengths are a query head's).
+		lora, rope := int64(cfg.Uint("attention.kv_lora_rank")), int64(cfg.Uint("rope.dimension_count"))
+		return 1, lora + rope, lora
+	}
 	kvHeads = int64(cfg.Uint("attention.head_count_kv"))
 	heads := int64(cfg.Uint("attention.head_count"))
 	hk, hv = int64(cfg.Uint("attention.key_length")), int64(cfg.Uint("attention.value_length"))

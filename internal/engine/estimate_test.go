@@ -55,3 +55,23 @@ func unwrapFile(err error) error {
 	}
 	return err
 }
+
+// TestEstimateLatentAttention: a model with absorbed latent attention
+// keeps one head per position, the compressed key with its rotary part
+// and the compressed key as the value, whatever the header's head count
+// and lengths say of a query head (glm4moelite's do; deepseek2's say the
+// cache's).
+func TestEstimateLatentAttention(t *testing.T) {
+	for _, arch := range []string{"glm4moelite", "deepseek2"} {
+		p := synthFile(t, arch, "tiny", "f32")
+		mem, opts, err := Estimate(p, Options{Context: 300})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, s := synthMLA["tiny"], synthShapes[arch]["tiny"]
+		cells := int64((opts.Context + 255) / 256 * 256)
+		if want := int64(s.layers) * cells * int64(d.kvLora+d.rope+d.kvLora) * 2; mem.KVPerSession != want {
+			t.Errorf("%s: KV %d bytes a session, want %d (one head of %d+%d and %d f16 values a position)", arch, mem.KVPerSession, want, d.kvLora, d.rope, d.kvLora)
+		}
+	}
+}

@@ -16,7 +16,7 @@ import (
 
 // SynthSpec describes a synthetic (random-weight) model.
 type SynthSpec struct {
-	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe | gptoss (or gpt-oss) | gemma2 | olmo3 | deepseek2
+	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe | gptoss (or gpt-oss) | gemma2 | olmo3 | deepseek2 | glm4moelite
 	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 2b | 3b | 4b | 7b | 8b | 9b | 20b | 30b (see SynthSizesFor)
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
@@ -61,7 +61,7 @@ type synthShape struct {
 //	gptoss: 20b gpt-oss-20b (synth_gptoss.go)
 //	gemma2: 2b Gemma-2-2B, 9b Gemma-2-9B
 //	olmo3: 7b Olmo-3-7B (synth_olmo3.go)
-//	deepseek2: tiny and small only (synth_deepseek2.go)
+//	deepseek2, glm4moelite: tiny and small only (synth_deepseek2.go)
 var synthShapes = map[string]map[string]synthShape{
 	//        hidden layers heads kv headDim ffn vocab normal ctx tied ropeFreqs
 	"qwen3": {
@@ -118,6 +118,10 @@ var synthShapes = map[string]map[string]synthShape{
 		"7b":    {4096, 32, 32, 32, 128, 11008, 100278, 100273, 65536, false, false},
 	},
 	"deepseek2": { // heads = KV heads, as in latent attention; ffn: the leading dense layer's
+		"tiny":  {64, 4, 4, 4, 16, 128, 512, 0, 4096, false, false},
+		"small": {256, 8, 8, 8, 32, 768, 4096, 0, 8192, false, false},
+	},
+	"glm4moelite": {
 		"tiny":  {64, 4, 4, 4, 16, 128, 512, 0, 4096, false, false},
 		"small": {256, 8, 8, 8, 32, 768, 4096, 0, 8192, false, false},
 	},
@@ -254,7 +258,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 func Synth(ctx context.Context, path string, spec SynthSpec) error {
 	shapes, ok := synthShapes[synthArch(spec.Arch)]
 	if !ok {
-		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe | gptoss | gemma2 | olmo3 | deepseek2)", ErrUnsupportedArch, spec.Arch)
+		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe | gptoss | gemma2 | olmo3 | deepseek2 | glm4moelite)", ErrUnsupportedArch, spec.Arch)
 	}
 	s, ok := shapes[spec.Size]
 	if !ok {
@@ -345,6 +349,10 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		}
 	case "deepseek2":
 		if voc, err = deepseek2KV(kv, s, spec.Size); err != nil {
+			return err
+		}
+	case "glm4moelite":
+		if voc, err = glm4moeliteKV(kv, s, spec.Size); err != nil {
 			return err
 		}
 	case "mistral3":
@@ -472,6 +480,9 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			continue
 		case "deepseek2":
 			deepseek2Layer(kit, p, l, s, synthMLA[spec.Size], moe)
+			continue
+		case "glm4moelite":
+			deepseek2Layer(kit, p, l, s, synthGLMMLA[spec.Size], moe)
 			continue
 		}
 		addT(p+"attn_norm.weight", f32, norm, s.hidden)

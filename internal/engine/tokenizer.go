@@ -14,6 +14,7 @@ import (
 	"github.com/ollama/ollama/model/models/deepseek2"
 	"github.com/ollama/ollama/model/models/gemma2"
 	"github.com/ollama/ollama/model/models/gemma3"
+	"github.com/ollama/ollama/model/models/glm4moelite"
 	"github.com/ollama/ollama/model/models/gptoss"
 	"github.com/ollama/ollama/model/models/lfm2"
 	"github.com/ollama/ollama/model/models/llama"
@@ -75,6 +76,8 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		m, err = olmo3.New(kv)
 	case "deepseek2":
 		m, err = deepseek2.New(kv)
+	case "glm4moelite":
+		m, err = glm4moelite.New(kv)
 	case "mistral3":
 		m, err = mistral3.New(kv)
 	case "lfm2":
