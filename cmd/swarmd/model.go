@@ -21,10 +21,11 @@ import (
 const modelUsage = `Usage: swarmd model COMMAND [flags] [args]
 
 Commands:
-  synth --arch qwen3|qwen2|llama|gemma3|mistral3|lfm2 --size SIZE --type f32|f16|q8_0|q4_k [--seed N] -o FILE
+  synth --arch ARCH --size SIZE --type f32|f16|q8_0|q4_k [--layers N] [--seed N] -o FILE
         write a random-weight GGUF with a valid tokenizer (deterministic from the seed);
         sizes: tiny and small (tests) for all; qwen3 0.6b 1.7b 4b 8b, qwen2 0.6b 1.5b 7b,
-        llama 0.6b 1b 8b, gemma3 1b 4b, mistral3 3b (real shapes)
+        llama 0.6b 1b 8b, gemma2 2b 9b, gemma3 1b 4b, mistral3 3b, olmo3 7b, qwen3moe 30b,
+        gptoss 20b (real shapes); --layers keeps the first N layers of the shape
   info [--json] FILE
         print a GGUF's metadata and CID
   slice FILE --layers A-B [-o OUT]
@@ -100,6 +101,7 @@ func modelSynth(args []string, stdout, stderr io.Writer) int {
 	size := fs.String("size", "tiny", "size: "+strings.Join(engine.SynthSizes, " | ")+" (not every arch has every size)")
 	typ := fs.String("type", "f32", "weight type: "+strings.Join(engine.SynthTypes, " | "))
 	seed := fs.Uint64("seed", 1, "random seed")
+	layers := fs.Int("layers", 0, "write only the first `N` layers of the shape (0: all): a real shape's layers, fewer of them")
 	out := fs.String("o", "", "output `FILE` (required)")
 	pos, code, done := parseFlags(fs, args)
 	if done {
@@ -118,8 +120,10 @@ func modelSynth(args []string, stdout, stderr io.Writer) int {
 		return usageErr(stderr, cmd, "--size %q is not a %s size (want %s)", *size, *arch, strings.Join(engine.SynthSizesFor(*arch), ", "))
 	case !slices.Contains(engine.SynthTypes, *typ):
 		return usageErr(stderr, cmd, "unknown --type %q (want %s)", *typ, strings.Join(engine.SynthTypes, ", "))
+	case *layers < 0:
+		return usageErr(stderr, cmd, "--layers %d: want 0 (all) or a positive count", *layers)
 	}
-	spec := engine.SynthSpec{Arch: *arch, Size: *size, Type: *typ, Seed: *seed}
+	spec := engine.SynthSpec{Arch: *arch, Size: *size, Type: *typ, Seed: *seed, Layers: *layers}
 	bar := &cli.Progress{W: stderr, TTY: isTerminalWriter(stderr)}
 	spec.Progress = func(done, total int64) { bar.Show("synth "+*out, done, total, true) }
 	err := engine.Synth(context.Background(), *out, spec)

@@ -82,6 +82,7 @@ func TestModelCommands(t *testing.T) {
 		{[]string{"synth", "--arch", "qwen2", "--size", "8b", "-o", "x"}, `--size "8b" is not a qwen2 size (want tiny, small, 0.6b, 1.5b, 7b)`},
 		{[]string{"synth"}, "-o FILE is required"},
 		{[]string{"synth", "--bogus"}, "flag provided but not defined"},
+		{[]string{"synth", "--layers", "-1", "-o", "x"}, "--layers -1: want 0 (all) or a positive count"},
 		{[]string{"info"}, "exactly one FILE"},
 		{[]string{"slice", full}, "--layers A-B is required"},
 		{[]string{"slice", full, "--layers", "3-1"}, "0 <= A < B"},
@@ -93,6 +94,14 @@ func TestModelCommands(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, u.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", u.args, code, errs, u.want)
 		}
+	}
+	// --layers: a real shape's first N layers; more than it has is refused
+	fewer := filepath.Join(dir, "moe-3.gguf")
+	if code, out, errs := runCmd(modelCmd, "synth", "--arch", "qwen3moe", "--size", "small", "--layers", "3", "-o", fewer); code != 0 || !strings.Contains(out, "qwen3moe, 3 layers, hidden 256") {
+		t.Fatalf("synth --layers 3: exit %d, %q %q", code, out, errs)
+	}
+	if code, _, errs := runCmd(modelCmd, "synth", "--arch", "qwen3moe", "--size", "small", "--layers", "9", "-o", fewer); code != 1 || !strings.Contains(errs, "synth layers 9 for qwen3moe small (1..8, or 0 for all)") {
+		t.Errorf("synth --layers 9 of 8: exit %d, %q", code, errs)
 	}
 	code, _, errs = runCmd(modelCmd, "info", filepath.Join(dir, "missing.gguf"))
 	if code != 1 || !strings.Contains(errs, "missing.gguf") {

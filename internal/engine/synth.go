@@ -20,6 +20,10 @@ type SynthSpec struct {
 	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 2b | 3b | 4b | 7b | 8b | 9b | 20b | 30b (see SynthSizesFor)
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
+	// Layers, when above 0, keeps the first Layers layers of the shape
+	// (a real model's shape, fewer layers: a quick look at its speed);
+	// more than the shape has is an ErrBadInput.
+	Layers int
 	// ChatTemplate, when set, is the file's tokenizer.chat_template in
 	// place of the architecture's; NoChatTemplate leaves it out (a base
 	// model, used by raw completion only).
@@ -263,6 +267,12 @@ func Synth(ctx context.Context, path string, spec SynthSpec) error {
 	s, ok := shapes[spec.Size]
 	if !ok {
 		return fmt.Errorf("%w: synth size %q for %s (%s)", ErrBadInput, spec.Size, spec.Arch, strings.Join(SynthSizesFor(spec.Arch), " | "))
+	}
+	switch {
+	case spec.Layers < 0 || spec.Layers > s.layers:
+		return fmt.Errorf("%w: synth layers %d for %s %s (1..%d, or 0 for all)", ErrBadInput, spec.Layers, spec.Arch, spec.Size, s.layers)
+	case spec.Layers > 0:
+		s.layers = spec.Layers
 	}
 	return synthShaped(ctx, path, spec, s)
 }
