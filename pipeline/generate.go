@@ -99,6 +99,9 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 	history := slices.Clone(g.prompt)
 	input := g.prompt
 	dec := g.tok.NewStreamDecoder()
+	if len(g.req.Messages) > 0 {
+		dec = g.tok.NewChatDecoder()
+	}
 	var text []byte
 	var decodeStart time.Time
 	for {
@@ -210,8 +213,8 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 			switch {
 			case g.tok.IsEOG(token):
 				done = "stop"
-			case !g.tok.IsControl(token):
-				piece, err := dec.Add(token)
+			default:
+				piece, err := dec.Next(token)
 				if err != nil {
 					return err
 				}

@@ -254,13 +254,20 @@ func reference(t *testing.T, arch string, msgs []engine.Message, n int) []int32 
 // referenceFile is reference with the model given by file.
 func referenceFile(t *testing.T, full string, msgs []engine.Message, n int) []int32 {
 	t.Helper()
+	return referenceRequest(t, full, engine.Request{Messages: msgs}, n)
+}
+
+// referenceRequest is referenceFile for a chat (req.Messages) or a raw
+// completion (req.Prompt).
+func referenceRequest(t *testing.T, full string, req engine.Request, n int) []int32 {
+	t.Helper()
 	m, err := engine.Load(context.Background(), full, engine.Options{Threads: 1, Slots: 1, Context: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	think := false
-	res, err := m.Generate(context.Background(), engine.Request{Messages: msgs, MaxTokens: n, Think: &think,
+	res, err := m.Generate(context.Background(), engine.Request{Messages: req.Messages, Prompt: req.Prompt, MaxTokens: n, Think: &think,
 		Sampling: engine.SamplerOptions{RepeatPenalty: penalty}}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -123,6 +123,9 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 	res.Metrics.PromptTokens = len(prompt)
 	sampler := NewSampler(req.Sampling)
 	dec := m.tok.NewStreamDecoder()
+	if len(req.Messages) > 0 {
+		dec = m.tok.NewChatDecoder()
+	}
 	st := Stopper{Stops: req.Stop}
 	history := append([]int32(nil), prompt...)
 	var visible strings.Builder
@@ -148,12 +151,9 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 			res.Done = DoneStop
 			return true, nil
 		}
-		var piece string
-		if !m.tok.IsControl(id) {
-			var err error
-			if piece, err = dec.Add(id); err != nil {
-				return true, err
-			}
+		piece, err := dec.Next(id)
+		if err != nil {
+			return true, err
 		}
 		out, stopped := st.Add(piece)
 		if err := emit(id, out); err != nil {

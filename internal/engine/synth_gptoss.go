@@ -42,7 +42,7 @@ func gptossKV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
 	kv["tokenizer.ggml.pre"] = "gpt-4o"
 	kv["tokenizer.ggml.bos_token_id"] = uint32(voc.ids["<|startoftext|>"])
 	kv["tokenizer.ggml.eos_token_id"] = uint32(voc.ids["<|return|>"])
-	kv["tokenizer.ggml.eos_token_ids"] = []int32{voc.ids["<|return|>"], voc.ids["<|call|>"], voc.ids["<|end|>"]}
+	kv["tokenizer.ggml.eos_token_ids"] = []int32{voc.ids["<|return|>"], voc.ids["<|call|>"]}
 	kv["tokenizer.ggml.padding_token_id"] = uint32(voc.ids["<|endoftext|>"])
 	kv["tokenizer.ggml.add_bos_token"] = false
 	kv["tokenizer.chat_template"] = gptossTemplate

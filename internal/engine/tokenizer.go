@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/ollama/ollama/fs"
@@ -41,6 +42,8 @@ type Tokenizer struct {
 	tmpl   *chatTemplate // the file's own template, when it renders
 	chat   ChatTemplateInfo
 	fp     string // Fingerprint
+
+	harmony *harmonyTokens // GPT-OSS's message format; nil for the others
 }
 
 // LoadTokenizer reads only the metadata of a GGUF (whole model or any stage
@@ -106,7 +109,7 @@ func newTokenizer(m any, cfg fs.Config) (*Tokenizer, error) {
 	if len(v.Values) == 0 || len(v.Types) != len(v.Values) {
 		return nil, fmt.Errorf("%w: tokenizer has %d tokens and %d token types", ErrBadInput, len(v.Values), len(v.Types))
 	}
-	t := &Tokenizer{t: tt, vocab: v, eog: map[int32]bool{}}
+	t := &Tokenizer{t: tt, vocab: v, eog: map[int32]bool{}, harmony: findHarmony(v)}
 	for _, id := range v.EOS {
 		if id >= 0 && int(id) < len(v.Values) {
 			t.eog[id] = true
@@ -116,6 +119,11 @@ func newTokenizer(m any, cfg fs.Config) (*Tokenizer, error) {
 		if id := v.Encode(name); id >= 0 && v.Types[id] == tokenizer.TOKEN_TYPE_CONTROL {
 			t.eog[id] = true
 		}
+	}
+	if t.harmony != nil {
+		// <|end|> ends one message of a harmony answer (the reasoning),
+		// not the answer: <|return|> and <|call|> do.
+		delete(t.eog, t.harmony.end)
 	}
 	t.format, t.qwen25 = detectChatFormat(cfg.String("tokenizer.chat_template"))
 	t.chooseTemplate(cfg.String("tokenizer.chat_template"))
@@ -200,11 +208,35 @@ func (t *Tokenizer) ChatFormat() ChatFormat { return t.format }
 // NewStreamDecoder returns a decoder for streaming tokens as text.
 func (t *Tokenizer) NewStreamDecoder() *StreamDecoder { return &StreamDecoder{t: t} }
 
+// NewChatDecoder returns a decoder for a chat answer: as NewStreamDecoder,
+// and where the model writes the harmony format (GPT-OSS) it shows only
+// the final channel's text (the reasoning is not the answer). The answer
+// begins in a message header, as the chat template's generation prompt
+// leaves it (<|start|>assistant).
+func (t *Tokenizer) NewChatDecoder() *StreamDecoder { return &StreamDecoder{t: t, chat: true} }
+
 // StreamDecoder turns a stream of token ids into text pieces that never split
 // a UTF-8 character (byte-level BPE tokens can end mid-character).
 type StreamDecoder struct {
 	t   *Tokenizer
 	buf []byte
+
+	chat    bool            // a chat answer: harmony channels apply
+	state   int             // harmony: where in a message the answer is
+	channel strings.Builder // harmony: the channel name being read
+	shown   bool            // harmony: this message's text is shown
+}
+
+// Next decodes any generated token: control tokens give no text (harmony's
+// steer what is shown, NewChatDecoder), others as Add.
+func (d *StreamDecoder) Next(id int32) (string, error) {
+	if h := d.t.harmony; h != nil && d.chat {
+		return d.harmonyNext(h, id)
+	}
+	if d.t.IsControl(id) {
+		return "", nil
+	}
+	return d.Add(id)
 }
 
 // Add decodes id and returns the text that is now complete (maybe "").
