@@ -126,6 +126,23 @@ func newArch(m model.Model, cfg fs.Config) (arch, error) {
 	return nil, fmt.Errorf("%w: ollama model type %T", ErrUnsupportedArch, m)
 }
 
+// windowedCache is the cache of a model whose layers attend over a
+// sliding window of window positions (layer type 0) or globally (type 1):
+// the windowed cache keeps rewind positions behind its window, so that a
+// session can be truncated by that many (Session.Truncate).
+func windowedCache(window, rewind int32, shift func(ctx ml.Context, layer int, key, shift ml.Tensor) (ml.Tensor, error)) *kvcache.WrapperCache {
+	return kvcache.NewWrapperCache(kvcache.NewSWAMemCache(window, window+rewind, shift), kvcache.NewCausalCache(shift))
+}
+
+// softcap is limit·tanh(h/limit), Gemma's soft-capping of logits; h itself
+// when limit is 0.
+func softcap(ctx ml.Context, h ml.Tensor, limit float32) ml.Tensor {
+	if limit <= 0 {
+		return h
+	}
+	return h.Scale(ctx, 1.0/float64(limit)).Tanh(ctx).Scale(ctx, float64(limit))
+}
+
 func linearOK(l *nn.Linear) bool   { return l != nil && l.Weight != nil }
 func normOK(n *nn.RMSNorm) bool    { return n != nil && n.Weight != nil }
 func embedOK(e *nn.Embedding) bool { return e != nil && e.Weight != nil }

@@ -53,22 +53,13 @@ func (a gemma2Arch) layer(ctx ml.Context, i int, h, pos, out ml.Tensor, c kvcach
 }
 
 func (a gemma2Arch) head(ctx ml.Context, h ml.Tensor) ml.Tensor {
-	h = a.m.Output.Forward(ctx, a.m.OutputNorm.Forward(ctx, h, a.eps))
-	if a.softcap > 0 {
-		h = h.Scale(ctx, 1.0/float64(a.softcap))
-		h = h.Tanh(ctx)
-		h = h.Scale(ctx, float64(a.softcap))
-	}
-	return h
+	return softcap(ctx, a.m.Output.Forward(ctx, a.m.OutputNorm.Forward(ctx, h, a.eps)), a.softcap)
 }
 
 // newCache is gemma2.New's cache (its attention reads keys and values
 // unpermuted: CacheConfig{}), keeping rewind positions behind the window.
 func (a gemma2Arch) newCache(rewind int32) kvcache.Cache {
-	c := kvcache.NewWrapperCache(
-		kvcache.NewSWAMemCache(a.window, a.window+rewind, a.m.Shift),
-		kvcache.NewCausalCache(a.m.Shift),
-	)
+	c := windowedCache(a.window, rewind, a.m.Shift)
 	c.SetConfig(ml.CacheConfig{})
 	return c
 }

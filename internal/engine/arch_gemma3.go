@@ -62,23 +62,16 @@ func (a gemma3Arch) layer(ctx ml.Context, i int, h, pos, out ml.Tensor, c kvcach
 }
 
 func (a gemma3Arch) head(ctx ml.Context, h ml.Tensor) ml.Tensor {
-	h = a.m.TextModel.Output.Forward(ctx, a.m.TextModel.OutputNorm.Forward(ctx, h, a.eps))
-	if a.softcap > 0 {
-		h = h.Scale(ctx, 1.0/float64(a.softcap))
-		h = h.Tanh(ctx)
-		h = h.Scale(ctx, float64(a.softcap))
-	}
-	return h
+	return softcap(ctx, a.m.TextModel.Output.Forward(ctx, a.m.TextModel.OutputNorm.Forward(ctx, h, a.eps)), a.softcap)
 }
 
 // newCache is gemma3.New's cache (a sliding-window cache beside a causal
 // one) with rewind positions kept behind the window.
 func (a gemma3Arch) newCache(rewind int32) kvcache.Cache {
-	swa := kvcache.NewSWACache(a.window, a.m.TextModel.Shift)
-	if a.window > 0 {
-		swa = kvcache.NewSWAMemCache(a.window, a.window+rewind, a.m.TextModel.Shift)
+	if a.window <= 0 {
+		return kvcache.NewWrapperCache(kvcache.NewSWACache(a.window, a.m.TextModel.Shift), kvcache.NewCausalCache(a.m.TextModel.Shift))
 	}
-	return kvcache.NewWrapperCache(swa, kvcache.NewCausalCache(a.m.TextModel.Shift))
+	return windowedCache(a.window, rewind, a.m.TextModel.Shift)
 }
 
 func (a gemma3Arch) hasEmbed() bool { return embedOK(a.m.TextModel.TokenEmbedding) }

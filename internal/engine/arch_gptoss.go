@@ -41,10 +41,7 @@ func (a gptossArch) head(ctx ml.Context, h ml.Tensor) ml.Tensor {
 // newCache is gptoss.New's cache (a sliding-window cache beside a causal
 // one) keeping rewind positions behind the window where ollama keeps 4096.
 func (a gptossArch) newCache(rewind int32) kvcache.Cache {
-	return kvcache.NewWrapperCache(
-		kvcache.NewSWAMemCache(a.window, a.window+rewind, a.m.Shift),
-		kvcache.NewCausalCache(a.m.Shift),
-	)
+	return windowedCache(a.window, rewind, a.m.Shift)
 }
 
 func (a gptossArch) hasEmbed() bool { return embedOK(a.m.TokenEmbedding) }

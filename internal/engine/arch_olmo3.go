@@ -51,10 +51,7 @@ func (a olmo3Arch) head(ctx ml.Context, h ml.Tensor) ml.Tensor {
 
 // newCache is olmo3.New's cache keeping rewind positions behind the window.
 func (a olmo3Arch) newCache(rewind int32) kvcache.Cache {
-	return kvcache.NewWrapperCache(
-		kvcache.NewSWAMemCache(a.win, a.win+rewind, a.m.Shift),
-		kvcache.NewCausalCache(a.m.Shift),
-	)
+	return windowedCache(a.win, rewind, a.m.Shift)
 }
 
 func (a olmo3Arch) hasEmbed() bool { return embedOK(a.m.TokenEmbedding) }

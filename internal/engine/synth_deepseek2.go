@@ -36,6 +36,22 @@ var synthMLA = map[string]mlaShape{
 	"small": {64, 64, 16, 32, 32, 1, 1, false},
 }
 
+// mlaKV sets the metadata DeepSeek V3's layer reads: latent attention's
+// shape (a query and a value head's lengths), leading dense layers, shared
+// experts, and the routed experts' weights (sigmoid, renormalised, scaled).
+func mlaKV(kv fsggml.KV, d mlaShape, routedScale float32) {
+	kv["leading_dense_block_count"] = uint32(d.leadingDense)
+	kv["expert_shared_count"] = uint32(d.shared)
+	kv["expert_weights_scale"] = routedScale
+	kv["expert_weights_norm"] = true
+	kv["expert_gating_func"] = uint32(2) // sigmoid
+	kv["attention.q_lora_rank"] = uint32(d.qLora)
+	kv["attention.kv_lora_rank"] = uint32(d.kvLora)
+	kv["attention.key_length"] = uint32(d.nope + d.rope)
+	kv["attention.value_length"] = uint32(d.v)
+	kv["rope.dimension_count"] = uint32(d.rope)
+}
+
 // deepseek2KV sets DeepSeek V3's metadata and returns its vocabulary.
 func deepseek2KV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
 	voc, err := buildVocab(s.vocab, s.normal, deepseekSpecials, "")
@@ -46,15 +62,7 @@ func deepseek2KV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
 		voc.types[voc.ids[sp]] = tokControl
 	}
 	d := synthMLA[size]
-	kv["leading_dense_block_count"] = uint32(d.leadingDense)
-	kv["expert_shared_count"] = uint32(d.shared)
-	kv["expert_weights_scale"] = float32(2.5)
-	kv["expert_weights_norm"] = true
-	kv["expert_gating_func"] = uint32(2) // sigmoid
-	kv["attention.q_lora_rank"] = uint32(d.qLora)
-	kv["attention.kv_lora_rank"] = uint32(d.kvLora)
-	kv["attention.key_length"] = uint32(d.nope + d.rope)
-	kv["attention.value_length"] = uint32(d.v)
+	mlaKV(kv, d, 2.5)
 	if d.absorbed {
 		// the cache holds one head: the compressed key with its rotary
 		// part, and the compressed key again as the value
@@ -64,7 +72,6 @@ func deepseek2KV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
 		kv["attention.value_length"] = uint32(d.kvLora)
 		kv["attention.head_count_kv"] = uint32(1)
 	}
-	kv["rope.dimension_count"] = uint32(d.rope)
 	kv["rope.freq_base"] = float32(10000)
 	kv["rope.scaling.type"] = "yarn"
 	kv["rope.scaling.factor"] = float32(40)
@@ -141,17 +148,7 @@ func glm4moeliteKV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error)
 	if err != nil {
 		return nil, err
 	}
-	d := synthGLMMLA[size]
-	kv["leading_dense_block_count"] = uint32(d.leadingDense)
-	kv["expert_shared_count"] = uint32(d.shared)
-	kv["expert_weights_scale"] = float32(1.8)
-	kv["expert_weights_norm"] = true
-	kv["expert_gating_func"] = uint32(2) // sigmoid
-	kv["attention.q_lora_rank"] = uint32(d.qLora)
-	kv["attention.kv_lora_rank"] = uint32(d.kvLora)
-	kv["attention.key_length"] = uint32(d.nope + d.rope)
-	kv["attention.value_length"] = uint32(d.v)
-	kv["rope.dimension_count"] = uint32(d.rope)
+	mlaKV(kv, synthGLMMLA[size], 1.8)
 	kv["rope.freq_base"] = float32(1000000)
 	kv["tokenizer.ggml.pre"] = "glm4"
 	kv["tokenizer.ggml.bos_token_id"] = uint32(voc.ids["[gMASK]"])
