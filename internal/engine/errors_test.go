@@ -38,7 +38,7 @@ func TestBadModelFiles(t *testing.T) {
 		{"empty", write("empty.gguf", nil), ErrNotGGUF},
 		{"truncated data", write("trunc.gguf", data[:len(data)*2/3]), ErrTruncated},
 		{"truncated header", write("trunch.gguf", data[:200]), ErrTruncated},
-		{"unsupported arch", withArch(t, full, filepath.Join(dir, "gemma.gguf"), "gemma2"), ErrUnsupportedArch},
+		{"unsupported arch", withArch(t, full, filepath.Join(dir, "llama4.gguf"), "llama4"), ErrUnsupportedArch},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
