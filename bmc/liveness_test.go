@@ -79,9 +79,11 @@ func livenessRun(t *testing.T, b *bmc.Bridge, cfg bmc.Config, beat, wallBudget t
 		t.Logf("dead at board age %v; seen %v after its last beat (wall)", n.Age, asked.Sub(lastBeatB).Round(time.Millisecond))
 		break
 	}
-	// millis() follows the wall clock (the harness throttles simavr).
+	// millis() follows the wall clock (the harness throttles simavr): it
+	// never runs ahead; starved of CPU it falls behind (0.67x of wall
+	// time with two make tests on two cores), never to a stop.
 	boardDelta, wallDelta := tab.Uptime-first.Uptime, time.Since(wallStart)
-	if boardDelta < wallDelta*3/4 || boardDelta > wallDelta*5/4+200*time.Millisecond {
+	if boardDelta < wallDelta/3 || boardDelta > wallDelta*5/4+200*time.Millisecond {
 		t.Errorf("board clock advanced %v over %v of wall time", boardDelta, wallDelta)
 	}
 	// A node that beats again is live again.
