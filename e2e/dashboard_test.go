@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -233,8 +234,12 @@ func TestDashboard(t *testing.T) {
 	}
 	streamed := 0
 	for key, lens := range grew {
-		// Growing in steps: more than one length before the last.
-		if len(lens) >= 3 && lens[0] < lens[len(lens)-1] {
+		// Growing in steps: some text shown before the whole answer (two
+		// lengths above zero, growing). A loaded machine delivers the 24
+		// tokens in as few as two pieces ([8 32] under two make tests);
+		// a panel that is filled once shows one length, maybe after 0.
+		shown := slices.DeleteFunc(slices.Clone(lens), func(n int) bool { return n == 0 })
+		if len(shown) >= 2 && shown[0] < shown[len(shown)-1] {
 			streamed++
 		}
 		t.Logf("agent %s: text lengths as it streamed %v", key, lens)
