@@ -198,6 +198,9 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkVocabFile(path); err != nil {
+		return nil, err
+	}
 	kv := meta.KV()
 	opts.defaults(int(kv.ContextLength()))
 	fa := ml.FlashAttentionDisabled

@@ -63,6 +63,9 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		return nil, &FileError{path, fmt.Errorf("%w: %v", ErrNotGGUF, err)}
 	}
 	kv := meta.KV()
+	if err := checkVocab(kv); err != nil {
+		return nil, &FileError{path, err}
+	}
 	var m model.Model
 	switch kv.Architecture() {
 	case "qwen3", "qwen3moe":
@@ -98,6 +101,42 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		return nil, &FileError{path, err}
 	}
 	return t, nil
+}
+
+// checkVocab refuses a vocabulary ollama's tokenizers would index past
+// (they panic): token types and, for a SentencePiece vocabulary (Gemma's,
+// and Llama files that say tokenizer.ggml.model "llama"), scores, one per
+// token, and at least the five tokens its constructor reads.
+func checkVocab(kv fsggml.KV) error {
+	n := len(kv.Strings("tokenizer.ggml.tokens"))
+	if types := len(kv.Ints("tokenizer.ggml.token_type")); n < 5 || types != n {
+		return fmt.Errorf("%w: tokenizer.ggml.tokens has %d entries and tokenizer.ggml.token_type %d (one per token, 5 or more)", ErrNotGGUF, n, types)
+	}
+	arch := kv.Architecture()
+	spm := arch == "gemma2" || arch == "gemma3" || arch == "llama" && kv.String("tokenizer.ggml.model") == "llama"
+	if scores := len(kv.Floats("tokenizer.ggml.scores")); spm && scores != n {
+		return fmt.Errorf("%w: tokenizer.ggml.scores has %d entries for %d tokens (%s reads a SentencePiece vocabulary: one score per token)", ErrNotGGUF, scores, n, arch)
+	}
+	return nil
+}
+
+// checkVocabFile is checkVocab on the file at path (checkFile reads no
+// arrays: this reads the vocabulary's, once more than ollama will).
+func checkVocabFile(path string) (err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return &FileError{path, err}
+	}
+	defer f.Close()
+	defer recoverErr(&err, "reading the vocabulary")
+	meta, err := fsggml.Decode(f, -1)
+	if err != nil {
+		return &FileError{path, fmt.Errorf("%w: %v", ErrNotGGUF, err)}
+	}
+	if err := checkVocab(meta.KV()); err != nil {
+		return &FileError{path, err}
+	}
+	return nil
 }
 
 func newTokenizer(m any, cfg fs.Config) (*Tokenizer, error) {
