@@ -39,10 +39,10 @@ type arch interface {
 }
 
 // ownCache is an arch whose layers need a cache of their own kind (gemma2,
-// gemma3, gptoss, olmo3: sliding-window layers beside global ones; lfm2: recurrent state beside
-// KV); the others take a causal one. rewind is how many positions behind
-// its window a sliding-window cache keeps, so that a session can be
-// truncated by that many (Session.Truncate).
+// gemma3, gptoss, olmo3: sliding-window layers beside global ones; lfm2:
+// recurrent state beside KV); the others take a causal one. rewind is how
+// many positions behind its window a sliding-window cache keeps, so that a
+// session can be truncated by that many (Session.Truncate).
 type ownCache interface {
 	newCache(rewind int32) kvcache.Cache
 }
@@ -129,9 +129,14 @@ func newArch(m model.Model, cfg fs.Config) (arch, error) {
 // windowedCache is the cache of a model whose layers attend over a
 // sliding window of window positions (layer type 0) or globally (type 1):
 // the windowed cache keeps rewind positions behind its window, so that a
-// session can be truncated by that many (Session.Truncate).
+// session can be truncated by that many (Session.Truncate). A file that
+// names no window (0) gets ollama's reading of it: no limit.
 func windowedCache(window, rewind int32, shift func(ctx ml.Context, layer int, key, shift ml.Tensor) (ml.Tensor, error)) *kvcache.WrapperCache {
-	return kvcache.NewWrapperCache(kvcache.NewSWAMemCache(window, window+rewind, shift), kvcache.NewCausalCache(shift))
+	swa := kvcache.NewSWACache(window, shift)
+	if window > 0 {
+		swa = kvcache.NewSWAMemCache(window, window+rewind, shift)
+	}
+	return kvcache.NewWrapperCache(swa, kvcache.NewCausalCache(shift))
 }
 
 // softcap is limit·tanh(h/limit), Gemma's soft-capping of logits; h itself

@@ -68,9 +68,6 @@ func (a gemma3Arch) head(ctx ml.Context, h ml.Tensor) ml.Tensor {
 // newCache is gemma3.New's cache (a sliding-window cache beside a causal
 // one) with rewind positions kept behind the window.
 func (a gemma3Arch) newCache(rewind int32) kvcache.Cache {
-	if a.window <= 0 {
-		return kvcache.NewWrapperCache(kvcache.NewSWACache(a.window, a.m.TextModel.Shift), kvcache.NewCausalCache(a.m.TextModel.Shift))
-	}
 	return windowedCache(a.window, rewind, a.m.TextModel.Shift)
 }
 

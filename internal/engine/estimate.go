@@ -17,7 +17,7 @@ import (
 // (25-40 MiB measured on the 0.6b shape) are not counted. Errors are
 // Load's.
 func Estimate(path string, opts Options) (Memory, Options, error) {
-	meta, err := checkFile(path)
+	meta, err := checkFile(path, false)
 	if err != nil {
 		return Memory{}, opts, err
 	}

@@ -194,11 +194,8 @@ type Model struct {
 // file; they wrap ErrNotGGUF, ErrTruncated, ErrUnsupportedArch, fs errors
 // (os.ErrNotExist) or ErrInternal.
 func Load(ctx context.Context, path string, opts Options) (m *Model, err error) {
-	meta, err := checkFile(path)
+	meta, err := checkFile(path, true)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkVocabFile(path); err != nil {
 		return nil, err
 	}
 	kv := meta.KV()
@@ -321,10 +318,11 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	return m, nil
 }
 
-// checkFile reads the GGUF header (without large arrays) to give clear errors
-// before ollama allocates anything: missing file, not GGUF, truncated,
-// unsupported architecture.
-func checkFile(path string) (meta *fsggml.GGML, err error) {
+// checkFile reads the GGUF header to give clear errors before ollama
+// allocates anything: missing file, not GGUF, truncated, unsupported
+// architecture; with vocab, the arrays too, and a vocabulary ollama's
+// tokenizers would index past (checkVocab); without, no large array.
+func checkFile(path string, vocab bool) (meta *fsggml.GGML, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, &FileError{path, err}
@@ -344,7 +342,11 @@ func checkFile(path string) (meta *fsggml.GGML, err error) {
 	probe := &endProbe{ReadSeeker: f}
 	func() {
 		defer recoverErr(&err, "decoding GGUF header")
-		meta, err = fsggml.Decode(probe, 0)
+		arrays := 0
+		if vocab {
+			arrays = -1
+		}
+		meta, err = fsggml.Decode(probe, arrays)
 	}()
 	if err != nil {
 		// ollama asks for the file's size only once the header and every
@@ -363,6 +365,11 @@ func checkFile(path string) (meta *fsggml.GGML, err error) {
 	}
 	if err := checkKVShape(meta); err != nil {
 		return nil, &FileError{path, err}
+	}
+	if vocab {
+		if err := checkVocab(meta.KV()); err != nil {
+			return nil, &FileError{path, err}
+		}
 	}
 	if err := checkWhole(meta); err != nil {
 		return nil, &FileError{path, err}

@@ -21,11 +21,6 @@ var gptossSpecials = []string{"<|startoftext|>", "<|endoftext|>", "<|return|>", 
 const gptossTemplate = "{%- for message in messages %}{{- '<|start|>' + message['role'] + '<|message|>' + message['content'] + '<|end|>' }}{%- endfor %}" +
 	"{%- if add_generation_prompt %}{{- '<|start|>assistant' }}{%- endif %}"
 
-// gptossWindow is attention.sliding_window per size: tiny and small
-// attend over few positions, so that the identity tests' positions leave
-// the window (the real 20b: 128).
-var gptossWindow = map[string]uint32{"tiny": 8, "small": 64, "20b": 128}
-
 // gptossKV sets GPT-OSS's metadata and returns its vocabulary.
 func gptossKV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
 	voc, err := buildVocab(s.vocab, s.normal, gptossSpecials, "<|reserved_%d|>")
@@ -35,7 +30,7 @@ func gptossKV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
 	kv["attention.layer_norm_rms_epsilon"] = float32(1e-5)
 	kv["attention.key_length"] = uint32(s.headDim)
 	kv["attention.value_length"] = uint32(s.headDim)
-	kv["attention.sliding_window"] = gptossWindow[size]
+	kv["attention.sliding_window"] = uint32(synthWindows["gptoss"][size])
 	kv["rope.freq_base"] = float32(150000)
 	kv["rope.scaling.factor"] = float32(32)
 	kv["rope.scaling.original_context_length"] = uint32(4096)

@@ -12,9 +12,9 @@ type moeShape struct {
 	experts, used, expertFFN int
 }
 
-// synthExperts: tiny and small are for tests (qwen3moe small's expert width keeps
-// the down projections' rows off the k-quants' 256, so a q4_k file mixes
-// Q4_K and Q8_0 as real Q4_K_M files do); 30b is Qwen3-30B-A3B
+// synthExperts: tiny and small are for tests (small's expert width, but
+// gptoss's, keeps the down projections' rows off the k-quants' 256, so a
+// q4_k file mixes Q4_K and Q8_0 as real Q4_K_M files do); 30b is Qwen3-30B-A3B
 // (config.json: 128 experts of 768, 8 per token), 20b gpt-oss-20b (32 of
 // 2880, 4 per token).
 var synthExperts = map[string]map[string]moeShape{

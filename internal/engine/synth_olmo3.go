@@ -8,10 +8,6 @@ import fsggml "github.com/ollama/ollama/fs/ggml"
 
 var olmo3Specials = []string{"<|endoftext|>", "<|pad|>", "<|im_start|>", "<|im_end|>"}
 
-// olmo3Windows is attention.sliding_window per size: tiny and small attend
-// over few positions, so that the identity tests' positions leave it.
-var olmo3Windows = map[string]uint32{"tiny": 8, "small": 64, "7b": 4096}
-
 // olmo3KV sets OLMo 3's metadata and returns its vocabulary.
 func olmo3KV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
 	voc, err := buildVocab(s.vocab, s.normal, olmo3Specials, "")
@@ -22,7 +18,7 @@ func olmo3KV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
 	for i := range pattern {
 		pattern[i] = i%4 != 3
 	}
-	kv["attention.sliding_window"] = olmo3Windows[size]
+	kv["attention.sliding_window"] = uint32(synthWindows["olmo3"][size])
 	kv["attention.sliding_window_pattern"] = pattern
 	kv["rope.freq_base"] = float32(500000)
 	kv["rope.scaling.type"] = "yarn"

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
 	"unicode/utf8"
 
@@ -49,23 +48,12 @@ type Tokenizer struct {
 // LoadTokenizer reads only the metadata of a GGUF (whole model or any stage
 // slice) and returns its tokenizer, without loading weights.
 func LoadTokenizer(path string) (t *Tokenizer, err error) {
-	if _, err := checkFile(path); err != nil {
+	meta, err := checkFile(path, true)
+	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, &FileError{path, err}
-	}
-	defer f.Close()
 	defer recoverErr(&err, "reading tokenizer")
-	meta, err := fsggml.Decode(f, -1)
-	if err != nil {
-		return nil, &FileError{path, fmt.Errorf("%w: %v", ErrNotGGUF, err)}
-	}
 	kv := meta.KV()
-	if err := checkVocab(kv); err != nil {
-		return nil, &FileError{path, err}
-	}
 	var m model.Model
 	switch kv.Architecture() {
 	case "qwen3", "qwen3moe":
@@ -116,25 +104,6 @@ func checkVocab(kv fsggml.KV) error {
 	spm := arch == "gemma2" || arch == "gemma3" || arch == "llama" && kv.String("tokenizer.ggml.model") == "llama"
 	if scores := len(kv.Floats("tokenizer.ggml.scores")); spm && scores != n {
 		return fmt.Errorf("%w: tokenizer.ggml.scores has %d entries for %d tokens (%s reads a SentencePiece vocabulary: one score per token)", ErrNotGGUF, scores, n, arch)
-	}
-	return nil
-}
-
-// checkVocabFile is checkVocab on the file at path (checkFile reads no
-// arrays: this reads the vocabulary's, once more than ollama will).
-func checkVocabFile(path string) (err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return &FileError{path, err}
-	}
-	defer f.Close()
-	defer recoverErr(&err, "reading the vocabulary")
-	meta, err := fsggml.Decode(f, -1)
-	if err != nil {
-		return &FileError{path, fmt.Errorf("%w: %v", ErrNotGGUF, err)}
-	}
-	if err := checkVocab(meta.KV()); err != nil {
-		return &FileError{path, err}
 	}
 	return nil
 }
