@@ -348,3 +348,40 @@ func TestOLMo3BadPattern(t *testing.T) {
 		}
 	}
 }
+
+// TestNoWindow: a file of a sliding-window family that names no window
+// (attention.sliding_window 0) runs as ollama reads it, every layer
+// unlimited: as the same weights with a window wider than every position.
+func TestNoWindow(t *testing.T) {
+	for _, arch := range []string{"gemma2", "gemma3", "gptoss", "olmo3"} {
+		t.Run(arch, func(t *testing.T) {
+			var runs [2][][]float32
+			for i, window := range []uint32{0, 256} {
+				p := filepath.Join(t.TempDir(), fmt.Sprintf("%s-window%d.gguf", arch, window))
+				rewriteHeader(t, synthFile(t, arch, "tiny", "f32"), p, func(g *shards.GGUF) {
+					setUint32(g, synthArch(arch)+".attention.sliding_window", window)
+				})
+				m := loadT(t, p, Options{Slots: 2, Context: 256})
+				s, err := m.NewSession()
+				if err != nil {
+					t.Fatal(err)
+				}
+				in := splitPrompt
+				for range splitSteps {
+					got, err := s.RunRange(context.Background(), 0, m.Info().Layers, in, nil)
+					if err != nil {
+						t.Fatalf("window %d: %v", window, err)
+					}
+					runs[i] = append(runs[i], got)
+					in = []int32{Greedy(runs[0][len(runs[i])-1])}
+				}
+				s.Close()
+			}
+			for step := range runs[0] {
+				if d := maxAbsDiff(runs[0][step], runs[1][step]); d > 1e-4*maxAbs(runs[1][step]) {
+					t.Fatalf("step %d: no window and a window past every position differ by %g of %g", step, d, maxAbs(runs[1][step]))
+				}
+			}
+		})
+	}
+}
