@@ -2,8 +2,11 @@ package swarm
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/gossip"
 )
 
 // Admission is how a full peer table chooses whom to keep. Identities cost
@@ -23,15 +26,20 @@ import (
 //     churn each other or a lone newcomer out. This peer itself, proven
 //     peers and protected peers (WithProtect: e.g. bootstrap peers, peers
 //     serving this peer's open requests) are never evicted alive.
+//   - Past Neighbours live rows of peers this peer does not need, a peer
+//     it does not need is refused (see neighbours.go): the table is a
+//     bounded neighbourhood, not a directory of the swarm.
 type Admission struct {
 	UnprovenShare float64 // default 0.5; 1: no reserve for proven peers
 	PerSubnet     int     // default 64; negative: no cap
+	Neighbours    int     // default 64; negative: no bound (a BMC bridge's table lists its room)
 }
 
 // Defaults of Admission.
 const (
 	DefaultUnprovenShare = 0.5
 	DefaultPerSubnet     = 64
+	DefaultNeighbours    = 64
 )
 
 func (a Admission) withDefaults() Admission {
@@ -40,6 +48,9 @@ func (a Admission) withDefaults() Admission {
 	}
 	if a.PerSubnet == 0 {
 		a.PerSubnet = DefaultPerSubnet
+	}
+	if a.Neighbours == 0 {
+		a.Neighbours = DefaultNeighbours
 	}
 	return a
 }
@@ -109,11 +120,14 @@ func subnet(a netip.Addr) netip.Prefix {
 	return p
 }
 
-// admitLocked decides whether id, answering from addr, gets a row, and
-// evicts whom that takes. v.mu must be held.
-func (v *View) admitLocked(id peer.ID, addr netip.Addr) (evicted []Peer, ok bool) {
+// admitLocked decides whether id, answering from addr with its record c,
+// gets a row, and evicts whom that takes. v.mu must be held.
+func (v *View) admitLocked(id peer.ID, c *gossip.Capability, addr netip.Addr, now time.Time) (evicted []Peer, ok bool) {
 	if id == v.self {
 		return nil, true
+	}
+	if !v.roomLocked(id, c, now) {
+		return nil, false
 	}
 	evict := func(p *Peer) {
 		delete(v.peers, p.ID)

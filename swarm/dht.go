@@ -173,9 +173,12 @@ const learnHoldersFor = 5 * time.Second
 // model (a newcomer of a swarm larger than the samples it got may hold
 // some holders and not others), it looks the holders up (LearnHolders)
 // for up to 5 s. It returns how many it learned; 0 and no error when the
-// table covered the model already or model is empty. node calls it
-// before a pipeline request, and the simulation's route user does too.
+// table covered the model already or model is empty. Either way the
+// model is wanted for a while (View.Want): the table takes its holders
+// past its bound of neighbours. node calls it before a pipeline request,
+// and the simulation's route user does too.
 func (s *Service) EnsureHolders(ctx context.Context, model string) (int, error) {
+	s.view.Want(model, time.Now())
 	if model == "" || covers(s.view.HoldersOf(model)) {
 		return 0, nil
 	}
@@ -209,6 +212,7 @@ func covers(hs []ShardHolder) bool {
 // table does not hold a model's holders yet (a newcomer of a swarm larger
 // than its samples) finds them this way.
 func (s *Service) LearnHolders(ctx context.Context, model string) (int, error) {
+	s.view.Want(model, time.Now())
 	found, err := s.FindProviders(ctx, ModelKey(model), maxHolderFetches)
 	if err != nil {
 		return 0, err

@@ -176,13 +176,16 @@ func (e *exchange) admit(from peer.ID, now time.Time) bool {
 }
 
 // connected asks a newly connected peer for its record unless the table
-// holds it alive already (a sample too while this peer knows few). A
+// holds it alive already, or would not take it (its bound of neighbours
+// is reached: a peer it needs asks, or is asked by LearnHolders), and a
+// sample too while this peer knows few. A
 // peer that connects while it starts may not serve the exchange yet: it
 // is asked again, up to connectTries times, backing off.
 func (e *exchange) connected(ctx context.Context, id peer.ID) {
 	wait := 500 * time.Millisecond
 	for try := 1; ; try++ {
-		if id == e.s.host.ID() || e.s.view.Alive(id) || len(e.s.host.Network().ConnsToPeer(id)) == 0 {
+		if id == e.s.host.ID() || e.s.view.Alive(id) || len(e.s.host.Network().ConnsToPeer(id)) == 0 ||
+			!e.s.view.Room(id, nil, time.Now()) {
 			return
 		}
 		_, err := e.fetch1(ctx, id)

@@ -202,9 +202,20 @@ func (p *prober) due(now time.Time, n int) ([]peer.ID, time.Duration) {
 
 // probe asks id for its record (or pings it): if it answers, it is alive
 // in the view with the record it gave (or, pinged, the newest heard of
-// it). A peer that does not answer, or that the table does not admit, is
-// tried again later, backing off.
+// it). A peer the table would not take now (View.Room: its bound of
+// neighbours is reached) is dropped unasked; one that does not answer,
+// or that the table does not admit, is tried again later, backing off.
 func (p *prober) probe(ctx context.Context, id peer.ID) {
+	p.mu.Lock()
+	rec := p.cands[id].rec // busy: never dropped meanwhile
+	p.mu.Unlock()
+	if !p.view.Room(id, &rec, time.Now()) {
+		// The table filled since it was heard of: it would not be taken.
+		p.mu.Lock()
+		delete(p.cands, id)
+		p.mu.Unlock()
+		return
+	}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	asked, err := p.reach(pctx, id)
 	cancel()

@@ -46,6 +46,7 @@ type Service struct {
 	pub     gossip.Capability // what it said
 	unsent  bool              // it has not been published (no mesh peer came in time)
 	pubs    uint64            // records published
+	tagged  map[peer.ID]bool  // peers tagged for the connection manager (tagTable)
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	closed  bool
@@ -59,7 +60,7 @@ func New(h host.Host, router *gossip.Router, kad *dht.IpfsDHT, self SelfFunc, li
 	}
 	v := NewView(h.ID(), live, opts...)
 	s := &Service{host: h, router: router, dht: kad, self: self, view: v, probe: newProber(h, v, log),
-		keep: newKeeper(h, v, log), log: log, changed: make(chan struct{}, 1)}
+		keep: newKeeper(h, v, log), log: log, changed: make(chan struct{}, 1), tagged: map[peer.ID]bool{}}
 	s.xchg = newExchange(s)
 	s.probe.lease = s.keep.currentLease
 	s.probe.ask = func(ctx context.Context, id peer.ID) error {
@@ -366,10 +367,11 @@ func (s *Service) receive(ctx context.Context, sub *gossip.CapSubscription) {
 }
 
 // lead takes a record of id that others handed on: it updates the row of
-// a peer alive here, and makes any other peer a candidate to probe.
+// a peer alive here, and makes any other peer the table would take (see
+// View.Room) a candidate to probe.
 func (s *Service) lead(id peer.ID, c *gossip.Capability, sealed []byte, now time.Time) {
 	s.learnAddrs(c)
-	if !s.view.update(c, sealed) {
+	if !s.view.update(c, sealed) && s.view.Room(id, c, now) {
 		s.probe.heard(id, c, sealed, now)
 	}
 }
@@ -406,12 +408,15 @@ func (s *Service) learnAddrs(c *gossip.Capability) {
 }
 
 // sweep makes dead the peers whose lease ended unanswered (the keeper's
-// probes extend the leases of peers that answer) and forgets long-dead ones.
+// probes extend the leases of peers that answer) and forgets long-dead
+// ones, and every tagEvery tags the table's live peers for the
+// connection manager (tagTable).
 func (s *Service) sweep(ctx context.Context) {
 	defer s.wg.Done()
 	every := max(s.view.live.Heartbeat/4, 50*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var lastTag time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -420,8 +425,48 @@ func (s *Service) sweep(ctx context.Context) {
 			for _, id := range s.view.Sweep(now) {
 				s.log.Info("peer dead", "peer", id, "why", "unanswered for its lease")
 			}
+			if now.Sub(lastTag) >= tagEvery {
+				lastTag = now
+				s.tagTable()
+			}
 			// A peer a call found hung is routable again once it answers.
 			s.view.RecheckHung(s.host, Progress{}.Defaults().ProbeTimeout)
 		}
+	}
+}
+
+// Tagging the table's peers for the connection manager.
+const (
+	tableTag   = "swarm-table"
+	tableValue = 20
+	tagEvery   = 5 * time.Second
+)
+
+// tagTable tags the connections of the table's live peers, so that the
+// connection manager, trimming, closes others first (a DHT lookup's,
+// a peer's that holds this one but is not in its table): the probes of
+// the table then run over connections it keeps, not new ones, and a
+// neighbour is not cut and redialled each time the manager trims.
+func (s *Service) tagTable() {
+	cm := s.host.ConnManager()
+	live := map[peer.ID]bool{}
+	for _, p := range s.view.rows() {
+		if p.Alive {
+			live[p.ID] = true
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.tagged {
+		if !live[id] {
+			cm.UntagPeer(id, tableTag)
+			delete(s.tagged, id)
+		}
+	}
+	for id := range live {
+		// Again each time: the manager forgets a peer's tags when its
+		// last connection closes.
+		cm.TagPeer(id, tableTag, tableValue)
+		s.tagged[id] = true
 	}
 }

@@ -89,10 +89,11 @@ type View struct {
 	live Liveness
 	opts options
 
-	mu    sync.RWMutex
-	peers map[peer.ID]*Peer
-	subs  subscribers
-	hung  hungSet // peers found hung (hung.go)
+	mu     sync.RWMutex
+	peers  map[peer.ID]*Peer
+	wanted map[string]time.Time // models wanted, until when (neighbours.go)
+	subs   subscribers
+	hung   hungSet // peers found hung (hung.go)
 }
 
 // NewView returns an empty table for the peer self.
@@ -146,7 +147,7 @@ func (v *View) observe(c *gossip.Capability, sealed []byte, now time.Time, addr 
 	switch {
 	case !ok:
 		var admitted bool
-		if evicted, admitted = v.admitLocked(id, addr); !admitted {
+		if evicted, admitted = v.admitLocked(id, c, addr, now); !admitted {
 			v.mu.Unlock()
 			v.sendForgotten(evicted)
 			return
