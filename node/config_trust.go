@@ -38,6 +38,11 @@ type PeerTableConfig struct {
 	// MaxUnprovenPerSubnet bounds the rows of unproven peers answering
 	// from one /24 (IPv4) or /64 (IPv6). Default 64; -1: no bound.
 	MaxUnprovenPerSubnet int `json:"max_unproven_per_subnet,omitempty"`
+	// Neighbours bounds the live rows of peers this peer does not need
+	// (needed: proven, bootstrap and BMC peers, peers in use, holders of
+	// the models it serves or asked for lately). Default 64; -1: no bound
+	// (the default of a BMC bridge, whose board lists the whole room).
+	Neighbours int `json:"neighbours,omitempty"`
 }
 
 func (g GossipConfig) validate() error {
@@ -77,6 +82,9 @@ func (p PeerTableConfig) validate() error {
 	}
 	if !(p.UnprovenShare >= 0 && p.UnprovenShare <= 1) {
 		return fmt.Errorf("config: peer_table.unproven_share %v: want 0 (default) < share <= 1", p.UnprovenShare)
+	}
+	if p.Neighbours < -1 || p.Neighbours > 1<<20 {
+		return fmt.Errorf("config: peer_table.neighbours %d: want -1 (no bound), 0 (default: 64) .. 1048576", p.Neighbours)
 	}
 	if p.MaxUnprovenPerSubnet < -1 {
 		return fmt.Errorf("config: peer_table.max_unproven_per_subnet %d: want -1 (no bound), 0 (default) or more", p.MaxUnprovenPerSubnet)

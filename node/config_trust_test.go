@@ -37,6 +37,7 @@ func TestTrustConfigKeys(t *testing.T) {
 		{"share above 1", func(c *Config) { c.PeerTable.UnprovenShare = 1.5 }, "peer_table.unproven_share"},
 		{"negative max", func(c *Config) { c.PeerTable.MaxPeers = -1 }, "peer_table.max_peers"},
 		{"per subnet", func(c *Config) { c.PeerTable.MaxUnprovenPerSubnet = -2 }, "peer_table.max_unproven_per_subnet"},
+		{"neighbours", func(c *Config) { c.PeerTable.Neighbours = -2 }, "peer_table.neighbours"},
 	} {
 		c := Config{DataDir: dir}
 		tc.edit(&c)

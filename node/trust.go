@@ -70,10 +70,14 @@ func (n *Node) swarmOptions() []swarm.Option {
 	}
 	h := n.host
 	bridge := n.cfg.BMCSerial != ""
+	neighbours := pt.Neighbours
+	if bridge && neighbours == 0 {
+		neighbours = -1 // its board keeps liveness of the whole room
+	}
 	opts := []swarm.Option{
 		swarm.WithTrust(n.trust),
 		swarm.WithDead(n.excluded), // the BMC's dead are not Routable
-		swarm.WithAdmission(swarm.Admission{UnprovenShare: pt.UnprovenShare, PerSubnet: pt.MaxUnprovenPerSubnet}),
+		swarm.WithAdmission(swarm.Admission{UnprovenShare: pt.UnprovenShare, PerSubnet: pt.MaxUnprovenPerSubnet, Neighbours: neighbours}),
 		swarm.WithProtect(func(id peer.ID) bool { return keep[id] || swarm.InferenceStreamOpen(h, id) }),
 		// The peers with an inference stream open are in use: probed every
 		// heartbeat, for two minutes after their last stream. A BMC bridge
