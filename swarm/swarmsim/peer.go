@@ -26,15 +26,16 @@ import (
 
 // Config is the swarm's settings; every zero field takes node's default.
 type Config struct {
-	Link      Link          // every peer's link unless its Spec names one
-	Heartbeat time.Duration // node's heartbeat; default swarm.DefaultHeartbeat
-	Misses    int           // node's dead_after_misses; default swarm.DefaultMisses
-	Refresh   time.Duration // node's record_refresh; default 0: never
-	ProbeRate float64       // node's probe_rate; default swarm.DefaultProbeRate
-	ConnLow   int           // node's conn_low; default 32
-	ConnHigh  int           // node's conn_high; default 96
-	Seeds     int           // the first Seeds peers are every later peer's bootstrap peers; default 1
-	Log       *slog.Logger  // nil: discard
+	Link       Link          // every peer's link unless its Spec names one
+	Heartbeat  time.Duration // node's heartbeat; default swarm.DefaultHeartbeat
+	Misses     int           // node's dead_after_misses; default swarm.DefaultMisses
+	Refresh    time.Duration // node's record_refresh; default 0: never
+	ProbeRate  float64       // node's probe_rate; default swarm.DefaultProbeRate
+	ConnLow    int           // node's conn_low; default 32
+	ConnHigh   int           // node's conn_high; default 96
+	Neighbours int           // node's peer_table.neighbours; default swarm.DefaultNeighbours
+	Seeds      int           // the first Seeds peers are every later peer's bootstrap peers; default 1
+	Log        *slog.Logger  // nil: discard
 }
 
 func (c Config) withDefaults() Config {
@@ -52,6 +53,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConnHigh <= 0 {
 		c.ConnHigh = 96
+	}
+	if c.Neighbours == 0 {
+		c.Neighbours = swarm.DefaultNeighbours
 	}
 	if c.Seeds <= 0 {
 		c.Seeds = 1
@@ -236,7 +240,7 @@ func (s *Sim) start(p *Peer, link Link, seeds []peer.AddrInfo) error {
 	live := swarm.Liveness{Heartbeat: s.cfg.Heartbeat, Misses: s.cfg.Misses, Refresh: s.cfg.Refresh, ProbeRate: s.cfg.ProbeRate}
 	p.Service = swarm.New(p.Host, p.Router, p.DHT, p.self, live, log,
 		swarm.WithTrust(trust),
-		swarm.WithAdmission(swarm.Admission{}),
+		swarm.WithAdmission(swarm.Admission{Neighbours: s.cfg.Neighbours}),
 		swarm.WithProtect(func(id peer.ID) bool { return keep[id] || swarm.InferenceStreamOpen(h, id) }),
 		swarm.WithInUse(func(id peer.ID) bool { return swarm.InferenceStreamOpen(h, id) }))
 	p.Host.SetStreamHandler(pipeline.ProtocolID, holdStage)

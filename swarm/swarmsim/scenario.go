@@ -57,12 +57,23 @@ type Report struct {
 }
 
 // idleBound is how long a peer not in use may take to hold a peer of a
-// swarm of n dead: its lease (Liveness.IdleDeadAfter over the table's
-// other peers), a tick of the sweep, and one poll of the harness.
+// table of n rows dead: its lease (Liveness.IdleDeadAfter over the
+// table's other peers), a tick of the sweep, and one poll of the harness.
 func idleBound(cfg Config, n int) time.Duration {
 	c := cfg.withDefaults()
 	live := swarm.Liveness{Heartbeat: c.Heartbeat, Misses: c.Misses, Refresh: c.Refresh, ProbeRate: c.ProbeRate}
 	return live.IdleDeadAfter(n) + c.Heartbeat/4 + Poll
+}
+
+// Bound is idleBound over the largest table the swarm had settled to (in
+// a swarm past the bound of neighbours the tables are smaller than the
+// swarm), with a row for the newcomer.
+func (r Report) Bound(cfg Config) time.Duration {
+	rows := r.N
+	if r.Tables.MaxRows > 0 {
+		rows = min(rows, int(r.Tables.MaxRows)+1)
+	}
+	return idleBound(cfg, rows)
 }
 
 func (r Report) String() string {
@@ -229,7 +240,7 @@ func (sc Scenario) Run() (Report, error) {
 	// for peers not in use, which grows with the table: a Limit shorter
 	// than it (a quick run at 80 peers, whose bound is 330 s) must not end
 	// the wait before the design promises an answer.
-	if _, err = WaitUntil(max(sc.Limit, idleBound(sc.Config, sc.N)), func() bool {
+	if _, err = WaitUntil(max(sc.Limit, rep.Bound(sc.Config)), func() bool {
 		for _, p := range s.Live() {
 			if p.Service.View().Alive(victim.ID()) {
 				return false

@@ -81,7 +81,7 @@ func TestSwarm(t *testing.T) {
 				if rep.Detect > goalDetect {
 					t.Errorf("crash on the route in use noticed after %s, want <= %s", rep.Detect, goalDetect)
 				}
-				if bound := idleBound(cfg, n); rep.DetectAll > bound {
+				if bound := rep.Bound(cfg); rep.DetectAll > bound {
 					t.Errorf("crash noticed by every peer after %s, want <= %s", rep.DetectAll, bound)
 				}
 				if !rep.Rerouted {
@@ -110,7 +110,7 @@ func TestSwarmLimitBelowBound(t *testing.T) {
 		if !rep.Rerouted {
 			t.Errorf("no route without the crashed peer, though each range has another holder")
 		}
-		if bound := idleBound(cfg, n); rep.DetectAll > bound {
+		if bound := rep.Bound(cfg); rep.DetectAll > bound {
 			t.Errorf("crash noticed by every peer after %s, want <= %s", rep.DetectAll, bound)
 		}
 	})
