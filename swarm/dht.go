@@ -162,6 +162,10 @@ func (s *Service) FindProviders(ctx context.Context, key cid.Cid, max int) ([]pe
 	return out, nil
 }
 
+// startingFor is how long after its start a peer's lookups wait for a
+// first DHT peer.
+const startingFor = 10 * time.Second
+
 // maxHolderFetches bounds the providers LearnHolders asks.
 const maxHolderFetches = 32
 
@@ -213,13 +217,28 @@ func covers(hs []ShardHolder) bool {
 // than its samples) finds them this way.
 func (s *Service) LearnHolders(ctx context.Context, model string) (int, error) {
 	s.view.Want(model, time.Now())
-	found, err := s.FindProviders(ctx, ModelKey(model), maxHolderFetches)
-	if err != nil {
-		return 0, err
+	if s.dht == nil {
+		return 0, fmt.Errorf("swarm: no DHT configured")
 	}
+	// A peer that has just started (a newcomer asked at once) may have no
+	// DHT peer yet to ask, its bootstrap dials under way: a lookup now
+	// would end at once, empty. A peer alone for longer does not wait.
+	s.mu.Lock()
+	started := s.started
+	s.mu.Unlock()
+	for s.dht.RoutingTable().Size() == 0 && time.Since(started) < startingFor {
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("swarm: no DHT peer to ask yet: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, dhtRequestTimeout)
+	defer cancel()
 	var wg sync.WaitGroup
 	var learned atomic.Int64
-	for _, ai := range found {
+	// Each provider is asked as the lookup finds it, not once it ends.
+	for ai := range s.dht.FindProvidersAsync(ctx, ModelKey(model), maxHolderFetches) {
 		if ai.ID == s.host.ID() || s.view.Alive(ai.ID) {
 			continue
 		}

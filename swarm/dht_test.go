@@ -6,6 +6,7 @@ import (
 	"time"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/gossip"
 )
@@ -121,5 +122,40 @@ func TestEnsureHoldersCompletesCoverage(t *testing.T) {
 	}
 	if len(layers) != 4 {
 		t.Fatalf("after EnsureHolders (learned %d) the view holds the ranges %v, want [0 2 2 4]", got, layers)
+	}
+}
+
+// TestEnsureHoldersWhileStarting: a newcomer asked for a route at once,
+// before its first DHT peer has answered (its bootstrap dial under way),
+// waits for one and finds the holder whose record it has no other way to
+// get (the contact's table keeps no rows to sample); before, the lookup
+// ended at once, empty, and the request had no route.
+func TestEnsureHoldersWhileStarting(t *testing.T) {
+	live := fastLive
+	small := live
+	small.MaxPeers = 1
+	holder := newDHTMemberMode(t, small, func() gossip.Capability {
+		return gossip.Capability{Shards: []gossip.Shard{{ModelCID: "m", Start: 0, End: 4, Layers: 4}}}
+	}, dht.ModeClient)
+	contact := newDHTMember(t, small, nil)
+	link(t, holder, contact)
+	waitFor(t, 20*time.Second, "the holder's model provided", func() bool {
+		ps, err := contact.s.dht.ProviderStore().GetProviders(t.Context(), ModelKey("m").Hash())
+		return err == nil && len(ps) > 0
+	})
+	newcomer := newDHTMember(t, live, nil)
+	dialed := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the bootstrap dial, late
+		dialed <- newcomer.h.Connect(t.Context(), peer.AddrInfo{ID: contact.h.ID(), Addrs: contact.h.Addrs()})
+	}()
+	defer func() {
+		if err := <-dialed; err != nil {
+			t.Errorf("the newcomer's dial of its contact: %v", err)
+		}
+	}()
+	got, err := newcomer.s.EnsureHolders(t.Context(), "m")
+	if err != nil || len(newcomer.s.View().HoldersOf("m")) != 1 {
+		t.Fatalf("EnsureHolders at start: learned %d, %v; the view holds %d holders, want 1", got, err, len(newcomer.s.View().HoldersOf("m")))
 	}
 }

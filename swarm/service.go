@@ -47,6 +47,7 @@ type Service struct {
 	unsent  bool              // it has not been published (no mesh peer came in time)
 	pubs    uint64            // records published
 	tagged  map[peer.ID]bool  // peers tagged for the connection manager (tagTable)
+	started time.Time
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	closed  bool
@@ -92,6 +93,7 @@ func (s *Service) Start(ctx context.Context) error {
 		return errors.New("swarm: service already started or closed")
 	}
 	ctx, s.cancel = context.WithCancel(ctx)
+	s.started = time.Now()
 	s.host.SetStreamHandler(RecordsProtocol, s.xchg.serve)
 	nf := &notifiee{
 		connected:    func(id peer.ID) { s.spawn(func() { s.xchg.connected(ctx, id) }) },
