@@ -78,7 +78,8 @@ type Config struct {
 	// Default 0.5.
 	ProbeRate float64 `json:"probe_rate,omitempty"`
 	// ConnLow and ConnHigh are the connection manager's watermarks.
-	// Defaults 32 and 96.
+	// Defaults 128 and 192: a table of 64 neighbours and the peers whose
+	// tables hold this one stay under them (docs/scale.md).
 	ConnLow  int `json:"conn_low,omitempty"`
 	ConnHigh int `json:"conn_high,omitempty"`
 	// MemoryLimitMB bounds the memory libp2p may use. Default 256.
@@ -352,10 +353,10 @@ func (c Config) withDefaults() (Config, error) {
 		c.ProbeRate = swarm.DefaultProbeRate
 	}
 	if c.ConnLow == 0 {
-		c.ConnLow = 32
+		c.ConnLow = 128
 	}
 	if c.ConnHigh == 0 {
-		c.ConnHigh = 96
+		c.ConnHigh = 192
 	}
 	if c.MemoryLimitMB == 0 {
 		c.MemoryLimitMB = 256

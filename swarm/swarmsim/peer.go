@@ -31,8 +31,8 @@ type Config struct {
 	Misses     int           // node's dead_after_misses; default swarm.DefaultMisses
 	Refresh    time.Duration // node's record_refresh; default 0: never
 	ProbeRate  float64       // node's probe_rate; default swarm.DefaultProbeRate
-	ConnLow    int           // node's conn_low; default 32
-	ConnHigh   int           // node's conn_high; default 96
+	ConnLow    int           // node's conn_low; default 128
+	ConnHigh   int           // node's conn_high; default 192
 	Neighbours int           // node's peer_table.neighbours; default swarm.DefaultNeighbours
 	Seeds      int           // the first Seeds peers are every later peer's bootstrap peers; default 1
 	Log        *slog.Logger  // nil: discard
@@ -49,10 +49,10 @@ func (c Config) withDefaults() Config {
 		c.ProbeRate = swarm.DefaultProbeRate
 	}
 	if c.ConnLow <= 0 {
-		c.ConnLow = 32
+		c.ConnLow = 128
 	}
 	if c.ConnHigh <= 0 {
-		c.ConnHigh = 96
+		c.ConnHigh = 192
 	}
 	if c.Neighbours == 0 {
 		c.Neighbours = swarm.DefaultNeighbours
