@@ -2,7 +2,8 @@
 # What the control plane of an idle swarm costs each peer (issue 28, docs/scale.md):
 # N swarmd daemons with no models, one private swarm over TCP on the loopback of a
 # network namespace of this script's own (so only this swarm's packets count), all
-# bootstrapped to the first. Once every daemon holds every other alive and WARMUP
+# bootstrapped to the first. Once every daemon holds every other alive (or, past
+# NEIGHBOURS + 1 daemons, a table as full as peer_table.neighbours) and WARMUP
 # seconds have passed, it counts the bytes and packets sent on that loopback over
 # SECONDS (whole frames: Ethernet, IP and TCP headers and TCP's pure ACKs included),
 # and prints them per peer and second, with the daemons' mean resident memory.
@@ -14,7 +15,8 @@
 # other, default 120 + 2 a peer), WHITELIST (networks exempt from gossip's
 # IP-colocation penalty, default 127.0.0.0/8: N daemons on one loopback address are
 # otherwise penalised above 8 and graylisted at 20, and the figure is the penalty's;
-# empty: none), EXTRA (more swarmd flags).
+# empty: none), NEIGHBOURS (the daemons' peer_table.neighbours, default 64, swarmd's),
+# EXTRA (more swarmd flags).
 set -euo pipefail
 
 die() { echo "idle-traffic: $*" >&2; exit 1; }
@@ -25,6 +27,8 @@ WARMUP=${WARMUP:-30}
 [[ $S =~ ^[0-9]+$ ]] && [ "$S" -ge 1 ] || die "SECONDS=$S: want a whole number of seconds, at least 1"
 [[ $WARMUP =~ ^[0-9]+$ ]] || die "WARMUP=$WARMUP: want a whole number of seconds"
 SETTLE=${SETTLE:-$((120 + 2 * N))}
+NEIGHBOURS=${NEIGHBOURS:-64}
+[[ $NEIGHBOURS =~ ^[0-9]+$ ]] && [ "$NEIGHBOURS" -ge 1 ] || die "NEIGHBOURS=$NEIGHBOURS: want the daemons' peer_table.neighbours, at least 1"
 [[ $SETTLE =~ ^[0-9]+$ ]] || die "SETTLE=$SETTLE: want a whole number of seconds"
 for b in swarmd swarmctl; do [ -x "$BIN/$b" ] || die "$BIN/$b: no such executable (go build -o $BIN/ ./cmd/swarmd ./cmd/swarmctl)"; done
 [ "$(id -u)" -eq 0 ] || die "needs root (it makes a network namespace)"
@@ -92,12 +96,15 @@ for i in $(seq 1 $((N - 1))); do
 done
 up=$(since)
 
-# Settled when every daemon holds every other alive, as the simulation's Settle. One
+# Settled when every daemon holds every other alive, or as many as its bound of
+# neighbours lets it (the first, every daemon's bootstrap peer, beyond them), as the
+# simulation's Settle. One
 # poller asks every daemon's API in turn (a swarmctl process a daemon took over a second
 # on a loaded machine, which was the measurement's own granularity).
-settled=$(in_ns python3 - "$N" "$((deadline - $(date +%s)))" "$t0" "${pid[@]}" <<'PY'
+settled=$(in_ns python3 - "$N" "$((deadline - $(date +%s)))" "$t0" "$NEIGHBOURS" "${pid[@]}" <<'PY'
 import json, os, sys, time, urllib.request
-n, limit, t0, pids = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), [int(p) for p in sys.argv[4:]]
+n, limit, t0, nb, pids = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), [int(p) for p in sys.argv[5:]]
+want = min(n - 1, nb)
 deadline, done = time.time() + limit, set()
 def alive(i):
     try:
@@ -113,7 +120,7 @@ while len(done) < n:
             os.kill(pids[i], 0)
         except OSError:
             sys.exit(f"daemon {i} exited (its log: p{i}.log)")
-        if alive(i) >= n - 1:
+        if alive(i) >= want:
             done.add(i)
     if len(done) == n:
         break
@@ -125,7 +132,7 @@ while len(done) < n:
         except Exception as e:
             rows = []
         dead = [f"{p['peer_id'][-8:]} (last seen {p.get('last_seen_ms_ago', 0) / 1000:.0f} s ago)" for p in rows if not p.get("alive")]
-        sys.exit(f"after {limit:.0f} s, {n - len(done)} of {n} daemons do not hold every other alive: daemon {i} holds "
+        sys.exit(f"after {limit:.0f} s, {n - len(done)} of {n} daemons do not hold {want} others alive: daemon {i} holds "
                  f"{alive(i)} of {n - 1} alive, {len(rows)} in its table; dead there: {', '.join(dead) or 'none'}")
     time.sleep(0.2)
 print(f"{time.time() - t0:.1f}")
@@ -134,7 +141,7 @@ PY
   for i in $(seq 0 $((N - 1))); do running "$i"; done
   die "the swarm did not settle"
 }
-echo "N=$N settled: every daemon served its API ${up} s and held every other alive ${settled} s after the first started"
+echo "N=$N settled: every daemon served its API ${up} s and held $((N - 1 < NEIGHBOURS ? N - 1 : NEIGHBOURS)) others alive ${settled} s after the first started"
 sleep "$WARMUP"
 read_lo() { in_ns cat "/sys/class/net/lo/statistics/$1"; }
 b0=$(read_lo tx_bytes) p0=$(read_lo tx_packets)

@@ -28,4 +28,7 @@ go test -race -count=1 -timeout 30m "$@" ./...
 # runs alone, after them.
 if [ $# -eq 0 ]; then
   SWARM_E2E_SCALE=1 go test -count=1 -timeout 10m -run 'TestIdleTraffic64$' ./e2e
+  # The simulation past the bound of neighbours (100 peers, about 2 min):
+  # without -race, which multiplies its memory past what the machine has.
+  SWARMSIM_N=100 go test -count=1 -timeout 20m -run 'TestSwarm$' ./swarm/swarmsim
 fi

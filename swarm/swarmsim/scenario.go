@@ -33,6 +33,7 @@ type Scenario struct {
 	Holders int           // default 8
 	Window  time.Duration // idle measurement; default 10 s
 	Warmup  time.Duration // after settling, before the idle measurement
+	Join    time.Duration // between one peer's start and the next's; 0: all at once
 	Limit   time.Duration // bound on every wait but every peer's noticing the crash (at least the bound for peers not in use); default 5 min
 	Config  Config
 	Logf    func(format string, args ...any) // progress, as each phase ends; nil: none
@@ -133,6 +134,7 @@ func (sc Scenario) Run() (Report, error) {
 		if _, err := s.Add(spec); err != nil {
 			return rep, err
 		}
+		time.Sleep(sc.Join)
 	}
 	var err error
 	if rep.Settle, err = s.Settle(sc.Limit, sc.Logf); err != nil {

@@ -55,7 +55,10 @@ const (
 // that crashes on the route it uses is not routable within goalDetect;
 // and every other peer, most of which do not use it, holds it dead within
 // the bound for peers not in use (Liveness.IdleDeadAfter over the table,
-// and a tick of the sweep).
+// and a tick of the sweep). SWARMSIM_N=100,1000 runs it at those sizes
+// (past 65 the tables are bounded: a swarm of neighbourhoods), and
+// SWARMSIM_JOIN=10ms starts the peers one every 10 ms, as a swarm grows,
+// rather than all at once.
 func TestSwarm(t *testing.T) {
 	ns := envInts(t, "SWARMSIM_N")
 	if len(ns) == 0 {
@@ -65,7 +68,7 @@ func TestSwarm(t *testing.T) {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cfg := Config{Link: Link{Latency: 50 * time.Millisecond}}
-				sc := Scenario{N: n, Config: cfg, Logf: t.Logf, Warmup: idleWarmup, Window: idleWindow,
+				sc := Scenario{N: n, Config: cfg, Logf: t.Logf, Warmup: idleWarmup, Window: idleWindow, Join: envDuration("SWARMSIM_JOIN", 0),
 					Limit: envDuration("SWARMSIM_LIMIT", 5*time.Minute)}
 				rep, err := sc.Run()
 				t.Logf("SIM %s", rep)
@@ -131,7 +134,8 @@ func envDuration(name string, def time.Duration) time.Duration {
 
 // TestIdleScale measures the idle control plane's traffic at each N of
 // SWARMSIM_SCALE (e.g. 10,20,40,200): the curves of docs/scale.md.
-// SWARMSIM_REFRESH sets record_refresh (default 5 min, longer than the
+// SWARMSIM_JOIN (as TestSwarm's) starts the peers one every so long
+// rather than all at once. SWARMSIM_REFRESH sets record_refresh (default 5 min, longer than the
 // warm-up and window: a shorter one puts the refreshes in the window).
 func TestIdleScale(t *testing.T) {
 	ns := envInts(t, "SWARMSIM_SCALE")
@@ -157,6 +161,7 @@ func TestIdleScale(t *testing.T) {
 					if _, err := s.Add(Spec{}); err != nil {
 						t.Fatal(err)
 					}
+					time.Sleep(envDuration("SWARMSIM_JOIN", 0))
 				}
 				d, err := s.Settle(10*time.Minute, t.Logf)
 				if err != nil {
