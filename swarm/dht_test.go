@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -42,6 +43,15 @@ func newDHTMemberMode(t *testing.T, live Liveness, self SelfFunc, mode dht.ModeO
 	return m
 }
 
+// waitProviders waits until m's DHT stores n providers of model.
+func waitProviders(t *testing.T, m *member, model string, n int) {
+	t.Helper()
+	waitFor(t, 20*time.Second, fmt.Sprintf("%d providers of %s stored", n, model), func() bool {
+		ps, err := m.s.dht.ProviderStore().GetProviders(t.Context(), ModelKey(model).Hash())
+		return err == nil && len(ps) >= n
+	})
+}
+
 // TestLearnHoldersFromDHT: a peer whose table does not hold a model's
 // holder (its only contact keeps no rows to sample) finds it through the
 // DHT provider records and asks it for its record: the holder is then
@@ -56,10 +66,7 @@ func TestLearnHoldersFromDHT(t *testing.T) {
 	small.MaxPeers = 1
 	contact := newDHTMember(t, small, nil)
 	link(t, holder, contact)
-	waitFor(t, 20*time.Second, "the holder's model provided", func() bool {
-		ps, err := contact.s.dht.ProviderStore().GetProviders(t.Context(), ModelKey("m").Hash())
-		return err == nil && len(ps) > 0
-	})
+	waitProviders(t, contact, "m", 1)
 	newcomer := newDHTMember(t, live, nil)
 	link(t, newcomer, contact)
 	// At once, before the newcomer's own member lookup (2 s after its
@@ -102,10 +109,7 @@ func TestEnsureHoldersCompletesCoverage(t *testing.T) {
 	contact := newDHTMember(t, small, nil)
 	link(t, first, contact)
 	link(t, second, contact)
-	waitFor(t, 20*time.Second, "both halves provided", func() bool {
-		ps, err := contact.s.dht.ProviderStore().GetProviders(t.Context(), ModelKey("m").Hash())
-		return err == nil && len(ps) == 2
-	})
+	waitProviders(t, contact, "m", 2)
 	newcomer := newDHTMember(t, live, nil)
 	link(t, newcomer, first)
 	link(t, newcomer, contact)
@@ -139,10 +143,7 @@ func TestEnsureHoldersWhileStarting(t *testing.T) {
 	}, dht.ModeClient)
 	contact := newDHTMember(t, small, nil)
 	link(t, holder, contact)
-	waitFor(t, 20*time.Second, "the holder's model provided", func() bool {
-		ps, err := contact.s.dht.ProviderStore().GetProviders(t.Context(), ModelKey("m").Hash())
-		return err == nil && len(ps) > 0
-	})
+	waitProviders(t, contact, "m", 1)
 	newcomer := newDHTMember(t, live, nil)
 	dialed := make(chan error, 1)
 	go func() {
