@@ -19,7 +19,8 @@ import (
 //   - layers of a model this peer serves or wanted in the last wantFor
 //     (EnsureHolders: a route over it was asked for), while the table holds
 //     fewer than holdersKept live holders of the model or the peer holds
-//     layers no live holder in the table holds;
+//     layers no live holder in the table holds (within the model's layer
+//     count: claims past it, or of another count, fill nothing);
 //   - a role, while the table holds fewer than rolesKept live peers
 //     serving it (of at most maxRolesKept role names: names are free).
 //
@@ -68,6 +69,7 @@ type needs struct {
 	own     map[string]bool
 	holders map[string]int    // live holders in the table by model CID
 	layers  map[string][]span // layers they hold, merged
+	count   map[string]int    // the model's layer count: this peer's shard's, else the least a holder claims
 	roles   map[string]int    // live peers in the table by role served
 }
 
@@ -75,10 +77,12 @@ type span struct{ start, end int }
 
 // needsLocked reads the table. v.mu must be held.
 func (v *View) needsLocked(now time.Time) *needs {
-	n := &needs{v: v, now: now, own: map[string]bool{}, holders: map[string]int{}, layers: map[string][]span{}, roles: map[string]int{}}
+	n := &needs{v: v, now: now, own: map[string]bool{}, holders: map[string]int{}, layers: map[string][]span{},
+		count: map[string]int{}, roles: map[string]int{}}
 	if me, ok := v.peers[v.self]; ok {
 		for _, s := range me.Cap.Shards {
 			n.own[s.ModelCID] = true
+			n.count[s.ModelCID] = s.Layers
 		}
 	}
 	for _, p := range v.peers {
@@ -88,6 +92,9 @@ func (v *View) needsLocked(now time.Time) *needs {
 		for _, s := range p.Cap.Shards {
 			n.holders[s.ModelCID]++
 			n.layers[s.ModelCID] = addSpan(n.layers[s.ModelCID], span{s.Start, s.End})
+			if c, ok := n.count[s.ModelCID]; s.Layers > 0 && !n.own[s.ModelCID] && (!ok || s.Layers < c) {
+				n.count[s.ModelCID] = s.Layers
+			}
 		}
 		for _, r := range p.Cap.Roles {
 			if _, ok := n.roles[r.Role]; ok || len(n.roles) < maxRolesKept {
@@ -109,7 +116,7 @@ func (n *needs) of(c *gossip.Capability, held bool) bool {
 		self = 1
 	}
 	for _, s := range c.Shards {
-		if n.wants(s) && (n.holders[s.ModelCID]-self < holdersKept || !held && !within(n.layers[s.ModelCID], span{s.Start, s.End})) {
+		if n.wants(s) && (n.holders[s.ModelCID]-self < holdersKept || !held && n.fills(s)) {
 			return true
 		}
 	}
@@ -119,6 +126,20 @@ func (n *needs) of(c *gossip.Capability, held bool) bool {
 		}
 	}
 	return false
+}
+
+// fills reports whether s holds layers of its model no live holder in the
+// table holds, within the model's layer count as the table knows it (a
+// range past it, or a shard claiming another count, fills nothing: a
+// record's claims are free).
+func (n *needs) fills(s gossip.Shard) bool {
+	if c, ok := n.count[s.ModelCID]; ok && s.Layers != c {
+		return false
+	}
+	if s.Start < 0 || s.End <= s.Start || s.End > s.Layers {
+		return false
+	}
+	return !within(n.layers[s.ModelCID], span{s.Start, s.End})
 }
 
 func (n *needs) wants(s gossip.Shard) bool {

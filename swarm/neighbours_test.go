@@ -114,7 +114,8 @@ func TestNeighboursBound(t *testing.T) {
 
 // TestNeighboursKeepEnough: past the bound of neighbours, the table takes
 // holders of the model it serves until it holds holdersKept of them, and
-// after that only a holder of layers none of them holds; peers serving a
+// after that only a holder of layers none of them holds (not one whose
+// claim lies past the model's layers or names another count); peers serving a
 // role until it holds rolesKept of that role, of at most maxRolesKept
 // role names.
 func TestNeighboursKeepEnough(t *testing.T) {
@@ -141,6 +142,15 @@ func TestNeighboursKeepEnough(t *testing.T) {
 	}
 	if id := beat(gossip.Capability{Shards: shard(8, 16)}); v.Alive(id) {
 		t.Fatalf("a holder past the %d kept, of layers they hold, got in", holdersKept)
+	}
+	for _, lie := range []gossip.Shard{
+		{ModelCID: "served", Start: 40, End: 48, Layers: 48}, // another layer count
+		{ModelCID: "served", Start: 40, End: 48, Layers: 32}, // past the model's layers
+		{ModelCID: "served", Start: 20, End: 20, Layers: 32}, // no layers at all
+	} {
+		if id := beat(gossip.Capability{Shards: []gossip.Shard{lie}}); v.Alive(id) {
+			t.Fatalf("a holder claiming layers [%d,%d) of %d got in past the bound", lie.Start, lie.End, lie.Layers)
+		}
 	}
 	if id := beat(gossip.Capability{Shards: shard(16, 32)}); !v.Alive(id) {
 		t.Fatal("a holder of layers no holder in the table holds was refused")
