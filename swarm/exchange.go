@@ -72,6 +72,7 @@ type exchange struct {
 	// refuses a second asked within serveGap (a Fetch's dial sets off
 	// connected's question of the same peer).
 	inflight map[peer.ID]*question
+	holders  map[peer.ID]time.Time // askers by when they last asked (push.go)
 }
 
 // question is a question of the record exchange in progress; a second
@@ -84,7 +85,7 @@ type question struct {
 
 func newExchange(s *Service) *exchange {
 	return &exchange{s: s, served: map[peer.ID]time.Time{}, asked: map[peer.ID]time.Time{},
-		fetch: make(chan struct{}, maxFetching), inflight: map[peer.ID]*question{}}
+		fetch: make(chan struct{}, maxFetching), inflight: map[peer.ID]*question{}, holders: map[peer.ID]time.Time{}}
 }
 
 // joinLocked waits, with e.mu held on entry and released, for q and
@@ -113,6 +114,7 @@ func (e *exchange) serve(st network.Stream) {
 		e.serving--
 		e.mu.Unlock()
 	}()
+	e.heldBy(from, time.Now())
 	var req recordsRequest
 	_, body, err := recordFrames.Read(st, maxRequestBytes, nil)
 	if err == nil {
@@ -305,11 +307,18 @@ func (e *exchange) ask1(ctx context.Context, id peer.ID) (*gossip.Capability, er
 // alive; a newer record goes in the view with it. An answer that refuses
 // (id was asked within serveGap, or serves too many) is an answer too.
 func (e *exchange) check(ctx context.Context, id peer.ID, have uint64) error {
-	ans, err := e.ask(ctx, id, recordsRequest{Have: have})
+	err := e.checkWith(ctx, id, recordsRequest{Have: have})
 	var refused *refusal
 	if errors.As(err, &refused) {
 		return nil
 	}
+	return err
+}
+
+// checkWith is check with the request req (whose Have is set), a refusal
+// an error.
+func (e *exchange) checkWith(ctx context.Context, id peer.ID, req recordsRequest) error {
+	ans, err := e.ask(ctx, id, req)
 	if err != nil || ans.Self == nil {
 		return err
 	}

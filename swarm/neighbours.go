@@ -221,3 +221,15 @@ func (v *View) Room(id peer.ID, c *gossip.Capability, now time.Time) bool {
 	}
 	return v.roomLocked(id, c, now)
 }
+
+// Full reports whether the table holds as many peers it does not need as
+// its bound of neighbours: the swarm is larger than its neighbourhood.
+func (v *View) Full() bool {
+	bound := v.opts.admission.Neighbours
+	if bound < 0 {
+		return false
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.neighboursLocked(v.needsLocked(time.Now())) >= bound
+}

@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,4 +232,58 @@ func TestNeighboursOnTheWire(t *testing.T) {
 	if n := hub.s.PendingProbes(); n > 0 {
 		t.Fatalf("the hub has %d leads to probe past its bound", n)
 	}
+}
+
+// TestChangesPushedPastTheBound: a peer whose table is full (bounded to 2
+// neighbours, 4 peers holding it) does not publish its changed record to
+// the whole swarm: it pushes it to the 4 peers that asked it for its
+// record, which hold the change at once (their own checks of it would
+// come 30 s or more later), while its count of published records stands
+// still.
+func TestChangesPushedPastTheBound(t *testing.T) {
+	var mu sync.Mutex
+	role := "critic"
+	hub := newMember(t, fastLive, func() gossip.Capability {
+		mu.Lock()
+		defer mu.Unlock()
+		return gossip.Capability{Roles: []gossip.Role{{Role: role, ModelCID: "r"}}}
+	}, WithAdmission(Admission{Neighbours: 2}))
+	var spokes []*member
+	for range 4 {
+		s := newMember(t, fastLive, nil)
+		link(t, s, hub)
+		spokes = append(spokes, s)
+	}
+	holds := func(s *member, r string) bool {
+		p, ok := s.s.View().Get(hub.h.ID())
+		return ok && p.Alive && len(p.Cap.Roles) == 1 && p.Cap.Roles[0].Role == r
+	}
+	waitFor(t, 20*time.Second, "every spoke holds the hub, the hub's table full", func() bool {
+		for _, s := range spokes {
+			if !holds(s, "critic") {
+				return false
+			}
+		}
+		return hub.s.View().Full()
+	})
+	// Its first record (when its first topic peer appeared) may still be
+	// waiting for a gossip mesh peer, which would hold up the next.
+	time.Sleep(publishWait + fastLive.Heartbeat)
+	published := hub.s.Published()
+	mu.Lock()
+	role = "writer"
+	mu.Unlock()
+	hub.s.Changed()
+	took := waitFor(t, 10*time.Second, "every spoke holds the hub's change", func() bool {
+		for _, s := range spokes {
+			if !holds(s, "writer") {
+				return false
+			}
+		}
+		return true
+	})
+	if n := hub.s.Published(); n != published {
+		t.Fatalf("the hub published %d records to the swarm past its bound, want none", n-published)
+	}
+	t.Logf("every spoke held the change %s after it", took)
 }

@@ -177,7 +177,8 @@ const publishWait = 5 * time.Second
 
 // Beat seals this peer's record now, changed or not: from then on it is
 // the record the record exchange hands out, whether or not gossip takes
-// it. It publishes it too: with no peer on the capability topic not yet
+// it. Once this peer's table is full (View.Full) it pushes it to the
+// peers that hold this one (push.go); else it publishes it: with no peer on the capability topic not yet
 // (it goes out when the first topic peer appears), else waiting up to
 // publishWait for a mesh peer; if that fails it is published again at
 // the next heartbeat.
@@ -193,6 +194,17 @@ func (s *Service) Beat(ctx context.Context) error {
 	// This peer's row holds the record as sealed (the record exchange
 	// hands it out).
 	s.view.observe(&c, b, time.Now(), netip.Addr{}, 0)
+	if s.view.Full() {
+		// Past the bound of neighbours: to the peers holding this one,
+		// not to the whole swarm (push.go).
+		s.push(ctx, b)
+		s.mu.Lock()
+		if s.pub.Seq == c.Seq {
+			s.unsent = false
+		}
+		s.mu.Unlock()
+		return nil
+	}
 	if len(s.router.PubSub().ListPeers(gossip.CapsTopic)) == 0 {
 		return nil
 	}
