@@ -83,13 +83,14 @@ type Peer struct {
 	Spec    Spec
 	Joined  time.Time
 
-	ep     *endpoint
-	protos *protoCounter
-	ctx    context.Context // ends at close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // the seed dials
-	once   sync.Once
-	gone   atomic.Bool // left or crashed
+	thermal atomic.Value // a string, gossip.Thermal*: Heat changes it
+	ep      *endpoint
+	protos  *protoCounter
+	ctx     context.Context // ends at close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // the seed dials
+	once    sync.Once
+	gone    atomic.Bool // left or crashed
 }
 
 // Sim is a simulated swarm. Build it with New inside a synctest bubble.
@@ -256,8 +257,23 @@ func (p *Peer) self() gossip.Capability {
 		Roles:    p.Spec.Roles,
 		Shards:   p.Spec.Shards,
 		Load:     gossip.Load{Capacity: 4},
-		Thermal:  gossip.ThermalNominal,
+		Thermal:  p.thermalNow(),
 	}
+}
+
+func (p *Peer) thermalNow() string {
+	if t, ok := p.thermal.Load().(string); ok {
+		return t
+	}
+	return gossip.ThermalNominal
+}
+
+// Heat changes the peer's record as a phone heating up does (its thermal
+// state, a change that matters: it goes out at once), and tells its
+// control plane.
+func (p *Peer) Heat(t string) {
+	p.thermal.Store(t)
+	p.Service.Changed()
 }
 
 // Leave stops the peer cleanly: its connections close with notice.

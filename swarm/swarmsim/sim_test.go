@@ -178,3 +178,57 @@ func TestIdleScale(t *testing.T) {
 		})
 	}
 }
+
+// TestChangeCost measures what changes cost each peer at each N of
+// SWARMSIM_CHANGES (e.g. 40,100): after settling and a warm-up, a tenth
+// of the peers change their record (a thermal state, which goes out at
+// once) one after another over a window, and the window's traffic per
+// peer, less an idle window's, is divided by the changes (`SIMCHANGE`
+// lines). SWARMSIM_NEIGHBOURS sets peer_table.neighbours (-1: no bound,
+// so every change goes to the whole swarm by gossip, as before the bound).
+func TestChangeCost(t *testing.T) {
+	ns := envInts(t, "SWARMSIM_CHANGES")
+	if len(ns) == 0 {
+		t.Skip("SWARMSIM_CHANGES=40,100 measures what a changed record costs each peer")
+	}
+	nb := 0
+	if v := os.Getenv("SWARMSIM_NEIGHBOURS"); v != "" {
+		var err error
+		if nb, err = strconv.Atoi(v); err != nil || nb < -1 {
+			t.Fatalf("SWARMSIM_NEIGHBOURS=%q: want -1 or a peer count", v)
+		}
+	}
+	for _, n := range ns {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := New(Config{Link: Link{Latency: 50 * time.Millisecond}, Neighbours: nb})
+				defer s.Close()
+				for range n {
+					if _, err := s.Add(Spec{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := s.Settle(10*time.Minute, t.Logf); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(idleWarmup)
+				const window = 20 * time.Second
+				idle := s.Measure(window)
+				changes := max(1, n/10)
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					for _, p := range s.Live()[1 : changes+1] {
+						p.Heat("fair")
+						time.Sleep(window / time.Duration(changes+1))
+					}
+				}()
+				busy := s.Measure(window)
+				<-done
+				per := (busy.MeanBytes - idle.MeanBytes) * window.Seconds() / float64(changes)
+				t.Logf("SIMCHANGE N=%d neighbours=%d: %d changes in %s: %.1f KiB/s per peer (idle %.1f), %.0f bytes per peer per change; %s; %s",
+					n, nb, changes, window, busy.MeanBytes/1024, idle.MeanBytes/1024, per, busy, s.Tables())
+			})
+		})
+	}
+}
