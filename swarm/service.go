@@ -178,10 +178,10 @@ const publishWait = 5 * time.Second
 // Beat seals this peer's record now, changed or not: from then on it is
 // the record the record exchange hands out, whether or not gossip takes
 // it. Once this peer's table is full (View.Full) it pushes it to the
-// peers that hold this one (push.go); else it publishes it: with no peer on the capability topic not yet
-// (it goes out when the first topic peer appears), else waiting up to
-// publishWait for a mesh peer; if that fails it is published again at
-// the next heartbeat.
+// peers that hold this one (push.go); else it publishes it: with no peer
+// on the capability topic not yet (it goes out when the first topic peer
+// appears), else waiting up to publishWait for a mesh peer; if that fails
+// it is published again at the next heartbeat.
 func (s *Service) Beat(ctx context.Context) error {
 	c := s.record()
 	b, err := s.router.SealCapability(&c)
