@@ -30,7 +30,7 @@ func (s *Sim) Ask(ctx context.Context, p *Peer, model string, layers int, hold t
 	}
 	failed := map[peer.ID]bool{}
 	for {
-		r, err := routeAvoiding(p, model, layers, failed)
+		r, err := routeIn(p.Service.View(), p.ID(), model, layers, failed)
 		if err != nil {
 			return reroutes, fmt.Errorf("after %d reroutes: %w", reroutes, err)
 		}
@@ -71,23 +71,6 @@ func (s *Sim) hold(ctx context.Context, p *Peer, r pipeline.Route, d time.Durati
 		}
 	}
 	return "", nil
-}
-
-// routeAvoiding is Route without the peers in avoid, as node's replan
-// leaves out the peers that failed the request.
-func routeAvoiding(p *Peer, model string, layers int, avoid map[peer.ID]bool) (pipeline.Route, error) {
-	v := p.Service.View()
-	var hs []pipeline.Holder
-	for _, h := range v.HoldersOf(model) {
-		if h.Shard.Layers != layers || avoid[h.Peer.ID] || (h.Peer.ID != p.ID() && !h.Peer.Cap.TakesWork()) {
-			continue
-		}
-		hs = append(hs, pipeline.Holder{Peer: h.Peer.ID.String(), Start: h.Shard.Start, End: h.Shard.End, MsPerLayer: h.Shard.MsPerLayer})
-	}
-	return pipeline.AssembleRoute(layers, pipeline.EndCost{}, hs, func(id string) bool {
-		pid, err := peer.Decode(id)
-		return err != nil || !v.Routable(pid)
-	})
 }
 
 // Churn is a schedule of peers coming and going: every Every one peer

@@ -234,9 +234,15 @@ func Route(p *Peer, model string, layers int) (pipeline.Route, error) {
 
 // RouteIn is Route over any view, self's.
 func RouteIn(v *swarm.View, self peer.ID, model string, layers int) (pipeline.Route, error) {
+	return routeIn(v, self, model, layers, nil)
+}
+
+// routeIn is RouteIn without the peers in avoid, as node's replan leaves
+// out the peers that failed the request.
+func routeIn(v *swarm.View, self peer.ID, model string, layers int, avoid map[peer.ID]bool) (pipeline.Route, error) {
 	var hs []pipeline.Holder
 	for _, h := range v.HoldersOf(model) {
-		if h.Shard.Layers != layers || (h.Peer.ID != self && !h.Peer.Cap.TakesWork()) {
+		if h.Shard.Layers != layers || avoid[h.Peer.ID] || (h.Peer.ID != self && !h.Peer.Cap.TakesWork()) {
 			continue
 		}
 		hs = append(hs, pipeline.Holder{Peer: h.Peer.ID.String(), Start: h.Shard.Start, End: h.Shard.End,
