@@ -37,7 +37,7 @@ type SynthSpec struct {
 // SynthSizes and SynthTypes list the accepted SynthSpec values; not every
 // architecture has every size (SynthSizesFor).
 var (
-	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "2b", "3b", "4b", "7b", "8b", "9b", "20b", "30b"}
+	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "2b", "3b", "4b", "7b", "8b", "9b", "20b", "30b", "70b"}
 	SynthTypes = []string{"f32", "f16", "q8_0", "q4_k"}
 )
 
@@ -56,7 +56,8 @@ type synthShape struct {
 //
 //	qwen3: 0.6b Qwen3-0.6B, 1.7b Qwen3-1.7B, 4b Qwen3-4B, 8b Qwen3-8B
 //	qwen2: 0.6b Qwen2.5-0.5B, 1.5b Qwen2.5-1.5B, 7b Qwen2.5-7B
-//	llama: 0.6b a Llama-3-style model of that size, 1b Llama-3.2-1B, 8b Llama-3-8B
+//	llama: 0.6b a Llama-3-style model of that size, 1b Llama-3.2-1B, 8b Llama-3-8B,
+//	70b Llama-3-70B (about 40 GB at q4_k: a model for a route of several peers)
 //	gemma3: 1b Gemma-3-1B, 4b Gemma-3-4B (text model); tiny and small have
 //	six and twelve layers, so that one in six is global (arch_gemma3.go)
 //	mistral3: 3b Ministral-3-3B (text model)
@@ -89,6 +90,7 @@ var synthShapes = map[string]map[string]synthShape{
 		"0.6b":  {1024, 16, 16, 8, 64, 4096, 128256, 128000, 131072, false, true},
 		"1b":    {2048, 16, 32, 8, 64, 8192, 128256, 128000, 131072, true, true},
 		"8b":    {4096, 32, 32, 8, 128, 14336, 128256, 128000, 8192, false, false},
+		"70b":   {8192, 80, 64, 8, 128, 28672, 128256, 128000, 8192, false, false},
 	},
 	"gemma3": {
 		"tiny":  {64, 6, 4, 2, 16, 128, 512, 0, 4096, true, false},

@@ -196,7 +196,7 @@ func TestSynthSizes(t *testing.T) {
 	for arch, want := range map[string][]string{
 		"qwen3":       {"tiny", "small", "0.6b", "1.7b", "4b", "8b"},
 		"qwen2":       {"tiny", "small", "0.6b", "1.5b", "7b"},
-		"llama":       {"tiny", "small", "0.6b", "1b", "8b"},
+		"llama":       {"tiny", "small", "0.6b", "1b", "8b", "70b"},
 		"gemma3":      {"tiny", "small", "1b", "4b"},
 		"mistral3":    {"tiny", "small", "3b"},
 		"lfm2":        {"tiny", "small"},
@@ -216,7 +216,7 @@ func TestSynthSizes(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "x.gguf")
 	for _, c := range []struct{ arch, size, want string }{
 		{"qwen2", "8b", `synth size "8b" for qwen2 (tiny | small | 0.6b | 1.5b | 7b)`},
-		{"llama", "1.7b", `synth size "1.7b" for llama (tiny | small | 0.6b | 1b | 8b)`},
+		{"llama", "1.7b", `synth size "1.7b" for llama (tiny | small | 0.6b | 1b | 8b | 70b)`},
 		{"qwen3", "70b", `synth size "70b" for qwen3`},
 	} {
 		err := Synth(context.Background(), p, SynthSpec{Arch: c.arch, Size: c.size, Type: "q4_k"})
@@ -264,5 +264,30 @@ func TestSynthTying(t *testing.T) {
 			t.Errorf("%+v: generated %v, %v", c, res.Tokens, err)
 		}
 		m.Close()
+	}
+}
+
+// TestSynthShapeParams: the dense real shapes have their models'
+// published parameter counts (embeddings, attention, feed-forward and
+// norms), so a benchmark on one costs what the real model costs.
+func TestSynthShapeParams(t *testing.T) {
+	for _, c := range []struct {
+		arch, size string
+		want       float64 // the model card's count
+	}{
+		{"llama", "8b", 8.030e9},  // Llama-3-8B: 8,030,261,248
+		{"llama", "70b", 70.55e9}, // Llama-3-70B: 70,553,706,496
+		{"qwen2", "7b", 7.62e9},   // Qwen2.5-7B: 7.61B (and the q/k/v biases)
+	} {
+		s := synthShapes[c.arch][c.size]
+		q, kv := s.heads*s.headDim, s.kvHeads*s.headDim
+		layer := s.hidden*q + 2*s.hidden*kv + q*s.hidden + 3*s.hidden*s.ffn + 2*s.hidden
+		n := s.layers*layer + s.vocab*s.hidden + s.hidden
+		if !s.tied {
+			n += s.vocab * s.hidden
+		}
+		if got := float64(n); math.Abs(got/c.want-1) > 0.002 {
+			t.Errorf("%s %s: %.4g parameters, want %.4g", c.arch, c.size, got, c.want)
+		}
 	}
 }
