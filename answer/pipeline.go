@@ -13,9 +13,12 @@ type Pipeline struct {
 	Reroutes     []Reroute `json:"reroutes,omitempty"`
 	TTFTMS       float64   `json:"ttft_ms"`
 	PrefillMS    float64   `json:"prefill_ms"`
-	DecodeTPS    float64   `json:"decode_tok_s"`
-	TotalMS      float64   `json:"total_ms"`
-	Done         string    `json:"done"` // stop, length, cancel
+	// PrefillParts is how many parts the prompt went down the route in,
+	// pipelined across the stages (0: whole, a stage at a time).
+	PrefillParts int     `json:"prefill_parts,omitempty"`
+	DecodeTPS    float64 `json:"decode_tok_s"`
+	TotalMS      float64 `json:"total_ms"`
+	Done         string  `json:"done"` // stop, length, cancel
 	// SpotChecked is how many steps a second route confirmed, SpotMaxDiff
 	// the largest difference between the two among those, and Mismatches
 	// how many it contradicted (see pipeline.SpotCheck).

@@ -146,11 +146,54 @@ func (c *chain) send(ctx context.Context, s *Step) (*Result, time.Duration, erro
 	stop := context.AfterFunc(ctx, func() { c.st.Reset() })
 	defer stop()
 	t0 := time.Now()
-	tokens := s.Tokens
 	typ, body := encodeStepFrame(s)
 	if err := writeFrame(c.st, typ, body); err != nil {
 		return nil, 0, c.fail(ctx, err)
 	}
+	return c.await(ctx, t0, s, len(s.Tokens))
+}
+
+// stepParts sends tokens as parts of chunk positions, one behind the
+// other, and the last of them as a step, and waits for its result: the
+// prompt's. The parts are written while the result is awaited, so a stage
+// that refuses a part and answers at once is heard at once.
+func (c *chain) stepParts(ctx context.Context, tokens []int32, chunk int) (*Result, time.Duration, error) {
+	stop := context.AfterFunc(ctx, func() { c.st.Reset() })
+	defer stop()
+	t0 := time.Now()
+	last := (len(tokens) - 1) / chunk * chunk
+	final := &Step{Session: c.open.Session, Pos: c.pos + last, Tokens: tokens[last:]}
+	written := make(chan error, 1)
+	go func() {
+		for off := 0; off < last; off += chunk {
+			s := &Step{Session: c.open.Session, Pos: c.pos + off, Tokens: tokens[off : off+chunk], Part: true}
+			if err := writeFrame(c.st, framePart, encodeStep(s)); err != nil {
+				written <- err
+				return
+			}
+		}
+		written <- writeFrame(c.st, frameStep, encodeStep(final))
+	}()
+	res, took, err := c.await(ctx, t0, final, len(tokens))
+	if err != nil {
+		select {
+		case <-written:
+		default:
+			// Answered before every part was sent: the session is spent.
+			c.st.Reset()
+			<-written
+		}
+		return nil, took, err
+	}
+	if werr := <-written; werr != nil {
+		return nil, took, c.fail(ctx, werr)
+	}
+	return res, took, nil
+}
+
+// await reads the result of step s, the last of n positions sent.
+func (c *chain) await(ctx context.Context, t0 time.Time, s *Step, n int) (*Result, time.Duration, error) {
+	tokens := s.Tokens
 	c.st.SetReadDeadline(time.Now().Add(5 * time.Minute))
 	typ, body, err := readFrame(c.r, resultLimit(&c.open, len(tokens)))
 	took := time.Since(t0)
@@ -169,7 +212,7 @@ func (c *chain) send(ctx context.Context, s *Step) (*Result, time.Duration, erro
 			return nil, took, &StageError{Peer: c.first.Peer, Layers: [2]int{c.first.Start, c.first.End}, Code: CodeBadOutput,
 				Err: fmt.Errorf("its result: %w", err), Evidence: EvidenceCheck}
 		}
-		c.pos += len(tokens)
+		c.pos += n
 		return res, took, nil
 	case frameError:
 		return nil, took, c.remoteError(body)

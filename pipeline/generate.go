@@ -466,17 +466,21 @@ func (g *generation) open(ctx context.Context, hops []Hop) (*chain, error) {
 	// verify steps); any other by logits.
 	open.Logits = open.Logits || (g.check && !g.byTokens() && (g.dr.model == nil || g.req.Sampling.Temperature > 0))
 	open.Verify = g.dr.model != nil && !open.Logits
+	open.Parts = g.o.PrefillChunk >= 0 && len(hops) > 1
 	var c *chain
 	err := g.watched(ctx, hops, 0, func(ctx context.Context) (err error) {
 		c, err = g.o.openChain(ctx, open)
 		return err
 	})
 	var se *StageError
-	if open.Verify && errors.As(err, &se) && se.Code == CodeBadFrame {
-		// A hop that predates verify steps refuses the open: this
-		// route decodes plainly.
-		g.dropDraft(err)
-		open.Verify, open.Logits = false, open.Logits || g.check
+	if (open.Verify || open.Parts) && errors.As(err, &se) && se.Code == CodeBadFrame {
+		// A hop that predates verify steps or parts refuses the open:
+		// this route decodes plainly and takes prompts whole.
+		if open.Verify {
+			g.dropDraft(err)
+			open.Logits = open.Logits || g.check
+		}
+		open.Verify, open.Parts = false, false
 		err = g.watched(ctx, hops, 0, func(ctx context.Context) (err error) {
 			c, err = g.o.openChain(ctx, open)
 			return err
@@ -495,10 +499,28 @@ func (g *generation) open(ctx context.Context, hops []Hop) (*chain, error) {
 // found by the watch and the step fails naming it.
 func (g *generation) step(ctx context.Context, c *chain, hops []Hop, tokens []int32, batches []int) (res *Result, took time.Duration, err error) {
 	t0 := time.Now()
+	chunk := 0
+	if c.open.Parts && batches == nil {
+		chunk = g.o.partSize(hops, len(tokens))
+	}
 	err = g.watched(ctx, hops, g.expect(tokens, batches), func(ctx context.Context) (err error) {
+		if chunk > 0 {
+			res, _, err = c.stepParts(ctx, tokens, chunk)
+			return err
+		}
 		res, _, err = c.step(ctx, tokens, batches)
 		return err
 	})
+	if err == nil && len(tokens) > 1 && batches == nil && !c.open.Verify {
+		n := len(tokens)
+		if chunk > 0 {
+			n -= (n - 1) / chunk * chunk // the last part's: what the result's timings cover
+			if len(g.res.Tokens) == 0 {
+				g.res.PrefillParts = (len(tokens) + chunk - 1) / chunk
+			}
+		}
+		g.o.notePrefill(hops, res, n)
+	}
 	return res, time.Since(t0), err
 }
 

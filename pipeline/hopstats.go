@@ -41,6 +41,7 @@ func (g *generation) stats() {
 		if g.decodes > 0 {
 			hs.ComputeMS = g.compute[i] / float64(g.decodes)
 			hs.TransferMS = g.xfer[i] / float64(g.decodes)
+			g.o.costs.note(h, 0, hs.TransferMS)
 		}
 		g.res.Hops = append(g.res.Hops, hs)
 	}

@@ -116,9 +116,16 @@ type Originator struct {
 	// it (empty: engine.ComputeArch()): its own stages on a checked route
 	// count as that architecture.
 	Arch string
+	// PrefillChunk is the size of the parts a long prompt goes down a
+	// route of two or more hops in, pipelined (prefill.go): 0 sizes them
+	// per route from the times measured on its hops; positive is that
+	// many positions (rounded up to a multiple of the engine's prefill
+	// chunk, 128); negative sends prompts whole, a stage at a time.
+	PrefillChunk int
 
 	alerts   alerts   // layer ranges a disagreement put on alert (alert.go)
 	disputes disputes // disputes tried from verified weights, and undecided ones (settle.go)
+	costs    hopCosts // what the hops used cost: the parts of a prompt are sized by it (prefill.go)
 }
 
 // Request is one generation.

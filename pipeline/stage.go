@@ -221,11 +221,14 @@ type stageSession struct {
 	sampler *engine.Sampler
 	history []int32
 	ran     bool // the current step ran on this stage (a failure after it leaves the session behind the next hop's)
-	st      stream
-	upR     *bufio.Reader
-	down    network.Stream
-	downR   *bufio.Reader
-	next    RouteHop
+	// dropping: a part was refused here and answered with an error frame;
+	// the frames of the rest of that prompt are read and dropped.
+	dropping bool
+	st       stream
+	upR      *bufio.Reader
+	down     network.Stream
+	downR    *bufio.Reader
+	next     RouteHop
 }
 
 func (s *StageServer) handle(st network.Stream) { s.serve(st, st.Conn().RemotePeer().String()) }
@@ -353,9 +356,16 @@ func (s *StageServer) serve(st stream, remote string) {
 			}
 			return
 		}
-		if typ != frameStep && typ != frameReplay && typ != frameVerify {
+		if typ != frameStep && typ != frameReplay && typ != frameVerify && typ != framePart {
 			s.refuse(st, remote, CodeBadFrame, fmt.Sprintf("expected a step frame, got type %d", typ), self)
 			return
+		}
+		if ss.dropping {
+			// A part of this prompt was refused and answered at once: the
+			// rest of the prompt is dropped, its last step too (that error
+			// frame is its answer).
+			ss.dropping = typ == framePart
+			continue
 		}
 		res, werr := s.step(ss, typ, body, self)
 		if werr != nil {
@@ -364,12 +374,15 @@ func (s *StageServer) serve(st stream, remote string) {
 				// Refused before it ran: the session is intact (or rolled
 				// back to the step's position, as the sender asked), and
 				// the sender may go on (or stop) correctly.
+				ss.dropping = typ == framePart
 				continue
 			}
 			return
 		}
-		if err := writeFrame(st, frameResult, encodeResult(res)); err != nil {
-			return
+		if res != nil {
+			if err := writeFrame(st, frameResult, encodeResult(res)); err != nil {
+				return
+			}
 		}
 		deadline = time.Now().Add(idle)
 	}

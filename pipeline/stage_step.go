@@ -43,7 +43,8 @@ func (ss *stageSession) run(tokens []int32, hidden []float32, batches []int) ([]
 	return out, nil
 }
 
-// step runs one step on this stage and the rest of the chain.
+// step runs one step on this stage and the rest of the chain. A part
+// (Step.Part) runs here and is passed on: no result (nil, nil).
 func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHop) (*Result, *WireError) {
 	ss.ran = false
 	bad := func(f string, a ...any) *WireError {
@@ -55,6 +56,9 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 	}
 	if st.Session != ss.open.Session {
 		return nil, bad("step for session %d on session %d", st.Session, ss.open.Session)
+	}
+	if st.Part && !ss.open.Parts {
+		return nil, bad("a part on a session not opened for parts")
 	}
 	if st.Verify && !ss.open.Verify {
 		return nil, bad("a verify step on a session not opened for verify steps")
@@ -128,6 +132,9 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 	ss.ran = true
 	ss.history = append(ss.history, st.Tokens...)
 	me := HopTiming{ComputeMS: float32(compute.Microseconds()) / 1000}
+	if ss.last && st.Part {
+		return nil, nil // the prompt goes on: nothing to answer before its last step
+	}
 	if ss.last {
 		res := &Result{Session: st.Session}
 		if err := checkNumbers(out); err != nil {
@@ -155,30 +162,30 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 		return res, nil
 	}
 	next := &Step{Session: st.Session, Pos: st.Pos, Tokens: st.Tokens, DType: dtypeCode(ss.open.DType), Batches: st.Batches,
-		Verify: st.Verify, Drafts: st.Drafts}
+		Verify: st.Verify, Drafts: st.Drafts, Part: st.Part}
 	if next.DType == dtF32 {
 		next.Hidden = f32Bytes(out)
 	} else {
 		next.Hidden = engine.F32ToF16Bytes(out)
 	}
-	down := func(err error) *WireError {
-		return &WireError{Code: CodeDownstream, Message: err.Error(), Peer: ss.next.Peer, Start: ss.next.Start, End: ss.next.End}
-	}
 	t1 := time.Now()
 	ftyp, fbody := encodeStepFrame(next)
 	if err := writeFrame(ss.down, ftyp, fbody); err != nil {
-		return nil, down(err)
+		return nil, s.writeFailed(ss, err)
+	}
+	if st.Part {
+		return nil, nil // passed on: the next hop answers the prompt's last step
 	}
 	ss.down.SetReadDeadline(time.Now().Add(5 * time.Minute))
 	typ, body, err = readFrame(ss.downR, resultLimit(&ss.open, len(st.Tokens)))
 	if err != nil {
-		return nil, down(err)
+		return nil, downErr(ss, err)
 	}
 	switch typ {
 	case frameResult:
 		res, err := DecodeResult(body)
 		if err != nil {
-			return nil, down(err)
+			return nil, downErr(ss, err)
 		}
 		// An honest hop passes back only results that pass the checks, so
 		// bad numbers reaching the originator prove its first hop lied.
@@ -190,21 +197,43 @@ func (s *StageServer) step(ss *stageSession, typ byte, body []byte, self RouteHo
 		res.Hops = append(res.Hops, me)
 		return res, nil
 	case frameError:
-		var we WireError
-		if decodeJSON(body, &we) != nil {
-			return nil, down(errors.New("malformed error frame"))
-		}
-		if we.Peer == "" {
-			we.Peer, we.Start, we.End = ss.next.Peer, ss.next.Start, ss.next.End
-		}
-		if !ss.open.mayName(ss.open.Index, &we) {
-			return nil, blameNext(ss, &we)
-		}
-		if we.Code == CodeBadFrame && we.Peer == ss.next.Peer {
-			// Our own frame was refused: that is our bug, not the next hop's death.
-			we.Code = CodeInternal
-		}
-		return nil, &we
+		return nil, nextError(ss, body)
 	}
-	return nil, down(fmt.Errorf("unexpected frame type %d", typ))
+	return nil, downErr(ss, fmt.Errorf("unexpected frame type %d", typ))
+}
+
+// downErr is the next hop's failure: gone, or sending what it should not.
+func downErr(ss *stageSession, err error) *WireError {
+	return &WireError{Code: CodeDownstream, Message: err.Error(), Peer: ss.next.Peer, Start: ss.next.Start, End: ss.next.End}
+}
+
+// nextError is the error frame the next hop sent, passed on if the next
+// hop may have written it.
+func nextError(ss *stageSession, body []byte) *WireError {
+	var we WireError
+	if decodeJSON(body, &we) != nil {
+		return downErr(ss, errors.New("malformed error frame"))
+	}
+	if we.Peer == "" {
+		we.Peer, we.Start, we.End = ss.next.Peer, ss.next.Start, ss.next.End
+	}
+	if !ss.open.mayName(ss.open.Index, &we) {
+		return blameNext(ss, &we)
+	}
+	if we.Code == CodeBadFrame && we.Peer == ss.next.Peer {
+		// Our own frame was refused: that is our bug, not the next hop's death.
+		we.Code = CodeInternal
+	}
+	return &we
+}
+
+// writeFailed is the error of a step that could not be written to the
+// next hop: the error frame the next hop sent before it closed the session
+// (a part it failed, answered at once), or else its loss.
+func (s *StageServer) writeFailed(ss *stageSession, err error) *WireError {
+	ss.down.SetReadDeadline(time.Now().Add(time.Second))
+	if typ, body, rerr := readFrame(ss.downR, limitJSON); rerr == nil && typ == frameError {
+		return nextError(ss, body)
+	}
+	return downErr(ss, err)
 }

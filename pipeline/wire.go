@@ -26,6 +26,12 @@ const (
 	// every position, not the last only: a speculative step verifying a
 	// draft (greedy sessions only).
 	frameVerify byte = 7
+	// framePart is a binary Step that more of the same prompt follows: a
+	// stage runs it, passes it on as a part and answers nothing; the step
+	// after the last part carries the prompt's result back (prefill
+	// pipelined across the stages, see prefill.go). Only on a session
+	// opened with Open.Parts.
+	framePart byte = 8
 )
 
 // Hidden-state encodings on the wire.
@@ -77,6 +83,13 @@ type Open struct {
 	// JSON), so an originator learns before its first step that the
 	// route cannot verify, and opens it plain.
 	Verify bool `json:"verify,omitempty"`
+	// Parts opens a session that takes part frames (framePart): a long
+	// prompt cut into chunks that flow down the route one behind the
+	// other, each stage at work on one chunk while the next stage works on
+	// the chunk before. Never on a probe. A stage that predates parts
+	// refuses such an open as a bad frame (strict JSON), and the
+	// originator opens the route again without.
+	Parts bool `json:"parts,omitempty"`
 }
 
 // end is the layer the route ends at.
@@ -119,6 +132,9 @@ func (o *Open) validate() error {
 	}
 	if o.DType != DTypeF16 && o.DType != DTypeF32 {
 		return bad("dtype %q (f16 or f32)", o.DType)
+	}
+	if o.Parts && o.probe() {
+		return bad("a probe takes no parts")
 	}
 	if o.Verify && (o.Logits || o.probe()) {
 		return bad("a verify session must be without logits, over the whole model")
@@ -181,6 +197,9 @@ type Step struct {
 	// each draft token (Tokens[1:]) was drawn from; nil: every draft token
 	// is certain to its draft (see wire_draft.go).
 	Drafts []engine.Dist
+	// Part: more of the same prompt follows; no result comes back for
+	// this step (framePart). Never with Batches or Verify.
+	Part bool
 }
 
 const (
@@ -219,7 +238,7 @@ type Result struct {
 // most maxJSONFrame bytes.
 var frames = &wire.Codec{Err: ErrBadFrame, Types: []uint64{
 	frameOpen: limitJSON, frameOpened: limitJSON, frameError: limitJSON,
-	frameStep: maxFrame, frameResult: maxFrame, frameReplay: maxFrame, frameVerify: maxFrame,
+	frameStep: maxFrame, frameResult: maxFrame, frameReplay: maxFrame, frameVerify: maxFrame, framePart: maxFrame,
 }}
 
 func writeFrame(w io.Writer, typ byte, body []byte) error { return frames.Write(w, typ, body) }
@@ -292,6 +311,9 @@ func encodeStepFrame(s *Step) (byte, []byte) {
 		}
 		return frameVerify, b
 	}
+	if s.Part {
+		return framePart, encodeStep(s)
+	}
 	if s.Batches == nil {
 		return frameStep, encodeStep(s)
 	}
@@ -305,8 +327,12 @@ func encodeStepFrame(s *Step) (byte, []byte) {
 
 // DecodeStepFrame parses a step or replay frame body.
 func DecodeStepFrame(typ byte, body []byte, hidden int) (*Step, error) {
-	if typ == frameStep {
-		return DecodeStep(body, hidden)
+	if typ == frameStep || typ == framePart {
+		s, err := DecodeStep(body, hidden)
+		if err == nil {
+			s.Part = typ == framePart
+		}
+		return s, err
 	}
 	if typ == frameVerify {
 		s, rest, err := decodeStep(body, hidden)

@@ -42,6 +42,7 @@ func TestFrameGolden(t *testing.T) {
 	frames = append(frames,
 		frame{name: "open", typ: frameOpen, json: open},
 		frame{name: "open-plain", typ: frameOpen, json: &Open{Session: 1, Model: "m", Layers: 1, Hidden: 1, Route: []RouteHop{{Peer: "p", End: 1}}, DType: DTypeF32}},
+		frame{name: "open-parts", typ: frameOpen, json: &Open{Session: 2, Model: "m", Layers: 2, Hidden: 1, Route: []RouteHop{{Peer: "p", End: 1}, {Peer: "q", Start: 1, End: 2}}, DType: DTypeF32, Parts: true}},
 		frame{name: "opened", typ: frameOpened, json: &Opened{Session: 7, Vocab: 151936}},
 		frame{name: "error", typ: frameError, json: &WireError{Code: CodeDownstream, Message: "gone <x>", Peer: "p2", Start: 2, End: 4}},
 	)
@@ -49,6 +50,8 @@ func TestFrameGolden(t *testing.T) {
 	add("step-tokens", typ, body)
 	typ, body = step(&Step{Session: 7, Pos: 3, Tokens: []int32{1, 2, 3}, DType: dtF16, Hidden: hidden})
 	add("step-hidden", typ, body)
+	typ, body = step(&Step{Session: 7, Pos: 3, Tokens: []int32{1, 2, 3}, DType: dtF16, Hidden: hidden, Part: true})
+	add("part-hidden", typ, body)
 	typ, body = step(&Step{Session: 7, Pos: 0, Tokens: []int32{1, 2, 3}, Batches: []int{2, 1}})
 	add("replay", typ, body)
 	typ, body = step(&Step{Session: 7, Pos: 9, Tokens: []int32{4, 5, 6}, Verify: true})
@@ -116,7 +119,7 @@ func TestFrameGolden(t *testing.T) {
 		{"error-over-type-limit", uv(maxJSONFrame+2, frameError), maxFrame},
 		{"step-over-json-limit", uv(maxJSONFrame+2, frameStep), maxFrame},
 		{"type-0", uv(2, 0, 0), maxFrame},
-		{"type-8", uv(2, 8, 0), maxFrame},
+		{"type-9", uv(2, 9, 0), maxFrame},
 		{"type-255", uv(2, 255, 0), maxFrame},
 		{"truncated", uv(10, frameResult, 1, 2), maxFrame},
 		{"non-minimal-prefix", []byte{0x83, 0x00, frameStep, 1, 2}, maxFrame},

@@ -31,6 +31,11 @@ import (
 	_ "github.com/ollama/ollama/model/models/qwen3"
 )
 
+// DefaultPrefillChunk is Options.PrefillChunk's default: a pipeline
+// originator cuts a long prompt into parts of multiples of it, which run
+// the same graphs as the whole prompt.
+const DefaultPrefillChunk = 128
+
 // computeMu serializes all graph computation in the process: ollama's ggml
 // backend shares one CPU backend object (with one work buffer) between every
 // loaded model.
@@ -106,7 +111,7 @@ func (o *Options) defaults(ctxLen int) {
 		o.Batch = 512
 	}
 	if o.PrefillChunk <= 0 {
-		o.PrefillChunk = 128
+		o.PrefillChunk = DefaultPrefillChunk
 	}
 	o.PrefillChunk = min(o.PrefillChunk, o.Batch)
 	if o.Queue == 0 {

@@ -22,6 +22,8 @@ type Proxy struct {
 	delay  time.Duration // each way
 	frozen bool
 	thaw   chan struct{} // closed when frozen ends
+	budget int64         // with counting: bytes still forwarded before it freezes
+	count  bool
 	conns  []net.Conn
 	closed bool
 }
@@ -52,6 +54,14 @@ func (p *Proxy) Freeze() {
 		p.frozen = true
 		p.thaw = make(chan struct{})
 	}
+}
+
+// FreezeAfter lets n more bytes through, either way, and then freezes:
+// a peer that hangs in the middle of a transfer.
+func (p *Proxy) FreezeAfter(n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.budget, p.count = n, true
 }
 
 // SetDelay holds every chunk d before forwarding it, each way (a round
@@ -131,6 +141,11 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		for c := range q {
 			time.Sleep(time.Until(c.due))
 			p.mu.Lock()
+			if p.count {
+				if p.budget -= int64(len(c.b)); p.budget < 0 && !p.frozen {
+					p.count, p.frozen, p.thaw = false, true, make(chan struct{})
+				}
+			}
 			thaw := p.thaw
 			p.mu.Unlock()
 			<-thaw
