@@ -18,6 +18,7 @@ import (
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/nat"
+	"github.com/llmswarm/llmswarm/pipeline"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -206,6 +207,15 @@ type PipelineConfig struct {
 	// another token where two logits are that close. Default false: each
 	// stage session runs alone, bit-identical whatever else runs.
 	Batch bool `json:"batch,omitempty"`
+	// PrefillChunk is the size of the parts a prompt goes down a route of
+	// two or more stages in, pipelined: each stage works on one part while
+	// the next works on the part before, so the first token comes after
+	// about one stage's prefill plus the route's fill, not the sum of all
+	// stages'. 0: sized per route from the compute and transfer times
+	// measured on its hops (128 positions until measured); N: N positions,
+	// rounded up to a multiple of 128; -1: prompts go whole, a stage at a
+	// time. The tokens are the same every way.
+	PrefillChunk int `json:"prefill_chunk,omitempty"`
 }
 
 func (p PipelineConfig) validate() error {
@@ -222,6 +232,8 @@ func (p PipelineConfig) validate() error {
 		return fmt.Errorf("config: pipeline.peer_sessions %d: want 0..64", p.PeerSessions)
 	case p.PeerQueue < -1 || p.PeerQueue > 1024:
 		return fmt.Errorf("config: pipeline.peer_queue %d: want -1 (none) .. 1024", p.PeerQueue)
+	case p.PrefillChunk < -1 || p.PrefillChunk > pipeline.MaxPrefillChunk:
+		return fmt.Errorf("config: pipeline.prefill_chunk %d: want -1 (prompts whole), 0 (sized per route) .. %d", p.PrefillChunk, pipeline.MaxPrefillChunk)
 	}
 	if err := checkDraftK("pipeline", p.DraftMin, p.DraftMax); err != nil {
 		return err

@@ -386,6 +386,7 @@ func (n *Node) newPipelineOriginator() *pipeline.Originator {
 		Arch:      n.computeArch(),
 	}
 	o.RequireChecked, o.Audit = n.cfg.Pipeline.RequireChecked, n.cfg.Pipeline.SpotAudit
+	o.PrefillChunk = n.cfg.Pipeline.PrefillChunk
 	switch {
 	case n.pipe.drafter != nil:
 		o.Drafter = n.pipe.drafter.draft

@@ -108,9 +108,10 @@ func benchMoA(ctx context.Context, e *env, n, maxTokens int, prompt string) erro
 // benchPipeline reports decode speed and per-hop costs from the trace of
 // pipeline queries.
 func benchPipeline(ctx context.Context, e *env, n, maxTokens int, model, dtype, prompt string) error {
-	var tps, ttft []float64
+	var tps, ttft, parts []float64
 	var hops []answer.HopStat
 	var per [][]float64
+	promptTokens := 0
 	for i := 0; i < n; i++ {
 		res, err := e.client.Query(ctx, client.QueryRequest{Query: prompt, Mode: "pipeline", Model: model, DType: dtype,
 			MaxTokens: maxTokens}, nil)
@@ -123,6 +124,8 @@ func benchPipeline(ctx context.Context, e *env, n, maxTokens int, model, dtype, 
 		}
 		tps = append(tps, g.DecodeTPS)
 		ttft = append(ttft, g.TTFTMS)
+		parts = append(parts, float64(g.PrefillParts))
+		promptTokens = g.PromptTokens
 		if len(per) == 0 {
 			hops = g.Hops
 			per = make([][]float64, 2*len(g.Hops))
@@ -135,11 +138,12 @@ func benchPipeline(ctx context.Context, e *env, n, maxTokens int, model, dtype, 
 		}
 	}
 	if e.json {
-		return printJSON(e.stdout, map[string]any{"queries": n, "median_decode_tok_s": med(tps), "median_ttft_ms": med(ttft), "hops": hops})
+		return printJSON(e.stdout, map[string]any{"queries": n, "median_decode_tok_s": med(tps), "median_ttft_ms": med(ttft), "hops": hops,
+			"prompt_tokens": promptTokens, "median_prefill_parts": med(parts)})
 	}
 	fmt.Fprintf(e.stdout, "pipeline: %d generations of %d tokens\n", n, maxTokens)
 	fmt.Fprintf(e.stdout, "  decode            median %8.2f tok/s\n", med(tps))
-	fmt.Fprintf(e.stdout, "  first token       median %8.2f ms\n", med(ttft))
+	fmt.Fprintf(e.stdout, "  first token       median %8.2f ms (prompt of %d tokens, in %.0f parts)\n", med(ttft), promptTokens, med(parts))
 	for j, h := range hops {
 		fmt.Fprintf(e.stdout, "  hop %d %-12s [%d,%d)  compute %6.2f ms/token, transfer beyond compute %6.3f ms/token (medians)\n",
 			j, shortID(h.Peer), h.Start, h.End, med(per[2*j]), med(per[2*j+1]))
