@@ -511,7 +511,7 @@ func (g *generation) step(ctx context.Context, c *chain, hops []Hop, tokens []in
 		res, _, err = c.step(ctx, tokens, batches)
 		return err
 	})
-	if err == nil && len(tokens) > 1 && batches == nil && !c.open.Verify {
+	if err == nil && len(tokens) > 1 && batches == nil {
 		n := len(tokens)
 		if chunk > 0 {
 			n -= (n - 1) / chunk * chunk // the last part's: what the result's timings cover
