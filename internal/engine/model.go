@@ -190,6 +190,7 @@ type Model struct {
 	now                    func() time.Time
 	queue                  QueueStats    // guarded by mu
 	freed                  chan struct{} // closed when a slot frees; guarded by mu
+	waiters                []*waiter     // requests waiting for a slot, guarded by mu
 	closeErr               error
 	repacked               *repacked        // nil: not repacked
 	cpu                    []unsafe.Pointer // the backend's CPU backends, for the thread pool (threads.go)
