@@ -28,6 +28,7 @@ var tier = map[string]int{
 	"client":           1, // the API client: answer's types, over HTTP
 	"dashboard":        0, // static files and their handler, served by api
 	"gossip":           1,
+	"ledger":           1, // receipts and this peer's ledger of give and take
 	"swarm":            2,
 	"moa":              3,
 	"pipeline":         3,
