@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/ledger"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -197,7 +198,9 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 	})
 	var text strings.Builder
 	var rate decodeRate
+	pieces := 0
 	collect := func(t string) {
+		pieces++
 		rate.token()
 		w.Progress(perToken)
 		text.WriteString(t)
@@ -257,6 +260,9 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 	}
 	if done.Model != "" {
 		a.Model = done.Model
+	}
+	if n := receiptTokens(&r, done, pieces); !c.peer.Self && o.Acknowledge != nil && n > 0 {
+		o.Acknowledge(c.peer.ID, ledger.Receipt{Kind: ledger.KindMoA, Model: c.role.ModelCID, Role: c.role.Role, Tokens: n})
 	}
 	if !c.peer.Self {
 		// What the originator saw, network included, sets how soon this

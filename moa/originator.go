@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/ledger"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -43,6 +44,10 @@ type Originator struct {
 	// ConnKind, if set, says how this peer reaches a peer ("direct",
 	// "punched" or "relayed"); traces show it per agent.
 	ConnKind func(peer.ID) string
+	// Acknowledge, when set, is given a receipt for each answer another
+	// peer sent (ledger.Exchange.Ack): what this peer received, bounded by
+	// what it can check (receipt.go).
+	Acknowledge func(server peer.ID, r ledger.Receipt)
 
 	calls       peerCalls       // calls open to each peer (peercalls.go)
 	stats       peerStats       // what this originator measured of each peer

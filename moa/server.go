@@ -12,6 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
@@ -36,6 +37,10 @@ type Server struct {
 	// chosen each round by measured cost (engine.NewSpecCost; 0 and 8 by
 	// default).
 	DraftMin, DraftMax int
+	// Rank, when set, ranks a remote peer's requests for a slot of a busy
+	// model, in [-1, 1] (engine.WithPriority): its standing in this
+	// peer's ledger of give and take. nil: every peer alike.
+	Rank func(peer.ID) float64
 
 	mu       sync.RWMutex
 	roles    map[string]*RoleModel
@@ -288,6 +293,9 @@ func (s *Server) handle(st network.Stream) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if s.Rank != nil {
+		ctx = engine.WithPriority(ctx, s.Rank(remote))
+	}
 	// The originator sends nothing more: any read result other than a clean
 	// half-close means it went away.
 	go func() {

@@ -107,6 +107,8 @@ type Config struct {
 	Pipeline PipelineConfig `json:"pipeline,omitempty"`
 	// Trust sets how other peers' claims are checked.
 	Trust TrustConfig `json:"trust,omitempty"`
+	// Ledger sets how this peer keeps account of what it gives and takes.
+	Ledger LedgerConfig `json:"ledger,omitempty"`
 	// BMCSerial makes this peer a BMC bridge: the serial device of the
 	// board (e.g. /dev/ttyACM0). See docs/bmc.md.
 	BMCSerial string `json:"bmc_serial,omitempty"`
@@ -468,6 +470,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := c.Trust.validate(); err != nil {
+		return err
+	}
+	if err := c.Ledger.validate(); err != nil {
 		return err
 	}
 	if err := c.NAT.Validate(); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/llmswarm/llmswarm/bmcauth"
 	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/ledger"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/nat"
 	"github.com/llmswarm/llmswarm/pipeline"
@@ -60,6 +61,8 @@ type Node struct {
 	health  health
 
 	moaServer  *moa.Server
+	ledger     *ledger.Exchange // this peer's give and take (ledger.go)
+	ledgerDone chan struct{}    // closed when the ledger's saver stops
 	originator *moa.Originator
 	pipe       *pipelineState
 	pipeOrig   *pipeline.Originator
@@ -186,6 +189,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	// so peers can fetch their manifests and layers to check them.
 	n.loads.begin(runCtx)
 	if err = n.startPipeline(ctx); err != nil {
+		if apiLn != nil {
+			apiLn.Close()
+		}
+		return err
+	}
+	if err = n.startLedger(runCtx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
 		}
@@ -358,6 +367,7 @@ func (n *Node) teardownLocked() error {
 	if n.cancel != nil {
 		n.cancel()
 	}
+	errs = append(errs, n.stopLedger()) // after the servers: their last answers' receipts count
 	if n.nat != nil {
 		errs = append(errs, n.nat.Close())
 	}

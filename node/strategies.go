@@ -33,6 +33,7 @@ func (n *Node) startMoA() error {
 		return thermal, bat.Percent
 	}
 	n.moaServer.Refuse = n.refusing
+	n.moaServer.Rank = n.rank
 	roles := make([]string, 0, len(n.cfg.Roles))
 	for r := range n.cfg.Roles {
 		roles = append(roles, r)
@@ -210,9 +211,10 @@ func (n *Node) newOriginator() *moa.Originator {
 		Host: n.host, View: n.swarm.View(), Local: n.moaServer, Log: n.log,
 		Timeouts: moa.Timeouts{Simple: time.Duration(n.cfg.MoA.SimpleTimeout),
 			Complex: time.Duration(n.cfg.MoA.ComplexTimeout), Speed: time.Duration(n.cfg.MoA.SpeedTimeout)},
-		Progress:   n.cfg.Progress.swarm(),
-		ConnKind:   n.nat.ConnKind,
-		Unverified: moa.Unverified(n.cfg.MoA.Unverified),
+		Progress:    n.cfg.Progress.swarm(),
+		ConnKind:    n.nat.ConnKind,
+		Unverified:  moa.Unverified(n.cfg.MoA.Unverified),
+		Acknowledge: n.ledger.Ack,
 	}
 }
 

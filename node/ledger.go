@@ -1,0 +1,110 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/ledger"
+)
+
+// LedgerFile is this peer's ledger of give and take in its data dir.
+const LedgerFile = "ledger.json"
+
+// ledgerSaveEvery is how often a changed ledger is written out (and at
+// Close).
+const ledgerSaveEvery = 30 * time.Second
+
+// LedgerConfig sets how this peer keeps account of what it gives and
+// takes (see docs/trust.md, "Give and take").
+type LedgerConfig struct {
+	// Reciprocity serves first, when a model is contended, the requests
+	// of peers that served this one more than they took. Default true;
+	// off, every peer's request waits alike (receipts are still kept).
+	Reciprocity *bool `json:"reciprocity,omitempty"`
+	// HalfLife is how long what a peer gave or took takes to count half.
+	// Default 168h.
+	HalfLife Duration `json:"half_life,omitempty"`
+	// Allowance is the work (tokens of a whole model) a peer may take
+	// beyond what it gave before it ranks below peers that owe nothing.
+	// Default 512.
+	Allowance float64 `json:"allowance,omitempty"`
+}
+
+func (c LedgerConfig) reciprocity() bool { return c.Reciprocity == nil || *c.Reciprocity }
+
+func (c LedgerConfig) validate() error {
+	switch {
+	case c.HalfLife != 0 && (time.Duration(c.HalfLife) < time.Minute || time.Duration(c.HalfLife) > 365*24*time.Hour):
+		return fmt.Errorf("config: ledger.half_life %s: want 1m..8760h", time.Duration(c.HalfLife))
+	case c.Allowance < 0 || c.Allowance > 1e9:
+		return fmt.Errorf("config: ledger.allowance %g: want 0..1e9 (0: the default)", c.Allowance)
+	}
+	return nil
+}
+
+// startLedger loads this peer's ledger and serves the receipt protocol;
+// the ledger is saved every ledgerSaveEvery while it changes, and at Close.
+func (n *Node) startLedger(ctx context.Context) error {
+	path := filepath.Join(n.cfg.DataDir, LedgerFile)
+	l, err := ledger.Load(path, n.host.ID(), ledger.Options{HalfLife: time.Duration(n.cfg.Ledger.HalfLife), Allowance: n.cfg.Ledger.Allowance})
+	if err != nil {
+		return err
+	}
+	if n.ledger, err = ledger.NewExchange(n.host, l, n.log); err != nil {
+		return err
+	}
+	n.ledgerDone = make(chan struct{})
+	go func() {
+		defer close(n.ledgerDone)
+		t := time.NewTicker(ledgerSaveEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := l.Save(path); err != nil {
+					n.log.Warn("ledger not saved", "err", err)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// stopLedger stops taking receipts and saves the ledger.
+func (n *Node) stopLedger() error {
+	if n.ledger == nil {
+		return nil
+	}
+	n.ledger.Close()
+	if n.ledgerDone != nil {
+		<-n.ledgerDone
+	}
+	return n.ledger.Ledger.Save(filepath.Join(n.cfg.DataDir, LedgerFile))
+}
+
+// rank is a remote peer's rank for a contended slot: its standing in this
+// peer's ledger, or 0 for all with reciprocity off.
+func (n *Node) rank(id peer.ID) float64 {
+	if n.ledger == nil || !n.cfg.Ledger.reciprocity() {
+		return 0
+	}
+	return n.ledger.Ledger.Standing(id)
+}
+
+// Ledger is this peer's accounts of give and take, largest balances
+// first.
+func (n *Node) Ledger() []ledger.Entry {
+	n.mu.Lock()
+	ex := n.ledger
+	n.mu.Unlock()
+	if ex == nil {
+		return nil
+	}
+	return ex.Ledger.Snapshot()
+}
