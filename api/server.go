@@ -31,6 +31,7 @@ type Backend interface {
 	PS() (client.PS, error)
 	BMC() (client.BMC, error)
 	Shards() (client.Shards, error)
+	Ledger() (client.Ledger, error)
 	Plan(model string) (client.Plan, error)
 	Models() []client.ModelInfo
 	ResolveModel(name string) (mode, model string, err error)
@@ -106,6 +107,7 @@ func (a *server) routes() {
 	m.HandleFunc("GET /v1/swarm/ps", func(w http.ResponseWriter, r *http.Request) { serveValue(w, a.b.PS) })
 	m.HandleFunc("GET /v1/swarm/bmc", func(w http.ResponseWriter, r *http.Request) { serveValue(w, a.b.BMC) })
 	m.HandleFunc("GET /v1/swarm/shards", func(w http.ResponseWriter, r *http.Request) { serveValue(w, a.b.Shards) })
+	m.HandleFunc("GET /v1/swarm/ledger", func(w http.ResponseWriter, r *http.Request) { serveValue(w, a.b.Ledger) })
 	m.HandleFunc("GET /v1/swarm/plan", func(w http.ResponseWriter, r *http.Request) {
 		serveValue(w, func() (client.Plan, error) { return a.b.Plan(r.URL.Query().Get("model")) })
 	})

@@ -128,6 +128,8 @@ type Status struct {
 	// Tasks are the pulls, fetches and loads running now or ended in the
 	// last minute.
 	Tasks []Task `json:"tasks"`
+	// Ledger sums this peer's accounts of give and take.
+	Ledger LedgerSummary `json:"ledger"`
 }
 
 // RoleRequest is the body of POST /v1/swarm/roles: serve Role with the

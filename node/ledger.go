@@ -8,6 +8,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/ledger"
 )
 
@@ -97,14 +98,31 @@ func (n *Node) rank(id peer.ID) float64 {
 	return n.ledger.Ledger.Standing(id)
 }
 
-// Ledger is this peer's accounts of give and take, largest balances
-// first.
-func (n *Node) Ledger() []ledger.Entry {
+// Ledger is this peer's accounts of give and take (GET /v1/swarm/ledger).
+func (n *Node) Ledger() (client.Ledger, error) {
 	n.mu.Lock()
 	ex := n.ledger
 	n.mu.Unlock()
 	if ex == nil {
-		return nil
+		return client.Ledger{}, ErrNotRunning
 	}
-	return ex.Ledger.Snapshot()
+	o := ex.Ledger.Options()
+	out := client.Ledger{Reciprocity: n.cfg.Ledger.reciprocity(), HalfLifeS: o.HalfLife.Seconds(), Allowance: o.Allowance,
+		Accounts: []client.LedgerAccount{}}
+	for _, e := range ex.Ledger.Snapshot() {
+		out.Given += e.Given
+		out.Taken += e.Taken
+		out.Accounts = append(out.Accounts, client.LedgerAccount{Peer: e.Peer, Given: e.Given, Taken: e.Taken,
+			Balance: e.Balance, Standing: e.Standing, First: e.First, Last: e.Last})
+	}
+	return out, nil
+}
+
+// ledgerSummary is the ledger's line in the status.
+func (n *Node) ledgerSummary() client.LedgerSummary {
+	l, err := n.Ledger()
+	if err != nil {
+		return client.LedgerSummary{Reciprocity: n.cfg.Ledger.reciprocity()}
+	}
+	return client.LedgerSummary{Reciprocity: l.Reciprocity, Peers: len(l.Accounts), Given: l.Given, Taken: l.Taken}
 }

@@ -92,6 +92,8 @@ var (
 		{"swarm_taking_work", "1 while this peer takes new work, 0 while power (battery, heat) stops it."},
 		{"swarm_battery_percent", "Battery charge, where there is a battery."},
 		{"swarm_banned_peers", "Peers this peer's trust ledger bans now."},
+		{"swarm_ledger_work", "Work in this peer's ledger of give and take, in tokens of a whole model, decayed: given (this peer for others) or taken (others for it)."},
+		{"swarm_ledger_peers", "Peers in this peer's ledger of give and take."},
 		{"swarm_nat_punches_total", "Hole punches this peer took part in, by result (success, failure)."},
 		{"swarm_nat_direct_dials_total", "Relayed connections upgraded by a direct dial, no punch needed."},
 		{"swarm_relay_circuits_total", "Circuits this peer's relay service opened."},
@@ -100,7 +102,8 @@ var (
 		{"swarm_relayed_bytes_total", "Bytes this peer relayed for others."},
 	}
 	gaugeLabels = map[string][]string{"swarm_peers": {"state"}, "swarm_role_tokens_per_second": {"role", "model"},
-		"swarm_shard_ms_per_layer": {"model", "layers"}, "swarm_nat_punches_total": {"result"}}
+		"swarm_shard_ms_per_layer": {"model", "layers"}, "swarm_nat_punches_total": {"result"},
+		"swarm_ledger_work": {"kind"}}
 )
 
 func init() {
@@ -163,6 +166,9 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge("swarm_banned_peers", float64(banned))
+	gauge("swarm_ledger_work", st.Ledger.Given, "given")
+	gauge("swarm_ledger_work", st.Ledger.Taken, "taken")
+	gauge("swarm_ledger_peers", float64(st.Ledger.Peers))
 	c := st.NAT.Counters
 	counter("swarm_nat_punches_total", float64(c.PunchSuccesses), "success")
 	counter("swarm_nat_punches_total", float64(c.PunchFailures), "failure")

@@ -51,6 +51,7 @@ func init() {
 		"help":     {"[COMMAND]", "print this help, or a command's", runHelp},
 		"id":       {"", "print this peer's ID and addresses", runID},
 		"invite":   {"", "print a join token for this peer's swarm (its key and this peer's addresses: a secret)", runInvite},
+		"ledger":   {"", "show what this peer gave each peer and took from each (signed receipts), balances and standings", runLedger},
 		"join":     {"TOKEN", "join the swarm of a token from swarmctl invite (the peer restarts its network with the new key)", runJoin},
 		"peers":    {"", "list the peers this one knows, alive and dead", runPeers},
 		"plan":     {"[MODEL]", "recommend a placement of a model's layers on the live peers", runPlan},
