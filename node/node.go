@@ -188,13 +188,14 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	// The pipeline's store first: role models are registered in it too,
 	// so peers can fetch their manifests and layers to check them.
 	n.loads.begin(runCtx)
-	if err = n.startPipeline(ctx); err != nil {
+	// The ledger before the servers, whose ranks it gives.
+	if err = n.startLedger(runCtx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
 		}
 		return err
 	}
-	if err = n.startLedger(runCtx); err != nil {
+	if err = n.startPipeline(ctx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
 		}

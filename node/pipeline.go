@@ -55,6 +55,7 @@ func (n *Node) startPipeline(ctx context.Context) error {
 	p.stages = pipeline.NewStageServer(n.host, n.log)
 	p.stages.PeerSessions, p.stages.PeerQueue = n.cfg.Pipeline.PeerSessions, n.cfg.Pipeline.PeerQueue
 	p.stages.Refuse = n.refusing
+	p.stages.Rank = n.rank
 	// A stage opens sessions only on live members of the swarm it has heard
 	// from itself (their signed records taught the host their addresses).
 	// Alive, not Routable: the route is the originator's choice; this
@@ -387,6 +388,7 @@ func (n *Node) newPipelineOriginator() *pipeline.Originator {
 	}
 	o.RequireChecked, o.Audit = n.cfg.Pipeline.RequireChecked, n.cfg.Pipeline.SpotAudit
 	o.PrefillChunk = n.cfg.Pipeline.PrefillChunk
+	o.Acknowledge = n.ledger.Ack
 	switch {
 	case n.pipe.drafter != nil:
 		o.Drafter = n.pipe.drafter.draft

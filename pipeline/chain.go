@@ -28,6 +28,12 @@ type chain struct {
 	// openChain sets the first hop's word; Generate sets the tokenizer's.
 	vocab int
 	conns []string // how this peer reached each hop when the chain opened (answer.HopStat.Conn)
+	// sent is how many positions the route ran for this peer (every
+	// step's, its results received); ack, once the chain is done with,
+	// acknowledges that work to each hop (receipts.go).
+	sent  int
+	ack   func(*chain)
+	acked bool
 }
 
 // openChain opens a session along route. If the first hop is this peer,
@@ -58,7 +64,7 @@ func (o *Originator) openChain(ctx context.Context, open Open) (*chain, error) {
 		}
 		st = ns
 	}
-	c := &chain{st: st, r: bufio.NewReaderSize(st, 64<<10), open: open, first: first}
+	c := &chain{st: st, r: bufio.NewReaderSize(st, 64<<10), open: open, first: first, ack: o.ackChain}
 	stop := context.AfterFunc(ctx, func() { st.Reset() })
 	defer stop()
 	if err := writeJSON(st, frameOpen, &open); err != nil {
@@ -213,6 +219,7 @@ func (c *chain) await(ctx context.Context, t0 time.Time, s *Step, n int) (*Resul
 				Err: fmt.Errorf("its result: %w", err), Evidence: EvidenceCheck}
 		}
 		c.pos += n
+		c.sent += n
 		return res, took, nil
 	case frameError:
 		return nil, took, c.remoteError(body)
@@ -221,7 +228,24 @@ func (c *chain) await(ctx context.Context, t0 time.Time, s *Step, n int) (*Resul
 }
 
 // close ends the session: the stages close theirs in turn.
-func (c *chain) close() { c.st.Close() }
+func (c *chain) close() {
+	c.done()
+	c.st.Close()
+}
+
+// reset ends the session at once (a hop failed, or the route is given up).
+func (c *chain) reset() {
+	c.done()
+	c.st.Reset()
+}
+
+// done acknowledges the route's work, once.
+func (c *chain) done() {
+	if !c.acked && c.ack != nil && c.sent > 0 {
+		c.ack(c)
+	}
+	c.acked = true
+}
 
 func f32Bytes(xs []float32) []byte {
 	b := make([]byte, 4*len(xs))

@@ -297,7 +297,7 @@ func (g *generation) deadHop() *Hop {
 // the open failed).
 func (g *generation) recover(ctx context.Context, cause error, detect time.Duration, input []int32, failed []Hop) (*chain, *Result, error) {
 	if g.chain != nil {
-		g.chain.st.Reset()
+		g.chain.reset()
 		g.chain = nil
 	}
 	at := len(g.res.Tokens)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/ledger"
 	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/swarm"
 )
@@ -122,6 +123,11 @@ type Originator struct {
 	// many positions (rounded up to a multiple of the engine's prefill
 	// chunk, 128); negative sends prompts whole, a stage at a time.
 	PrefillChunk int
+	// Acknowledge, when set, is given a receipt for the work each remote
+	// hop of a route did for this peer (ledger.Exchange.Ack): the
+	// positions this peer sent and got results for, through the hop's
+	// layers, once the route is done with (receipts.go).
+	Acknowledge func(server peer.ID, r ledger.Receipt)
 
 	alerts   alerts   // layer ranges a disagreement put on alert (alert.go)
 	disputes disputes // disputes tried from verified weights, and undecided ones (settle.go)

@@ -56,6 +56,12 @@ type StageServer struct {
 	// an open is then refused as busy with that reason. Sessions already
 	// open go on. Set before serving.
 	Refuse func() string
+	// Rank, when set, ranks a remote peer's opens for a slot of a busy
+	// shard, in [-1, 1] (engine.WithPriority): the standing in this
+	// peer's ledger of give and take of the peer that opens (the
+	// originator at the first hop, the hop before at the others). nil:
+	// every peer alike. Set before serving.
+	Rank func(peer.ID) float64
 
 	gate   peerGate
 	mu     sync.RWMutex
@@ -296,6 +302,11 @@ func (s *StageServer) serve(st stream, remote string) {
 		}
 		defer release()
 		borrowed = over
+	}
+	if s.Rank != nil && remote != "self" {
+		if id, err := peer.Decode(remote); err == nil {
+			actx = engine.WithPriority(actx, s.Rank(id))
+		}
 	}
 	ss.sess, err = sh.Model.AcquireSession(actx)
 	cancel()

@@ -366,6 +366,7 @@ func (s *standby) close() {
 	s.mu.Unlock()
 	s.c.st.Reset()
 	<-s.done
+	s.c.done() // after its feeder stopped: no step runs on it any more
 }
 
 // promote makes the standby the primary after the primary failed at step
