@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/client"
 	"github.com/llmswarm/llmswarm/ledger"
+	"github.com/llmswarm/llmswarm/shards"
 )
 
 // LedgerFile is this peer's ledger of give and take in its data dir.
@@ -125,4 +127,36 @@ func (n *Node) ledgerSummary() client.LedgerSummary {
 		return client.LedgerSummary{Reciprocity: n.cfg.Ledger.reciprocity()}
 	}
 	return client.LedgerSummary{Reciprocity: l.Reciprocity, Peers: len(l.Accounts), Given: l.Given, Taken: l.Taken}
+}
+
+// fetched collects what peers sent of a shard fetch (shards.WithReceived),
+// acknowledged once the fetch is verified whole.
+type fetched struct {
+	mu  sync.Mutex
+	got map[peer.ID]int64
+}
+
+// option is a fetch option that collects what each source sent.
+func (f *fetched) option() shards.FetchOption {
+	return shards.WithReceived(func(p peer.ID, b int64) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.got == nil {
+			f.got = map[peer.ID]int64{}
+		}
+		f.got[p] += b
+	})
+}
+
+// ack acknowledges the bytes of model that from sent, the source whose
+// file was verified, once: a source whose file hashed to what it
+// announced but failed the model's manifest gets nothing.
+func (f *fetched) ack(n *Node, model string, from peer.ID) {
+	f.mu.Lock()
+	b := f.got[from]
+	f.got = nil
+	f.mu.Unlock()
+	if n.ledger != nil && b > 0 {
+		n.ledger.Ack(from, ledger.Receipt{Kind: ledger.KindShard, Model: model, Bytes: b})
+	}
 }

@@ -250,9 +250,10 @@ func (n *Node) tryFetchShard(ctx context.Context, spec ShardSpec) error {
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 		t := n.tasks.startIn(ctx, "fetch", fmt.Sprintf("%s:%d-%d from %s", spec.CID, spec.Start, spec.End, id), "bytes", 0)
 		var got atomic.Int64
+		var sent fetched
 		se, err := shards.Fetch(fctx, n.host, id, n.pipe.store, spec.CID, spec.Start, spec.End,
 			shards.WithProgress(func(done, total int64) { got.Store(done); t.update("download", done, total) }),
-			shards.WithBlame(func(p peer.ID, err error) { n.sourceFailed(p, spec.CID, what, 0, err) }))
+			shards.WithBlame(func(p peer.ID, err error) { n.sourceFailed(p, spec.CID, what, 0, err) }), sent.option())
 		cancel()
 		t.finish(err)
 		if err != nil {
@@ -260,6 +261,7 @@ func (n *Node) tryFetchShard(ctx context.Context, spec ShardSpec) error {
 			lastErr = fmt.Errorf("from %s: %w", id, err)
 			continue
 		}
+		sent.ack(n, spec.CID, id)
 		n.pipe.sources.good(id, se.Size)
 		n.log.Info("shard fetched", "model", spec.CID, "layers", fmt.Sprintf("[%d,%d)", spec.Start, spec.End),
 			"from", id, "cid", se.CID, "bytes", se.Size)

@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/api"
+	"github.com/llmswarm/llmswarm/ledger"
 	"github.com/llmswarm/llmswarm/node"
 	"github.com/llmswarm/llmswarm/nodetest"
 	"github.com/llmswarm/llmswarm/shards"
@@ -190,5 +191,18 @@ func testShardSybilsBanned(t *testing.T, typ string) {
 	}
 	if banned, _ := fetcher.Trust().Banned(honest.h.ID()); banned {
 		t.Fatal("the honest holder was banned")
+	}
+	// The honest holder alone gets a receipt: for the slice it sent.
+	l, err := fetcher.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hfi, err := os.Stat(honestSlice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := float64(hfi.Size()) / ledger.ShardMiB
+	if len(l.Accounts) != 1 || l.Accounts[0].Peer != honest.h.ID().String() || l.Accounts[0].Taken < want*0.99 || l.Accounts[0].Taken > want {
+		t.Fatalf("fetcher's ledger %+v: want %.3f taken from the honest holder alone", l.Accounts, want)
 	}
 }

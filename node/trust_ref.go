@@ -154,12 +154,14 @@ func (r *reference) fetch(ctx context.Context, model string, l int) (shards.Slic
 	if c, err := shards.ParseModelCID(model); err != nil || !shards.IsRoot(c) {
 		return shards.SliceEntry{}, fmt.Errorf("%s is not a model root: no reference is fetched for it", model)
 	}
+	var sent fetched
 	se, from, errs := r.fetchFirst(ctx, model, r.sources(model, l), func(ctx context.Context, id peer.ID) (shards.SliceEntry, error) {
 		return shards.Fetch(ctx, n.host, id, n.pipe.store, model, l, l+1, shards.WithFetchLogger(n.log),
-			shards.WithFetchTimeouts(refResponse, refStall), shards.WithoutResume())
+			shards.WithFetchTimeouts(refResponse, refStall), shards.WithoutResume(), sent.option())
 	})
 	switch {
 	case from != "":
+		sent.ack(n, model, from)
 		n.log.Info("trust: reference layer fetched", "model", model, "layer", l, "from", from, "bytes", se.Size)
 		return se, nil
 	case ctx.Err() != nil:

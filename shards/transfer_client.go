@@ -27,6 +27,14 @@ type fetchConfig struct {
 	idleTimeout     time.Duration
 	noResume        bool
 	blame           func(peer.ID, error)
+	received        func(peer.ID, int64)
+}
+
+// WithReceived calls fn with the bytes a peer sent of a file whose whole
+// arrived and hashed right, each time one does: what this peer can
+// acknowledge to it (a resumed download's earlier bytes are not its).
+func WithReceived(fn func(p peer.ID, n int64)) FetchOption {
+	return func(cfg *fetchConfig) error { cfg.received = fn; return nil }
 }
 
 // WithBlame calls fn when the fetch shows that a peer other than the one
@@ -549,6 +557,9 @@ func receive(ctx context.Context, s network.Stream, partial string, resp transfe
 			return fmt.Errorf("%w: %w at byte %d: %d bytes hash to %s, peer announced %s", ErrCIDMismatch, errResumed, off, resp.Size, got, resp.CID)
 		}
 		return fmt.Errorf("%w: received %d bytes hashing to %s, peer announced %s", ErrCIDMismatch, resp.Size, got, resp.CID)
+	}
+	if cfg.received != nil && done > off {
+		cfg.received(s.Conn().RemotePeer(), done-off)
 	}
 	return nil
 }
