@@ -2,14 +2,15 @@
 // peer's own ledger of them.
 //
 // When a peer serves another (a role's answer, a pipeline stage's
-// positions, a draft, a shard), the peer served signs a receipt of what
-// it received: server, client, kind, model, role or layers, tokens or
-// bytes, time and a nonce. The server keeps it: Ledger.Accept checks the
-// signature against the key in the client's peer ID, the time window and
-// the nonce (never counted twice), and counts the work as given. The
-// client counts the same work as taken when it signs (Ledger.Issue). A
-// ledger holds only this peer's own accounts, decaying with a half-life,
-// and is saved in the data dir; there is no global state and no chain.
+// positions, a draft, a shard), the peer served counts the work as taken
+// (Ledger.Take) and, after a delay that gathers more work for the same
+// server, signs one receipt of it all (Ledger.Issue): server, client,
+// time, nonce, and items of kind, model, role or layers, tokens or bytes.
+// The server keeps the count: Ledger.Accept checks the signature against
+// the key in the client's peer ID, the time window and the nonce (never
+// counted twice), and counts the work as given. A ledger holds only this
+// peer's own accounts, decaying with a half-life, and is saved in the
+// data dir; there is no global state and no chain.
 //
 // What a liar can and cannot gain:
 //   - A server cannot forge or inflate a receipt: the client's signature

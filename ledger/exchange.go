@@ -15,41 +15,55 @@ import (
 	"github.com/llmswarm/llmswarm/internal/wire"
 )
 
-// ProtocolID is the receipt protocol: a client sends the receipts of work
-// a server did for it, the server answers what it counted.
+// ProtocolID is the receipt protocol: a client sends a signed receipt of
+// the work a server did for it, the server answers whether it counted it.
 const ProtocolID = "/swarm/receipt/1.0.0"
 
 // Limits of the receipt protocol.
 const (
-	maxFrame    = 64 << 10 // one batch, one answer
-	maxReceipts = 64       // receipts in one batch
+	maxFrame    = 64 << 10 // one receipt (MaxItems items), one answer
 	sendTimeout = 10 * time.Second
-	maxSending  = 16 // batches in flight from this peer
+	maxSending  = 16 // receipts in flight from this peer
+	// DefaultDelay is how long work waits for more to the same server
+	// before its receipt is signed and sent: one signature and one
+	// stream for all of it.
+	DefaultDelay = 30 * time.Second
 )
 
+// frames: a receipt frame's body is the signed receipt's bytes; an
+// answer's, strict JSON.
 var frames = &wire.Codec{Err: ErrBadReceipt}
 
-// batch is what a client sends: receipts of work the server did for it.
-type batch struct {
-	Receipts []*Signed `json:"receipts"`
-}
-
-// answer is what the server says of a batch: how many it counted, and
-// why it refused the others (by index).
+// answer is what the server says of a receipt.
 type answer struct {
-	Counted int            `json:"counted"`
-	Refused map[int]string `json:"refused,omitempty"`
+	Counted float64 `json:"counted"`           // the work it counted
+	Refused string  `json:"refused,omitempty"` // why it counted nothing
 }
 
 // Exchange sends this peer's receipts to the peers that served it and
 // takes the receipts of the peers it served.
 type Exchange struct {
 	Ledger *Ledger
-	h      host.Host
-	key    crypto.PrivKey
-	log    *slog.Logger
-	sem    chan struct{}
-	wg     sync.WaitGroup
+	// Delay is how long work waits for more to the same server before its
+	// receipt is sent (DefaultDelay when 0); MaxItems at once send it
+	// sooner. Set before use.
+	Delay time.Duration
+
+	h    host.Host
+	key  crypto.PrivKey
+	log  *slog.Logger
+	sem  chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	due  map[peer.ID]*pending
+	stop chan struct{}
+	once sync.Once
+}
+
+// pending is the work a server did for this peer not yet in a receipt.
+type pending struct {
+	items []Item
+	timer *time.Timer
 }
 
 // NewExchange serves ProtocolID on h for l (whose peer is h's).
@@ -64,28 +78,72 @@ func NewExchange(h host.Host, l *Ledger, log *slog.Logger) (*Exchange, error) {
 	if h.ID() != l.self {
 		return nil, fmt.Errorf("ledger: the ledger of %s on the host of %s", l.self, h.ID())
 	}
-	e := &Exchange{Ledger: l, h: h, key: key, log: log, sem: make(chan struct{}, maxSending)}
+	e := &Exchange{Ledger: l, h: h, key: key, log: log, sem: make(chan struct{}, maxSending),
+		due: map[peer.ID]*pending{}, stop: make(chan struct{})}
 	h.SetStreamHandler(ProtocolID, e.handle)
 	return e, nil
 }
 
-// Ack signs a receipt for work server did for this peer, counts it as
-// taken, and sends it to server in the background (a failure is logged:
-// the server then counts nothing, this peer's ledger does).
-func (e *Exchange) Ack(server peer.ID, r Receipt) {
-	r.Server = server.String()
-	s, err := e.Ledger.Issue(r, e.key)
+// Ack counts work server did for this peer as taken and queues it for
+// server's next receipt, sent after Delay (or at once when MaxItems
+// wait). A failure to send is logged: the server then counts nothing,
+// this peer's ledger does.
+func (e *Exchange) Ack(server peer.ID, it Item) {
+	if err := e.Ledger.Take(server, it); err != nil {
+		e.log.Warn("ledger: work not acknowledged", "server", server, "err", err)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	select {
+	case <-e.stop:
+		return
+	default:
+	}
+	p := e.due[server]
+	if p == nil {
+		p = &pending{}
+		e.due[server] = p
+		delay := e.Delay
+		if delay <= 0 {
+			delay = DefaultDelay
+		}
+		p.timer = time.AfterFunc(delay, func() { e.flush(server) })
+	}
+	p.items = append(p.items, it)
+	if len(p.items) >= MaxItems {
+		p.timer.Stop()
+		go e.flush(server)
+	}
+}
+
+// flush signs and sends the receipt of what server did and is pending.
+func (e *Exchange) flush(server peer.ID) {
+	e.mu.Lock()
+	p := e.due[server]
+	delete(e.due, server)
+	if p != nil {
+		// Counted under the lock that Close takes first: Close waits for
+		// every flush that took its work before it looked.
+		e.wg.Add(1)
+	}
+	e.mu.Unlock()
+	if p == nil {
+		return
+	}
+	s, err := e.Ledger.Issue(server, p.items, e.key)
 	if err != nil {
 		e.log.Warn("ledger: receipt not signed", "server", server, "err", err)
+		e.wg.Done()
 		return
 	}
 	select {
 	case e.sem <- struct{}{}:
 	default:
 		e.log.Debug("ledger: too many receipts in flight, one not sent", "server", server)
+		e.wg.Done()
 		return
 	}
-	e.wg.Add(1)
 	go func() {
 		defer func() { <-e.sem; e.wg.Done() }()
 		ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
@@ -96,12 +154,9 @@ func (e *Exchange) Ack(server peer.ID, r Receipt) {
 	}()
 }
 
-// Send sends receipts to server and returns an error naming each it
-// refused.
-func (e *Exchange) Send(ctx context.Context, server peer.ID, receipts ...*Signed) error {
-	if len(receipts) == 0 || len(receipts) > maxReceipts {
-		return fmt.Errorf("%w: a batch of %d receipts (1..%d)", ErrBadReceipt, len(receipts), maxReceipts)
-	}
+// Send sends a signed receipt to server and returns an error saying why
+// it refused it.
+func (e *Exchange) Send(ctx context.Context, server peer.ID, s *Signed) error {
 	st, err := e.h.NewStream(network.WithAllowLimitedConn(ctx, ProtocolID), server, ProtocolID)
 	if err != nil {
 		return err
@@ -109,7 +164,7 @@ func (e *Exchange) Send(ctx context.Context, server peer.ID, receipts ...*Signed
 	defer st.Close()
 	stop := context.AfterFunc(ctx, func() { st.Reset() })
 	defer stop()
-	if err := frames.WriteJSON(st, 0, &batch{Receipts: receipts}, maxFrame); err != nil {
+	if err := frames.Write(st, 0, s.wire()); err != nil {
 		st.Reset()
 		return err
 	}
@@ -122,14 +177,14 @@ func (e *Exchange) Send(ctx context.Context, server peer.ID, receipts ...*Signed
 	if err := frames.DecodeJSON(body, &a); err != nil {
 		return err
 	}
-	if len(a.Refused) > 0 {
-		return fmt.Errorf("%w: %d of %d refused: %v", ErrBadReceipt, len(a.Refused), len(receipts), a.Refused)
+	if a.Refused != "" {
+		return fmt.Errorf("%w: refused: %s", ErrBadReceipt, a.Refused)
 	}
 	return nil
 }
 
-// handle takes one batch: each receipt must be the sender's own, for work
-// this peer did.
+// handle takes one receipt: it must be the sender's own, for work this
+// peer did.
 func (e *Exchange) handle(st network.Stream) {
 	defer st.Close()
 	st.SetDeadline(time.Now().Add(sendTimeout))
@@ -138,34 +193,43 @@ func (e *Exchange) handle(st network.Stream) {
 		st.Reset()
 		return
 	}
-	var b batch
-	a := answer{Refused: map[int]string{}}
-	if err := frames.DecodeJSON(body, &b); err != nil || len(b.Receipts) == 0 || len(b.Receipts) > maxReceipts {
-		a.Refused[-1] = fmt.Sprintf("a batch of 1..%d receipts: %v", maxReceipts, err)
-	}
 	remote := st.Conn().RemotePeer().String()
-	for i, s := range b.Receipts {
-		switch {
-		case s == nil:
-			a.Refused[i] = "no receipt"
-		case s.Client != remote:
-			a.Refused[i] = fmt.Sprintf("a receipt of client %s sent by %s: only the client sends its receipts", short(s.Client), short(remote))
-		default:
-			if err := e.Ledger.Accept(s); err != nil {
-				a.Refused[i] = err.Error()
-			} else {
-				a.Counted++
-			}
+	var a answer
+	s, err := decodeSigned(body)
+	switch {
+	case err != nil:
+		a.Refused = err.Error()
+	case s.Client != remote:
+		a.Refused = fmt.Sprintf("a receipt of client %s sent by %s: only the client sends its receipts", short(s.Client), short(remote))
+	default:
+		if err := e.Ledger.Accept(s); err != nil {
+			a.Refused = err.Error()
+		} else {
+			a.Counted = s.Work()
 		}
 	}
-	if len(a.Refused) > 0 {
-		e.log.Debug("ledger: receipts refused", "peer", remote, "refused", a.Refused)
+	if a.Refused != "" {
+		e.log.Debug("ledger: receipt refused", "peer", remote, "why", a.Refused)
 	}
 	frames.WriteJSON(st, 0, &a, maxFrame)
 }
 
-// Close stops taking receipts and waits for the ones being sent.
+// Close sends the receipts pending, stops taking receipts, and waits for
+// the ones being sent.
 func (e *Exchange) Close() {
-	e.h.RemoveStreamHandler(ProtocolID)
-	e.wg.Wait()
+	e.once.Do(func() {
+		e.mu.Lock()
+		close(e.stop)
+		var servers []peer.ID
+		for p, d := range e.due {
+			d.timer.Stop()
+			servers = append(servers, p)
+		}
+		e.mu.Unlock()
+		for _, p := range servers {
+			e.flush(p)
+		}
+		e.wg.Wait()
+		e.h.RemoveStreamHandler(ProtocolID)
+	})
 }

@@ -25,9 +25,10 @@ func connect(t *testing.T, a, b host.Host) {
 	b.Peerstore().AddAddrs(a.ID(), a.Addrs(), time.Hour)
 }
 
-// TestExchangeOnTheWire: a client's receipt reaches the server over the
-// receipt protocol and counts there; the same receipt sent again, or sent
-// by a third peer, is refused with its reason, and counts nothing.
+// TestExchangeOnTheWire: work a client acknowledges reaches the server in
+// one receipt per delay, over the receipt protocol, and counts there; the
+// same receipt sent again, or sent by a third peer, is refused with its
+// reason and counts nothing; Close sends what is pending.
 func TestExchangeOnTheWire(t *testing.T) {
 	server, client, third := newHost(t), newHost(t), newHost(t)
 	connect(t, server, client)
@@ -38,10 +39,16 @@ func TestExchangeOnTheWire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		e.Delay = 200 * time.Millisecond
 		t.Cleanup(e.Close)
 		ex[name] = e
 	}
-	ex["client"].Ack(server.ID(), Receipt{Kind: KindStage, Model: "bafyroot", Start: 0, End: 7, Layers: 28, Tokens: 400})
+	for range 4 {
+		ex["client"].Ack(server.ID(), Item{Kind: KindStage, Model: "bafyroot", Start: 0, End: 7, Layers: 28, Tokens: 100})
+	}
+	if got := ex["client"].Ledger.Snapshot(); len(got) != 1 || !near(got[0].Taken, 100) {
+		t.Fatalf("client's ledger %+v, want 100 taken at once", got)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for len(ex["server"].Ledger.Snapshot()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -50,10 +57,8 @@ func TestExchangeOnTheWire(t *testing.T) {
 	if len(got) != 1 || got[0].Peer != client.ID().String() || !near(got[0].Given, 100) {
 		t.Fatalf("server's ledger %+v, want 100 given to the client", got)
 	}
-	if got := ex["client"].Ledger.Snapshot(); len(got) != 1 || !near(got[0].Taken, 100) {
-		t.Fatalf("client's ledger %+v, want 100 taken", got)
-	}
-	s, err := ex["client"].Ledger.Issue(Receipt{Server: server.ID().String(), Kind: KindMoA, Tokens: 9}, ex["client"].key)
+	it := []Item{{Kind: KindMoA, Tokens: 9}}
+	s, err := ex["client"].Ledger.Issue(server.ID(), it, ex["client"].key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,12 +68,18 @@ func TestExchangeOnTheWire(t *testing.T) {
 	if err := ex["client"].Send(t.Context(), server.ID(), s); err == nil || !strings.Contains(err.Error(), "already counted") {
 		t.Fatalf("the same receipt again: %v", err)
 	}
-	s2, _ := ex["client"].Ledger.Issue(Receipt{Server: server.ID().String(), Kind: KindMoA, Tokens: 9}, ex["client"].key)
+	s2, _ := ex["client"].Ledger.Issue(server.ID(), it, ex["client"].key)
 	if err := ex["third"].Send(t.Context(), server.ID(), s2); err == nil || !strings.Contains(err.Error(), "only the client sends") {
 		t.Fatalf("another peer's receipt: %v", err)
 	}
 	if got := ex["server"].Ledger.Snapshot(); !near(got[0].Given, 109) {
 		t.Fatalf("server's ledger %+v, want 109 given: the refused receipts count nothing", got)
+	}
+	ex["client"].Delay = time.Hour
+	ex["client"].Ack(server.ID(), Item{Kind: KindMoA, Tokens: 11})
+	ex["client"].Close()
+	if got := ex["server"].Ledger.Snapshot(); !near(got[0].Given, 120) {
+		t.Fatalf("server's ledger %+v, want 120 given: Close sent what was pending", got)
 	}
 }
 

@@ -3,7 +3,6 @@ package ledger
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -118,23 +117,23 @@ func (l *Ledger) evictLocked() {
 }
 
 // Accept checks a receipt a client sent for work this peer did and, if
-// it holds, counts its work as given to that client. A receipt for
+// it holds, counts its items' work as given to that client. A receipt for
 // another server, not the client's signature, out of its time window or
-// seen before is refused (ErrBadReceipt).
+// seen before is refused (ErrBadReceipt), and counts nothing.
 func (l *Ledger) Accept(s *Signed) error {
 	if s.Server != l.self.String() {
-		return fmt.Errorf("%w: a receipt for server %s, not this peer", ErrBadReceipt, s.Server)
+		return bad("a receipt for server %s, not this peer", s.Server)
 	}
 	if err := s.Verify(); err != nil {
 		return err
 	}
 	now := l.now()
 	if d := now.Sub(s.at()); d > l.opts.Window || d < -l.opts.Window {
-		return fmt.Errorf("%w: signed %s from now, outside the window of %s", ErrBadReceipt, (-d).Round(time.Second), l.opts.Window)
+		return bad("signed %s from now, outside the window of %s", (-d).Round(time.Second), l.opts.Window)
 	}
 	w := s.Work()
 	if !finite(w) || w <= 0 {
-		return fmt.Errorf("%w: no work", ErrBadReceipt)
+		return bad("no work")
 	}
 	client, _ := peer.Decode(s.Client)
 	l.mu.Lock()
@@ -146,7 +145,7 @@ func (l *Ledger) Accept(s *Signed) error {
 		}
 	}
 	if _, dup := a.Seen[s.Nonce]; dup {
-		return fmt.Errorf("%w: nonce %d of %s already counted", ErrBadReceipt, s.Nonce, short(s.Client))
+		return bad("nonce %d of %s already counted", s.Nonce, short(s.Client))
 	}
 	if a.Seen == nil {
 		a.Seen = map[uint64]int64{}
@@ -158,28 +157,34 @@ func (l *Ledger) Accept(s *Signed) error {
 	return nil
 }
 
-// Issue signs a receipt for work server did for this peer (key is this
-// peer's) and counts it as taken from server. Client, At and Nonce are
-// filled in.
-func (l *Ledger) Issue(r Receipt, key crypto.PrivKey) (*Signed, error) {
+// Take counts work server did for this peer as taken; its receipt is
+// signed later (Issue), with others for the same server.
+func (l *Ledger) Take(server peer.ID, it Item) error {
+	if err := it.check(); err != nil {
+		return err
+	}
+	if server == l.self {
+		return bad("work this peer did for itself")
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.accountLocked(server, now)
+	a.Taken += it.Work()
+	a.Last = now
+	l.dirty = true
+	return nil
+}
+
+// Issue signs, with key (this peer's), a receipt of items for server:
+// work Take counted. Its time is now and its nonce random.
+func (l *Ledger) Issue(server peer.ID, items []Item, key crypto.PrivKey) (*Signed, error) {
 	var nb [8]byte
 	if _, err := rand.Read(nb[:]); err != nil {
 		return nil, err
 	}
-	now := l.now()
-	r.Client, r.At, r.Nonce = l.self.String(), now.UnixMilli(), binary.LittleEndian.Uint64(nb[:])
-	s, err := Sign(r, key)
-	if err != nil {
-		return nil, err
-	}
-	server, _ := peer.Decode(r.Server)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	a := l.accountLocked(server, now)
-	a.Taken += r.Work()
-	a.Last = now
-	l.dirty = true
-	return s, nil
+	return Sign(Receipt{Server: server.String(), Client: l.self.String(), At: l.now().UnixMilli(),
+		Nonce: binary.LittleEndian.Uint64(nb[:]), Items: items}, key)
 }
 
 // Standing ranks p for contended work, in (-1, 1): above 0 a peer that

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -38,69 +39,86 @@ func ledgerAt(id peer.ID, c *clock, o Options) *Ledger {
 
 // TestReceiptsRefused: a receipt forged (signed by another key than its
 // client's), inflated after signing, replayed, for another server, stale,
-// self-issued or of a malformed kind is refused, and none counts.
+// self-issued, of an item out of bounds or malformed on the wire is
+// refused, and none counts.
 func TestReceiptsRefused(t *testing.T) {
 	ck := &clock{t: time.Unix(1_800_000_000, 0)}
 	serverKey, server := newKey(t)
 	clientKey, client := newKey(t)
 	otherKey, other := newKey(t)
-	_ = serverKey
 	sl := ledgerAt(server, ck, Options{})
 	cl := ledgerAt(client, ck, Options{})
-	good := Receipt{Server: server.String(), Kind: KindMoA, Role: "writer", Tokens: 100}
-	s, err := cl.Issue(good, clientKey)
+	items := []Item{{Kind: KindMoA, Role: "writer", Tokens: 60}, {Kind: KindStage, Model: "bafyroot", Start: 0, End: 7, Layers: 28, Tokens: 160}}
+	for _, it := range items {
+		if err := cl.Take(server, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := cl.Issue(server, items, clientKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sl.Accept(s); err != nil {
+	back, err := decodeSigned(s.wire())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sl.Accept(back); err != nil {
 		t.Fatalf("a good receipt: %v", err)
 	}
 	if got := sl.Snapshot()[0]; got.Given != 100 || got.Peer != client.String() {
-		t.Fatalf("server's account %+v, want 100 given to the client", got)
+		t.Fatalf("server's account %+v, want 60 + 160/4 = 100 given to the client", got)
 	}
 	if got := cl.Snapshot()[0]; got.Taken != 100 || got.Peer != server.String() {
 		t.Fatalf("client's account %+v, want 100 taken from the server", got)
 	}
-
-	forged := *s
-	forged.Nonce++
-	forged.Sig, _ = otherKey.Sign(forged.SignedBytes()) // another key signs as the client
+	signed := func(r Receipt, key interface{ Sign([]byte) ([]byte, error) }) *Signed {
+		sig, _ := key.Sign(r.Encode())
+		return &Signed{Receipt: r, Sig: sig}
+	}
+	r := s.Receipt
+	forged := signed(Receipt{Server: r.Server, Client: r.Client, At: r.At, Nonce: r.Nonce + 1, Items: r.Items}, otherKey)
 	inflated := *s
-	inflated.Nonce += 2
-	inflated.Tokens = 100000
-	stale, _ := Sign(Receipt{Server: server.String(), Client: client.String(), Kind: KindMoA, Tokens: 5,
-		At: ck.t.Add(-11 * time.Minute).UnixMilli(), Nonce: 7}, clientKey)
-	ahead, _ := Sign(Receipt{Server: server.String(), Client: client.String(), Kind: KindMoA, Tokens: 5,
-		At: ck.t.Add(11 * time.Minute).UnixMilli(), Nonce: 8}, clientKey)
-	elsewhere, _ := cl.Issue(Receipt{Server: other.String(), Kind: KindMoA, Tokens: 5}, clientKey)
-	selfIssued := &Signed{Receipt: Receipt{Server: server.String(), Client: server.String(), Kind: KindMoA, Tokens: 5, At: ck.t.UnixMilli(), Nonce: 9}}
-	selfIssued.Sig, _ = serverKey.Sign(selfIssued.SignedBytes())
-	noWork := &Signed{Receipt: Receipt{Server: server.String(), Client: client.String(), Kind: KindStage, Start: 0, End: 4, Layers: 2, Tokens: 5,
-		At: ck.t.UnixMilli(), Nonce: 10}}
-	noWork.Sig, _ = clientKey.Sign(noWork.SignedBytes())
+	inflated.Items = []Item{{Kind: KindMoA, Role: "writer", Tokens: 100000}}
+	stale, _ := Sign(Receipt{Server: server.String(), Client: client.String(), At: ck.t.Add(-11 * time.Minute).UnixMilli(), Nonce: 7, Items: items[:1]}, clientKey)
+	ahead, _ := Sign(Receipt{Server: server.String(), Client: client.String(), At: ck.t.Add(11 * time.Minute).UnixMilli(), Nonce: 8, Items: items[:1]}, clientKey)
+	elsewhere, _ := cl.Issue(other, items[:1], clientKey)
+	selfIssued := signed(Receipt{Server: server.String(), Client: server.String(), At: ck.t.UnixMilli(), Nonce: 9, Items: items[:1]}, serverKey)
+	past := signed(Receipt{Server: server.String(), Client: client.String(), At: ck.t.UnixMilli(), Nonce: 10,
+		Items: []Item{{Kind: KindStage, Start: 0, End: 4, Layers: 2, Tokens: 5}}}, clientKey)
 	for _, c := range []struct {
 		name string
 		s    *Signed
 		want string
 	}{
-		{"forged", &forged, "signature is not the client's"},
+		{"forged", forged, "signature is not the client's"},
 		{"inflated", &inflated, "signature is not the client's"},
 		{"replayed", s, "already counted"},
 		{"stale", stale, "outside the window"},
 		{"ahead", ahead, "outside the window"},
 		{"another server's", elsewhere, "not this peer"},
 		{"self-issued", selfIssued, "done for itself"},
-		{"layers past the model", noWork, "stage receipt of layers [0,4) of 2"},
+		{"layers past the model", past, "stage item of layers [0,4) of 2"},
 	} {
 		err := sl.Accept(c.s)
 		if !errors.Is(err, ErrBadReceipt) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
+	w := s.wire()
+	for name, b := range map[string][]byte{
+		"cut":            w[:len(w)-3],
+		"trailing bytes": append(append([]byte{}, w...), 0),
+		"no tag":         w[1:],
+		"model twice":    modelTwice(server.String(), client.String()),
+	} {
+		if _, err := decodeSigned(b); !errors.Is(err, ErrBadReceipt) {
+			t.Errorf("%s: decoded: %v", name, err)
+		}
+	}
 	if got := sl.Snapshot(); len(got) != 1 || got[0].Given != 100 {
 		t.Fatalf("after the refused receipts: %+v, want the one good receipt's 100 only", got)
 	}
-	if _, err := Sign(Receipt{Server: server.String(), Client: other.String(), Kind: KindMoA, Tokens: 1, At: 1}, clientKey); err == nil {
+	if _, err := Sign(Receipt{Server: server.String(), Client: other.String(), At: 1, Items: items[:1]}, clientKey); err == nil {
 		t.Fatal("signed a receipt as another client")
 	}
 }
@@ -110,20 +128,20 @@ func TestReceiptsRefused(t *testing.T) {
 // and one that took past it below 0; the figures fade with the half-life.
 func TestStanding(t *testing.T) {
 	ck := &clock{t: time.Unix(1_800_000_000, 0)}
-	selfKey, self := newKey(t)
+	_, self := newKey(t)
 	l := ledgerAt(self, ck, Options{Allowance: 100, HalfLife: time.Hour})
 	contributorKey, contributor := newKey(t)
 	takerKey, taker := newKey(t)
 	_, newcomer := newKey(t)
 	// This peer took 300 from the contributor.
-	if _, err := l.Issue(Receipt{Server: contributor.String(), Kind: KindStage, Start: 0, End: 14, Layers: 28, Tokens: 600}, selfKey); err != nil {
+	if err := l.Take(contributor, Item{Kind: KindStage, Start: 0, End: 14, Layers: 28, Tokens: 600}); err != nil {
 		t.Fatal(err)
 	}
 	give := func(key crypto.PrivKey, tokens int64) {
 		t.Helper()
 		other := New(mustID(t, key), Options{})
 		other.now = ck.now
-		s, err := other.Issue(Receipt{Server: self.String(), Kind: KindMoA, Tokens: tokens}, key)
+		s, err := other.Issue(self, []Item{{Kind: KindMoA, Tokens: tokens}}, key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +194,7 @@ func TestLedgerSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := ledgerAt(client, ck, Options{})
-	s, err := cl.Issue(Receipt{Server: self.String(), Kind: KindShard, Model: "bafyroot", Bytes: 3 << 20}, clientKey)
+	s, err := cl.Issue(self, []Item{{Kind: KindShard, Model: "bafyroot", Bytes: 3 << 20}}, clientKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,4 +231,27 @@ func TestLedgerSurvivesRestart(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming the file", name, err)
 		}
 	}
+}
+
+// modelTwice is a receipt on the wire whose table of models lists one
+// model twice: decodable, but not the receipt's one encoding.
+func modelTwice(server, client string) []byte {
+	b := []byte(tag)
+	str := func(s string) { b = binary.AppendUvarint(b, uint64(len(s))); b = append(b, s...) }
+	str(server)
+	str(client)
+	b = binary.BigEndian.AppendUint64(b, 1)
+	b = binary.BigEndian.AppendUint64(b, 2)
+	b = binary.AppendUvarint(b, 2)
+	str("m")
+	str("m")
+	b = binary.AppendUvarint(b, 1)
+	b = append(b, 1)
+	b = binary.AppendUvarint(b, 1)
+	str("writer")
+	for _, n := range []uint64{0, 0, 0, 5, 0} {
+		b = binary.AppendUvarint(b, n)
+	}
+	str("signature")
+	return b
 }

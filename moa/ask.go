@@ -262,7 +262,7 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 		a.Model = done.Model
 	}
 	if n := receiptTokens(&r, done, pieces); !c.peer.Self && o.Acknowledge != nil && n > 0 {
-		o.Acknowledge(c.peer.ID, ledger.Receipt{Kind: ledger.KindMoA, Model: c.role.ModelCID, Role: c.role.Role, Tokens: n})
+		o.Acknowledge(c.peer.ID, ledger.Item{Kind: ledger.KindMoA, Model: c.role.ModelCID, Role: c.role.Role, Tokens: n})
 	}
 	if !c.peer.Self {
 		// What the originator saw, network included, sets how soon this

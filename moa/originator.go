@@ -47,7 +47,7 @@ type Originator struct {
 	// Acknowledge, when set, is given a receipt for each answer another
 	// peer sent (ledger.Exchange.Ack): what this peer received, bounded by
 	// what it can check (receipt.go).
-	Acknowledge func(server peer.ID, r ledger.Receipt)
+	Acknowledge func(server peer.ID, it ledger.Item)
 
 	calls       peerCalls       // calls open to each peer (peercalls.go)
 	stats       peerStats       // what this originator measured of each peer

@@ -20,6 +20,7 @@ func exchangeOf(t *testing.T, p *testPeer) *ledger.Exchange {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.Delay = 10 * time.Millisecond
 	t.Cleanup(e.Close)
 	return e
 }
@@ -45,9 +46,9 @@ func TestContendedRoleServesContributorsFirst(t *testing.T) {
 			px := exchangeOf(t, p)
 			if i < 3 { // it served s
 				contributor[p.h.ID()] = true
-				sx.Ack(p.h.ID(), ledger.Receipt{Kind: ledger.KindMoA, Role: Writer, Tokens: 2000})
+				sx.Ack(p.h.ID(), ledger.Item{Kind: ledger.KindMoA, Role: Writer, Tokens: 2000})
 			} else { // s served it
-				px.Ack(s.h.ID(), ledger.Receipt{Kind: ledger.KindMoA, Role: Reasoner, Tokens: 3000})
+				px.Ack(s.h.ID(), ledger.Item{Kind: ledger.KindMoA, Role: Reasoner, Tokens: 3000})
 			}
 			askers = append(askers, p)
 		}

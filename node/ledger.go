@@ -35,6 +35,10 @@ type LedgerConfig struct {
 	// beyond what it gave before it ranks below peers that owe nothing.
 	// Default 512.
 	Allowance float64 `json:"allowance,omitempty"`
+	// ReceiptDelay is how long work another peer did for this one waits
+	// for more before its receipt is signed and sent to that peer: one
+	// signature and one stream for all of it. Default 30s.
+	ReceiptDelay Duration `json:"receipt_delay,omitempty"`
 }
 
 func (c LedgerConfig) reciprocity() bool { return c.Reciprocity == nil || *c.Reciprocity }
@@ -43,6 +47,8 @@ func (c LedgerConfig) validate() error {
 	switch {
 	case c.HalfLife != 0 && (time.Duration(c.HalfLife) < time.Minute || time.Duration(c.HalfLife) > 365*24*time.Hour):
 		return fmt.Errorf("config: ledger.half_life %s: want 1m..8760h", time.Duration(c.HalfLife))
+	case c.ReceiptDelay != 0 && (time.Duration(c.ReceiptDelay) < 10*time.Millisecond || time.Duration(c.ReceiptDelay) > time.Hour):
+		return fmt.Errorf("config: ledger.receipt_delay %s: want 10ms..1h", time.Duration(c.ReceiptDelay))
 	case c.Allowance < 0 || c.Allowance > 1e9:
 		return fmt.Errorf("config: ledger.allowance %g: want 0..1e9 (0: the default)", c.Allowance)
 	}
@@ -60,6 +66,7 @@ func (n *Node) startLedger(ctx context.Context) error {
 	if n.ledger, err = ledger.NewExchange(n.host, l, n.log); err != nil {
 		return err
 	}
+	n.ledger.Delay = time.Duration(n.cfg.Ledger.ReceiptDelay)
 	n.ledgerDone = make(chan struct{})
 	go func() {
 		defer close(n.ledgerDone)
@@ -157,6 +164,6 @@ func (f *fetched) ack(n *Node, model string, from peer.ID) {
 	f.got = nil
 	f.mu.Unlock()
 	if n.ledger != nil && b > 0 {
-		n.ledger.Ack(from, ledger.Receipt{Kind: ledger.KindShard, Model: model, Bytes: b})
+		n.ledger.Ack(from, ledger.Item{Kind: ledger.KindShard, Model: model, Bytes: b})
 	}
 }

@@ -127,7 +127,7 @@ type Originator struct {
 	// hop of a route did for this peer (ledger.Exchange.Ack): the
 	// positions this peer sent and got results for, through the hop's
 	// layers, once the route is done with (receipts.go).
-	Acknowledge func(server peer.ID, r ledger.Receipt)
+	Acknowledge func(server peer.ID, it ledger.Item)
 
 	alerts   alerts   // layer ranges a disagreement put on alert (alert.go)
 	disputes disputes // disputes tried from verified weights, and undecided ones (settle.go)

@@ -22,7 +22,7 @@ func (o *Originator) ackChain(c *chain) {
 		if o.banned(id) {
 			continue
 		}
-		o.Acknowledge(id, ledger.Receipt{Kind: ledger.KindStage, Model: c.open.Model, Start: h.Start, End: h.End,
+		o.Acknowledge(id, ledger.Item{Kind: ledger.KindStage, Model: c.open.Model, Start: h.Start, End: h.End,
 			Layers: c.open.Layers, Tokens: int64(c.sent)})
 	}
 }

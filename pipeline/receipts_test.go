@@ -24,6 +24,7 @@ func TestRouteAcknowledged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mine.Delay = 10 * time.Millisecond
 	t.Cleanup(mine.Close)
 	o.Acknowledge = mine.Ack
 	theirs := map[string]*ledger.Exchange{}
