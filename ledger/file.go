@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/llmswarm/llmswarm/internal/atomicfile"
 	"github.com/llmswarm/llmswarm/internal/wire"
 )
 
@@ -78,24 +78,8 @@ func (l *Ledger) Save(path string) error {
 	b, err := json.Marshal(&f) // under the lock: the accounts change under Accept
 	l.dirty = false
 	l.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".ledger-*")
 	if err == nil {
-		_, err = tmp.Write(b)
-		if err == nil {
-			err = tmp.Sync()
-		}
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), path)
-		}
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
+		err = atomicfile.Write(path, b)
 	}
 	if err != nil {
 		l.mu.Lock()

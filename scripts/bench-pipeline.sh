@@ -23,7 +23,6 @@ HALF=$(( LAYERS / 2 ))
 CORES=$(nproc)
 ST=${STAGE_THREADS:-$CORES}
 
-wait_covered() { for _ in $(seq 600); do ctl "$1" shards 2>/dev/null | grep -q ", covered" && return 0; sleep 0.1; done; echo "not covered"; exit 1; }
 
 echo "== engine, single node, $CORES threads (swarmd bench)"
 "$BIN/swarmd" bench --model "$MODEL" --threads "$CORES" --gen "$GEN" --reps "$N"

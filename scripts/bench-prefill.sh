@@ -17,35 +17,17 @@ THREADS=${THREADS:-1}
 LINES=${LINES:-40}
 N=${N:-5}
 CHUNK=${CHUNK:-0}
-[ -x "$BIN/swarmd" ] || { echo "bench-prefill: no $BIN/swarmd: run make build" >&2; exit 1; }
-command -v taskset >/dev/null || { echo "bench-prefill: taskset missing (util-linux)" >&2; exit 1; }
-CORES=$(nproc)
-if [ $((STAGES * THREADS)) -gt "$CORES" ]; then
-  echo "bench-prefill: $STAGES stages x $THREADS threads need $((STAGES * THREADS)) cores, this machine has $CORES" >&2
-  exit 1
-fi
-MODEL=${1:-}
-if [ -z "$MODEL" ]; then
-  MODEL=$WORK/qwen3-0.6b-q8_0.gguf
-  "$BIN/swarmd" model synth --arch qwen3 --size 0.6b --type q8_0 -o "$MODEL" >/dev/null 2>&1
-fi
-LAYERS=$("$BIN/swarmd" model info "$MODEL" | awk '/^layers:/ {print $2}')
+stage_bench bench-prefill "$STAGES" "$THREADS" "${1:-}"
 PROMPT=$(for i in $(seq "$LINES"); do
   echo "Line $i of the ledger: peer $((i * 7 % 13)) served $((40 + i * 3)) tokens to peer $((i * 5 % 11)) and took $((17 + i)) back."
 done)
-cores() { echo "$(($1 * THREADS))-$((($1 + 1) * THREADS - 1))"; }
-wait_covered() { for _ in $(seq 600); do ctl "$1" shards 2>/dev/null | grep -q ", covered" && return 0; sleep 0.1; done; echo "not covered"; exit 1; }
 
 echo '{"pipeline": {"prefill_chunk": -1}}' >"$WORK/whole.json"
 echo "{\"pipeline\": {\"prefill_chunk\": $CHUNK}}" >"$WORK/parts.json"
 start_peer whole --config "$WORK/whole.json"
 JOIN=$(ctl whole invite 2>/dev/null)
 start_peer parts --config "$WORK/parts.json"
-for i in $(seq 0 $((STAGES - 1))); do
-  a=$((LAYERS * i / STAGES)); b=$((LAYERS * (i + 1) / STAGES))
-  start_peer "s$i" --threads "$THREADS" --shard "$MODEL:$a-$b"
-  taskset -a -cp "$(cores "$i")" "${pids[-1]}" >/dev/null
-done
+start_stages "$STAGES" "$THREADS"
 wait_covered whole
 wait_covered parts
 # One answer each first: the stages load, and the parts' originator

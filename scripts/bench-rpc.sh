@@ -20,30 +20,13 @@ N=${N:-3}
 for t in ggml-rpc-server llama-bench; do
   [ -x "$LLAMA/$t" ] || { echo "bench-rpc: no $LLAMA/$t (set LLAMA=DIR)" >&2; exit 1; }
 done
-[ -x "$BIN/swarmd" ] || { echo "bench-rpc: no $BIN/swarmd: run make build" >&2; exit 1; }
-command -v taskset >/dev/null || { echo "bench-rpc: taskset missing (util-linux)" >&2; exit 1; }
-CORES=$(nproc)
-if [ $((STAGES * THREADS)) -gt "$CORES" ]; then
-  echo "bench-rpc: $STAGES stages x $THREADS threads need $((STAGES * THREADS)) cores, this machine has $CORES" >&2
-  exit 1
-fi
-MODEL=${1:-}
-if [ -z "$MODEL" ]; then
-  MODEL=$WORK/qwen3-0.6b-q8_0.gguf
-  "$BIN/swarmd" model synth --arch qwen3 --size 0.6b --type q8_0 -o "$MODEL" >/dev/null 2>&1
-fi
-LAYERS=$("$BIN/swarmd" model info "$MODEL" | awk '/^layers:/ {print $2}')
+stage_bench bench-rpc "$STAGES" "$THREADS" "${1:-}"
 cores() { echo "$(($1 * THREADS))-$((($1 + 1) * THREADS - 1))"; }
-wait_covered() { for _ in $(seq 600); do ctl "$1" shards 2>/dev/null | grep -q ", covered" && return 0; sleep 0.1; done; echo "not covered"; exit 1; }
 
 # ours
 start_peer origin
 JOIN=$(ctl origin invite 2>/dev/null)
-for i in $(seq 0 $((STAGES - 1))); do
-  a=$((LAYERS * i / STAGES)); b=$((LAYERS * (i + 1) / STAGES))
-  start_peer "s$i" --threads "$THREADS" --shard "$MODEL:$a-$b"
-  taskset -a -cp "$(cores "$i")" "${pids[-1]}" >/dev/null
-done
+start_stages "$STAGES" "$THREADS"
 wait_covered origin
 ours1=$(ctl origin bench pipeline --n "$N" --max-tokens "$GEN" | awk '/decode/ {print $3}')
 oursS=$(ctl origin bench pipeline --n "$N" --max-tokens "$GEN" --concurrency "$STAGES" | awk '/aggregate/ {print $3}')
