@@ -225,6 +225,8 @@ func TestDashboard(t *testing.T) {
 		chromedp.SetValue("#ask-max", "24", chromedp.ByID),
 		chromedp.Click("#ask-btn", chromedp.ByID))
 	waitJS("the answer is complete", `document.getElementById("ask-status").textContent.startsWith("done")`, 90*time.Second)
+	waitJS("the ledger shows work taken from the peers that answered", `document.querySelectorAll("#ledger tr").length > 1 &&
+		document.getElementById("ledger").innerText.includes("took")`, 20*time.Second)
 	var grew map[string][]int
 	var final, status string
 	run("read the answer", chromedp.Evaluate(`window.grew`, &grew),

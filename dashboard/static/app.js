@@ -84,7 +84,7 @@ $("token-btn").addEventListener("click", () => askToken(""));
 // ---- state ----
 
 const state = {
-  id: null, status: null, peers: [], ps: { models: [] }, shards: { models: [] }, bmc: null,
+  id: null, status: null, peers: [], ps: { models: [] }, shards: { models: [] }, bmc: null, ledger: null,
   tasks: new Map(),
   // Roles and shards stopped from this page, to restart with the same file.
   stopped: JSON.parse(sessionStorage.getItem("swarm-stopped") || "[]"),
@@ -192,12 +192,20 @@ const refreshPeers = coalesce(async () => {
   state.status = status;
   renderPeers();
   renderSelf();
+  refreshLedger();
 });
 
 // A lost roles or shards event would leave a stop unconfirmed (renderLocal).
 const refreshPS = coalesce(async () => {
   state.ps = await apiJSON("GET", "/v1/swarm/ps");
   renderLocal();
+});
+
+// The ledger changes with every answer given or taken, and receipts
+// arrive later: it is read after each answer here and with the status.
+const refreshLedger = coalesce(async () => {
+  state.ledger = await apiJSON("GET", "/v1/swarm/ledger");
+  renderLedger();
 });
 
 const refreshShards = coalesce(async () => {
@@ -373,6 +381,22 @@ function renderTasks() {
     `${t.kind} ${t.name} · ${t.stage || ""} · ${t.state}` + (t.total ? ` · ${((100 * t.done) / t.total).toFixed(0)}%` : ""),
     t.total ? el("div", { class: "meter" }, el("i", { style: { width: `${((100 * t.done) / t.total).toFixed(0)}%` } })) : null,
   ))] : []));
+}
+
+function renderLedger() {
+  const l = state.ledger;
+  if (!l) return;
+  const accounts = (l.accounts || []).slice(0, 16);
+  const num = (x) => x.toFixed(0);
+  $("ledger").replaceChildren(
+    el("p", { class: "small muted" }, `gave ${num(l.given)}, took ${num(l.taken)} (tokens of a whole model) · reciprocity ${l.reciprocity ? "on: contended roles serve those who served this peer first" : "off"}`),
+    accounts.length ? el("table", {},
+      el("tr", {}, el("th", {}, "peer"), el("th", {}, "gave it"), el("th", {}, "took from it"), el("th", {}, "balance"), el("th", {}, "standing")),
+      accounts.map((a) => el("tr", {},
+        el("td", { class: "mono", title: a.peer }, short(a.peer)), el("td", {}, num(a.given)), el("td", {}, num(a.taken)),
+        el("td", {}, (a.balance >= 0 ? "+" : "") + num(a.balance)), el("td", {}, a.standing.toFixed(2)),
+      ))) : el("p", { class: "muted" }, "No receipts yet: nobody served this peer or was served by it."),
+  );
 }
 
 function renderBMC() {
@@ -571,6 +595,7 @@ $("ask-form").addEventListener("submit", async (e) => {
 });
 
 function finish(r) {
+  refreshLedger();
   $("final-wrap").hidden = false;
   $("final").textContent = r.final_answer;
   const agg = r.aggregator ? ` · aggregated by ${r.aggregator.role} on ${short(r.aggregator.peer)}` : "";
