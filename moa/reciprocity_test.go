@@ -112,3 +112,25 @@ func TestContendedRoleServesContributorsFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiptTokensBounded: a role peer that claims more tokens than it
+// can have read or sent gets a receipt for no more than the originator
+// can bound: the prompt at one token a byte plus the template's slack,
+// the answer at max_tokens and at the pieces of text received.
+func TestReceiptTokensBounded(t *testing.T) {
+	req := &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "why?"}}, MaxTokens: 50}
+	for _, c := range []struct {
+		prompt, tokens, pieces int
+		want                   int64
+	}{
+		{30, 20, 20, 50},                         // honest
+		{1 << 20, 20, 20, promptSlack + 12 + 20}, // a prompt it cannot have read
+		{30, 1 << 20, 40, 30 + 40},               // an answer longer than what arrived
+		{30, 1 << 20, 1000, 30 + 50},             // and than max_tokens
+		{-5, -5, 3, 0},                           // nonsense counts nothing
+	} {
+		if got := receiptTokens(req, &Done{PromptTokens: c.prompt, Tokens: c.tokens}, c.pieces); got != c.want {
+			t.Errorf("claims %d in, %d out, %d pieces received: receipt for %d tokens, want %d", c.prompt, c.tokens, c.pieces, got, c.want)
+		}
+	}
+}
