@@ -1,6 +1,9 @@
 package api_test
 
 import (
+	"context"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,3 +74,133 @@ func TestLedgerOverTheAPI(t *testing.T) {
 		t.Fatalf("after a restart: %+v, want the asker's account back", back)
 	}
 }
+
+// TestContendedSwarmServesContributorsFirst: a laptop serves the reasoner
+// with one slot; three laptops served it more than they took from it (it
+// asked each its role), six phones only took from it. With its slot busy, all nine ask the
+// reasoner at once, through their own APIs: the laptops are answered
+// first, every phone is answered too.
+func TestContendedSwarmServesContributorsFirst(t *testing.T) {
+	model := nodetest.TinyModel(t, "f32")
+	peers := nodetest.Cluster(t, 11, func(i int, c *node.Config) {
+		c.Engine.Threads = 1
+		c.Ledger.ReceiptDelay = node.Duration(50 * time.Millisecond)
+		c.Ledger.Allowance = 50
+		switch {
+		case i == 0:
+			c.Roles = map[string]string{"reasoner": model}
+			c.Engine.Slots, c.Engine.Queue = 1, 16
+		case i <= 3:
+			c.Roles = map[string]string{laptopRoles[i-1]: model}
+		}
+	})
+	server, laptops, phones, blocker := peers[0], peers[1:4], peers[4:10], peers[10]
+	sc := client.New(server.APIAddr(), "")
+	ask := func(p *nodetest.Peer, mode string, tokens int) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		_, err := client.New(p.APIAddr(), "").Query(ctx, client.QueryRequest{Query: "Why is the sky blue?", Mode: mode, MaxTokens: tokens}, nil)
+		return err
+	}
+	// The history: each phone and laptop asked the server's reasoner (so
+	// each has checked it); the server asked each laptop's role for
+	// longer answers.
+	for _, p := range append(append([]*nodetest.Peer{}, phones...), laptops...) {
+		nodetest.Eventually(t, 60*time.Second, "a peer is answered by the reasoner", func() bool { return ask(p, "reasoner", 4) == nil })
+	}
+	for _, role := range append(laptopRoles, laptopRoles...) { // twice: more than each took
+		nodetest.Eventually(t, 60*time.Second, "the server is answered by a laptop", func() bool { return ask(server, role, 64) == nil })
+	}
+	contributor := map[string]bool{}
+	var last client.Ledger
+	defer func() {
+		if t.Failed() {
+			t.Logf("the server's ledger: %+v", last)
+		}
+	}()
+	nodetest.Eventually(t, 20*time.Second, "the server's ledger ranks the laptops above the phones", func() bool {
+		l, err := sc.Ledger(t.Context())
+		if err != nil {
+			return false
+		}
+		last = l
+		ranks := map[string]float64{}
+		for _, a := range l.Accounts {
+			ranks[a.Peer] = a.Standing
+		}
+		for _, p := range phones {
+			if ranks[p.ID().String()] >= 0 {
+				return false
+			}
+		}
+		for _, p := range laptops {
+			if ranks[p.ID().String()] <= 0 {
+				return false
+			}
+			contributor[p.ID().String()] = true
+		}
+		return true
+	})
+	// The blocker holds the one slot while the nine line up.
+	bctx, release := context.WithCancel(t.Context())
+	defer release()
+	started := make(chan struct{})
+	var once sync.Once
+	go client.New(blocker.APIAddr(), "").Query(bctx, client.QueryRequest{Query: "Tell me a long story.", Mode: "reasoner", MaxTokens: 2000, Stream: true},
+		func(client.Event) { once.Do(func() { close(started) }) })
+	select {
+	case <-started:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the blocker's question did not start")
+	}
+	var mu sync.Mutex
+	var order []string
+	took := map[string]time.Duration{}
+	var wg sync.WaitGroup
+	var start time.Time // the slot frees: answers are timed from there
+	for _, p := range append(append([]*nodetest.Peer{}, laptops...), phones...) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := ask(p, "reasoner", 8); err != nil {
+				t.Errorf("%s: %v", p.ID(), err)
+			}
+			mu.Lock()
+			order = append(order, p.ID().String())
+			took[p.ID().String()] = time.Since(start)
+			mu.Unlock()
+		}()
+	}
+	nodetest.Eventually(t, 30*time.Second, "nine questions wait for the slot", func() bool {
+		st, err := sc.Status(t.Context())
+		return err == nil && st.Queue.Waiting == 9
+	})
+	mu.Lock()
+	start = time.Now()
+	mu.Unlock()
+	release()
+	wg.Wait()
+	if len(order) != 9 {
+		t.Fatalf("%d of 9 answered", len(order))
+	}
+	var c, f []float64
+	for id, d := range took {
+		if contributor[id] {
+			c = append(c, d.Seconds()*1000)
+		} else {
+			f = append(f, d.Seconds()*1000)
+		}
+	}
+	slices.Sort(c)
+	slices.Sort(f)
+	t.Logf("once the slot freed: contributors answered after %.0f ms (median), free riders after %.0f ms (%.2fx)", c[1], (f[2]+f[3])/2, c[1]/((f[2]+f[3])/2))
+	for i, id := range order[:3] {
+		if !contributor[id] {
+			t.Fatalf("answer %d went to %s, a phone, before every laptop: order %v", i, id, order)
+		}
+	}
+}
+
+// laptopRoles are the roles the three laptops serve, one each, so that
+// the server's questions reach every one.
+var laptopRoles = []string{"writer", "concise", "critic"}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -24,7 +25,11 @@ import (
 // (into the store, where the transfer verifies it). Slices are loaded on
 // demand and a few are kept loaded.
 type reference struct {
-	n      *Node
+	n *Node
+	// h and sw are the node's host and view, held here: the node's own
+	// fields go nil at Close while a check may still be running.
+	h      host.Host
+	sw     *swarm.Service
 	ledger *swarm.Trust
 	sem    chan struct{} // one load or fetch at a time
 
@@ -156,7 +161,7 @@ func (r *reference) fetch(ctx context.Context, model string, l int) (shards.Slic
 	}
 	var sent fetched
 	se, from, errs := r.fetchFirst(ctx, model, r.sources(model, l), func(ctx context.Context, id peer.ID) (shards.SliceEntry, error) {
-		return shards.Fetch(ctx, n.host, id, n.pipe.store, model, l, l+1, shards.WithFetchLogger(n.log),
+		return shards.Fetch(ctx, r.h, id, n.pipe.store, model, l, l+1, shards.WithFetchLogger(n.log),
 			shards.WithFetchTimeouts(refResponse, refStall), shards.WithoutResume(), sent.option())
 	})
 	switch {
@@ -185,7 +190,7 @@ func (r *reference) fetchFirst(ctx context.Context, model string, first []peer.I
 	var errs []error
 	try := func(ids []peer.ID) (shards.SliceEntry, peer.ID) {
 		for _, id := range ids {
-			if nat.RelayedOnly(r.n.host, id) {
+			if nat.RelayedOnly(r.h, id) {
 				// Relays limit bytes: a source reached only through one
 				// cannot send layers, and a direct dial through its NAT
 				// would only time out.
@@ -220,10 +225,9 @@ func (r *reference) fetchFirst(ctx context.Context, model string, first []peer.I
 // role; proven peers first within each; never a peer that is not
 // Routable (banned, or found hung and silent since).
 func (r *reference) sources(model string, l int) []peer.ID {
-	n := r.n
-	self := n.host.ID()
+	self := r.h.ID()
 	var cover, role []peer.ID
-	view := n.swarm.View()
+	view := r.sw.View()
 	for _, p := range view.Peers() {
 		// Not Routable: a peer found hung (the one a failover routes
 		// around, whose spare this check is for) would hold the fetch
@@ -249,9 +253,9 @@ func (r *reference) sources(model string, l int) []peer.ID {
 // none banned, hung or this peer.
 func (r *reference) providers(ctx context.Context, model string, skip []peer.ID) []peer.ID {
 	var found []peer.ID
-	if ais, err := r.n.swarm.FindProviders(ctx, swarm.ModelKey(model), 16); err == nil {
+	if ais, err := r.sw.FindProviders(ctx, swarm.ModelKey(model), 16); err == nil {
 		for _, ai := range ais {
-			r.n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
+			r.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
 			found = append(found, ai.ID)
 		}
 	}
@@ -262,8 +266,8 @@ func (r *reference) providers(ctx context.Context, model string, skip []peer.ID)
 // group, leaving out banned and hung peers, this peer and those already
 // in out.
 func (r *reference) usable(out []peer.ID, groups ...[]peer.ID) []peer.ID {
-	self := r.n.host.ID()
-	view := r.n.swarm.View()
+	self := r.h.ID()
+	view := r.sw.View()
 	out = slices.Clone(out)
 	for _, group := range groups {
 		slices.SortStableFunc(group, func(a, b peer.ID) int {

@@ -84,7 +84,7 @@ func (r *reference) fetchRange(ctx context.Context, model string, lo, hi int) (s
 	n := r.n
 	sources := r.sources(model, lo)
 	// Holders of the whole range first: the others refuse it.
-	view := n.swarm.View()
+	view := r.sw.View()
 	whole := func(id peer.ID) bool {
 		p, ok := view.Get(id)
 		return ok && slices.ContainsFunc(p.Cap.Shards, func(sh gossip.Shard) bool {
@@ -101,7 +101,7 @@ func (r *reference) fetchRange(ctx context.Context, model string, lo, hi int) (s
 		return 0
 	})
 	se, from, errs := r.fetchFirst(ctx, model, sources, func(ctx context.Context, id peer.ID) (shards.SliceEntry, error) {
-		return shards.Fetch(ctx, n.host, id, n.pipe.store, model, lo, hi, shards.WithFetchLogger(n.log),
+		return shards.Fetch(ctx, r.h, id, n.pipe.store, model, lo, hi, shards.WithFetchLogger(n.log),
 			shards.WithFetchTimeouts(refResponse, refStall), shards.WithoutResume())
 	})
 	switch {

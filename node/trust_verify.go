@@ -80,7 +80,7 @@ func (n *Node) loadLedger() error {
 func (n *Node) startChecks() {
 	cs := n.checks
 	cs.server = verify.NewServer(n.host, n.verifyLookup, n.log)
-	cs.ref = &reference{n: n, ledger: cs.ledger, loaded: map[string]*refModel{}, sem: make(chan struct{}, 1)}
+	cs.ref = &reference{n: n, h: n.host, ledger: cs.ledger, loaded: map[string]*refModel{}, sem: make(chan struct{}, 1)}
 	if n.cfg.Trust.challenges() {
 		cs.checker = &verify.Checker{Host: n.host, Trust: cs.ledger, Ref: cs.ref, Log: n.log,
 			CheckLayers: n.cfg.Trust.CheckLayers, Tolerance: n.cfg.Trust.Tolerance, Tokens: n.cfg.Trust.Tokens,
@@ -107,6 +107,7 @@ func (n *Node) wireChecks(ctx context.Context) {
 	// Disputes on real traffic are settled from verified weights with or
 	// without challenges: a spot-check found them.
 	if cs.ref != nil {
+		cs.ref.sw = n.swarm
 		n.pipeOrig.Verified = cs.ref.settleLayers
 	}
 	bg, cancel := context.WithCancel(ctx)
