@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peerstore"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/ledger"
 )
 
 // DefaultDraftTimeout bounds one round trip of a draft session: a drafter
@@ -30,6 +31,7 @@ type RemoteDraft struct {
 	ctxLen  int // the drafter's context
 	timeout time.Duration
 	err     error // the session's first failure: it is not used again
+	work    int64 // positions the drafter ran for this session and tokens it proposed
 }
 
 // DialDraft opens a draft session on p for a verifier whose tokenizer has
@@ -136,7 +138,18 @@ func (d *RemoteDraft) Propose(ctx context.Context, tokens []int32, n int) ([]int
 		return nil, nil, d.err
 	}
 	d.pos += len(tokens) + len(rep.Tokens) - 1
+	d.work += int64(len(tokens) + len(rep.Tokens))
 	return rep.Tokens, nil, nil
+}
+
+// Acknowledge gives ack (when set) the item of the work the drafter did
+// for this session: the positions it ran and the tokens it proposed, as
+// received here. Once, when the session closes.
+func (d *RemoteDraft) Acknowledge(ack func(server peer.ID, it ledger.Item)) {
+	if ack != nil && d.work > 0 {
+		ack(d.st.Conn().RemotePeer(), ledger.Item{Kind: ledger.KindDraft, Tokens: d.work})
+	}
+	d.work = 0
 }
 
 // Pos implements engine.SpecModel.
@@ -236,5 +249,5 @@ func (s *Server) draft(ctx context.Context, dp *DraftPeer, rm *RoleModel, penalt
 		}
 		return nil, nil, err
 	}
-	return d, func() { d.Close() }, nil
+	return d, func() { d.Close(); d.Acknowledge(s.Acknowledge) }, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/ledger"
 )
 
 // Server serves this peer's role models on ProtocolID.
@@ -41,6 +42,9 @@ type Server struct {
 	// model, in [-1, 1] (engine.WithPriority): its standing in this
 	// peer's ledger of give and take. nil: every peer alike.
 	Rank func(peer.ID) float64
+	// Acknowledge, when set, is given a receipt item for the work a remote
+	// drafter did for an answer of this peer's (ledger.Exchange.Ack).
+	Acknowledge func(server peer.ID, it ledger.Item)
 
 	mu       sync.RWMutex
 	roles    map[string]*RoleModel

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/ledger"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -43,6 +45,15 @@ func TestSpeculativeSpeedMode(t *testing.T) {
 	same := newTestPeer(t, 2, Drafter)
 	other := newTestPeerWith(t, func(t *testing.T) string { return synthOther(t, "qwen3", 11) }, 2, Drafter)
 	q := Query{Prompt: "Why do swarms draft?", Mode: ModeSpeed, MaxTokens: 32}
+	var mu sync.Mutex
+	drafted := map[peer.ID]int64{} // the drafter's work the reasoner acknowledged
+	reasoner.srv.Acknowledge = func(p peer.ID, it ledger.Item) {
+		mu.Lock()
+		defer mu.Unlock()
+		if it.Kind == ledger.KindDraft {
+			drafted[p] += it.Tokens
+		}
+	}
 	for _, c := range []struct {
 		name     string
 		d        *testPeer
@@ -77,6 +88,13 @@ func TestSpeculativeSpeedMode(t *testing.T) {
 				t.Fatalf("other weights drafting: %d of %d accepted", d.Accepted, d.Drafted)
 			}
 			t.Logf("%d of %d drafts accepted in %d rounds for %d tokens", d.Accepted, d.Drafted, d.Rounds, a.Tokens)
+			mu.Lock()
+			work := drafted[c.d.h.ID()]
+			drafted[c.d.h.ID()] = 0
+			mu.Unlock()
+			if work < int64(d.Drafted) {
+				t.Fatalf("the reasoner acknowledged %d tokens of the drafter's work, which proposed %d", work, d.Drafted)
+			}
 		})
 	}
 	t.Run("other tokenizer", func(t *testing.T) {

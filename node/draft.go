@@ -108,7 +108,7 @@ func (n *Node) swarmDraft(ctx context.Context, _ pipeline.ModelRef, tok *engine.
 		d, err := moa.DialDraft(ctx, n.host, peer.AddrInfo{ID: h.Peer.ID}, moa.DraftOpen{Vocab: fp, RepeatPenalty: s.RepeatPenalty},
 			tok.VocabSize(), 0)
 		if err == nil {
-			return d, func() { d.Close() }, nil
+			return d, func() { d.Close(); d.Acknowledge(n.ledger.Ack) }, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", h.Peer.ID, err))
 	}

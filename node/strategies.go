@@ -34,6 +34,7 @@ func (n *Node) startMoA() error {
 	}
 	n.moaServer.Refuse = n.refusing
 	n.moaServer.Rank = n.rank
+	n.moaServer.Acknowledge = n.ledger.Ack
 	roles := make([]string, 0, len(n.cfg.Roles))
 	for r := range n.cfg.Roles {
 		roles = append(roles, r)
