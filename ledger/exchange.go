@@ -66,6 +66,22 @@ type pending struct {
 	timer *time.Timer
 }
 
+// add puts it in the pending work: added to an item of the same work
+// (kind, model, role, layers) while the sum stays in bounds, so a receipt
+// for many answers of one role is one item.
+func (p *pending) add(it Item) {
+	for i := range p.items {
+		o := &p.items[i]
+		if o.Kind == it.Kind && o.Model == it.Model && o.Role == it.Role && o.Start == it.Start && o.End == it.End &&
+			o.Layers == it.Layers && o.Tokens+it.Tokens <= maxTokens && o.Bytes+it.Bytes <= maxBytes {
+			o.Tokens += it.Tokens
+			o.Bytes += it.Bytes
+			return
+		}
+	}
+	p.items = append(p.items, it)
+}
+
 // NewExchange serves ProtocolID on h for l (whose peer is h's).
 func NewExchange(h host.Host, l *Ledger, log *slog.Logger) (*Exchange, error) {
 	if log == nil {
@@ -110,7 +126,7 @@ func (e *Exchange) Ack(server peer.ID, it Item) {
 		}
 		p.timer = time.AfterFunc(delay, func() { e.flush(server) })
 	}
-	p.items = append(p.items, it)
+	p.add(it)
 	if len(p.items) >= MaxItems {
 		p.timer.Stop()
 		go e.flush(server)

@@ -46,6 +46,11 @@ func TestExchangeOnTheWire(t *testing.T) {
 	for range 4 {
 		ex["client"].Ack(server.ID(), Item{Kind: KindStage, Model: "bafyroot", Start: 0, End: 7, Layers: 28, Tokens: 100})
 	}
+	ex["client"].mu.Lock()
+	if p := ex["client"].due[server.ID()]; p == nil || len(p.items) != 1 || p.items[0].Tokens != 400 {
+		t.Errorf("pending %+v: want the four pieces of the same work as one item of 400 positions", p)
+	}
+	ex["client"].mu.Unlock()
 	if got := ex["client"].Ledger.Snapshot(); len(got) != 1 || !near(got[0].Taken, 100) {
 		t.Fatalf("client's ledger %+v, want 100 taken at once", got)
 	}

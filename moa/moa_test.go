@@ -28,7 +28,7 @@ var (
 )
 
 // synthModel writes one synthetic qwen3 of a size and type per test binary.
-func synthModel(t *testing.T, size, typ string) string {
+func synthModel(t testing.TB, size, typ string) string {
 	t.Helper()
 	modelsMu.Lock()
 	defer modelsMu.Unlock()
