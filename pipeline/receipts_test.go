@@ -2,12 +2,17 @@ package pipeline
 
 import (
 	"math"
+	"math/rand/v2"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/ledger"
+	"github.com/llmswarm/llmswarm/shards"
 )
 
 // TestRouteAcknowledged: after a generation on a 3-hop route, each hop's
@@ -73,4 +78,61 @@ func TestRouteAcknowledged(t *testing.T) {
 	if math.Abs(taken-sent) > 0.01*sent {
 		t.Fatalf("originator took %.2f in all, want %g (the whole model's worth of each position)", taken, sent)
 	}
+}
+
+// TestContendedStageRanksOpens: a stage with one slot, held; two peers
+// open sessions on it, the one ranked higher second: when the slot frees,
+// the higher one gets it, and the other once that one closes.
+func TestContendedStageRanksOpens(t *testing.T) {
+	full, cid := modelOf(t, "qwen3", "tiny", "f32")
+	st := newStagePeer(t)
+	out := filepath.Join(t.TempDir(), "all.gguf")
+	if _, err := shards.Slice(full, out, 0, 4); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := LoadShard(t.Context(), out, cid, 0, 4, engine.Options{Threads: 1, Slots: 1, Queue: 4, Context: 256, Isolated: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.srv.Add(sh)
+	blocker, low, high := newStagePeer(t), newStagePeer(t), newStagePeer(t)
+	rank := map[peer.ID]float64{low.h.ID(): -0.5, high.h.ID(): 0.5}
+	st.srv.Rank = func(id peer.ID) float64 { return rank[id] }
+	open := func(p *stagePeer) (*chain, error) {
+		p.h.Peerstore().AddAddrs(st.h.ID(), st.h.Addrs(), time.Hour)
+		o := &Originator{Host: p.h}
+		return o.openChain(t.Context(), Open{Session: rand.Uint64() | 1, Model: cid, Layers: 4, Hidden: 64, DType: DTypeF32,
+			Route: []RouteHop{{Peer: st.h.ID().String(), Start: 0, End: 4}}})
+	}
+	held, err := open(blocker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan string, 2)
+	chains := make(chan *chain, 2)
+	for _, c := range []struct {
+		name string
+		p    *stagePeer
+	}{{"low", low}, {"high", high}} {
+		go func() {
+			ch, err := open(c.p)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			opened <- c.name
+			chains <- ch
+		}()
+		for want := map[string]int{"low": 1, "high": 2}[c.name]; sh.Model.Queue().Waiting < want; time.Sleep(5 * time.Millisecond) {
+		}
+	}
+	held.close()
+	if first := <-opened; first != "high" {
+		t.Fatalf("the slot went to %s first, want the peer ranked higher", first)
+	}
+	(<-chains).close()
+	if second := <-opened; second != "low" {
+		t.Fatalf("second: %s", second)
+	}
+	(<-chains).close()
 }
