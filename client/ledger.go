@@ -23,7 +23,8 @@ type LedgerAccount struct {
 	Peer     string    `json:"peer"`
 	Given    float64   `json:"given"`    // work this peer did for it
 	Taken    float64   `json:"taken"`    // work it did for this peer
-	Balance  float64   `json:"balance"`  // taken - given: what this peer owes it
+	Vouched  float64   `json:"vouched"`  // credit others' receipts for its work earned it here
+	Balance  float64   `json:"balance"`  // taken + vouched - given: what this peer owes it
 	Standing float64   `json:"standing"` // its rank for a contended slot here, -1..1
 	First    time.Time `json:"first"`
 	Last     time.Time `json:"last"`

@@ -24,7 +24,9 @@
 //     say the friend gave the sybil work: that lowers the sybil at the
 //     friend, and changes nothing at any other peer, whose ledger counts
 //     only receipts that peer signed or was sent for its own work.
-//   - A peer's standing is earned only by serving the very peer that
-//     ranks it: a free rider keeps its allowance at each peer it has not
-//     served, and is served whenever there is room.
+//   - A peer's standing is earned by serving the very peer that ranks it,
+//     or, within the allowance, peers it proved and dealt with (vouchers,
+//     vouch.go): sybils vouching for each other count for nothing where
+//     none is proven. A free rider keeps its allowance at each peer it has
+//     not served, and is served whenever there is room.
 package ledger

@@ -48,6 +48,9 @@ type Exchange struct {
 	// receipt is sent (DefaultDelay when 0); MaxItems at once send it
 	// sooner. Set before use.
 	Delay time.Duration
+	// Trusted says whether a peer's signature on a voucher counts here
+	// (vouch.go): nil, none does. Set before use.
+	Trusted func(peer.ID) bool
 
 	h    host.Host
 	key  crypto.PrivKey
@@ -58,6 +61,9 @@ type Exchange struct {
 	due  map[peer.ID]*pending
 	stop chan struct{}
 	once sync.Once
+	// introduced are the peers this one presented its vouchers to, and
+	// when (vouch_wire.go).
+	introduced map[peer.ID]time.Time
 }
 
 // pending is the work a server did for this peer not yet in a receipt.
@@ -95,8 +101,9 @@ func NewExchange(h host.Host, l *Ledger, log *slog.Logger) (*Exchange, error) {
 		return nil, fmt.Errorf("ledger: the ledger of %s on the host of %s", l.self, h.ID())
 	}
 	e := &Exchange{Ledger: l, h: h, key: key, log: log, sem: make(chan struct{}, maxSending),
-		due: map[peer.ID]*pending{}, stop: make(chan struct{})}
+		due: map[peer.ID]*pending{}, stop: make(chan struct{}), introduced: map[peer.ID]time.Time{}}
 	h.SetStreamHandler(ProtocolID, e.handle)
+	h.SetStreamHandler(VouchProtocolID, e.handleVouch)
 	return e, nil
 }
 
@@ -247,5 +254,6 @@ func (e *Exchange) Close() {
 		}
 		e.wg.Wait()
 		e.h.RemoveStreamHandler(ProtocolID)
+		e.h.RemoveStreamHandler(VouchProtocolID)
 	})
 }

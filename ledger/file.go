@@ -26,6 +26,9 @@ type file struct {
 	Self     string              `json:"self"`
 	Saved    time.Time           `json:"saved"`
 	Accounts map[string]*account `json:"accounts"`
+	// Vouchers are receipts for this peer's work, to present (vouch.go),
+	// as the receipt protocol carries them.
+	Vouchers [][]byte `json:"vouchers,omitempty"`
 }
 
 // Load reads a ledger of self from path; a missing file is an empty
@@ -60,6 +63,13 @@ func Load(path string, self peer.ID, o Options) (*Ledger, error) {
 		}
 		l.acct[p] = a
 	}
+	for i, b := range f.Vouchers {
+		v, err := decodeSigned(b)
+		if err != nil || v.Server != self.String() || len(l.vouchers) >= MaxVouchers {
+			return nil, fmt.Errorf("ledger: %s: voucher %d is malformed, not for this peer, or one too many: %v", path, i, err)
+		}
+		l.vouchers = append(l.vouchers, v)
+	}
 	return l, nil
 }
 
@@ -74,6 +84,9 @@ func (l *Ledger) Save(path string) error {
 	f := file{Version: fileVersion, Self: l.self.String(), Saved: l.now(), Accounts: map[string]*account{}}
 	for p, a := range l.acct {
 		f.Accounts[p.String()] = a
+	}
+	for _, v := range l.vouchers {
+		f.Vouchers = append(f.Vouchers, v.wire())
 	}
 	b, err := json.Marshal(&f) // under the lock: the accounts change under Accept
 	l.dirty = false

@@ -58,6 +58,11 @@ type account struct {
 	// Seen are the nonces of the other's receipts accepted within the
 	// window, with their times.
 	Seen map[uint64]int64 `json:"seen,omitempty"`
+	// Vouched is the credit others' receipts for the other's work earned
+	// it here (vouch.go), at most the allowance; Vouches are those
+	// receipts (signer/nonce), with their times.
+	Vouched float64          `json:"vouched,omitempty"`
+	Vouches map[string]int64 `json:"vouches,omitempty"`
 }
 
 // Ledger is one peer's own record of what it gave each peer and took
@@ -68,9 +73,10 @@ type Ledger struct {
 	opts Options
 	now  func() time.Time
 
-	mu    sync.Mutex
-	acct  map[peer.ID]*account
-	dirty bool
+	mu       sync.Mutex
+	acct     map[peer.ID]*account
+	vouchers []*Signed // receipts for this peer's work, to present (vouch.go)
+	dirty    bool
 }
 
 // New is an empty ledger of self.
@@ -87,6 +93,7 @@ func (l *Ledger) decay(a *account, now time.Time) {
 		f := math.Exp2(-dt.Seconds() / l.opts.HalfLife.Seconds())
 		a.Given *= f
 		a.Taken *= f
+		a.Vouched *= f
 		a.At = now
 	}
 }
@@ -153,6 +160,7 @@ func (l *Ledger) Accept(s *Signed) error {
 	a.Seen[s.Nonce] = s.At
 	a.Given += w
 	a.Last = now
+	l.keepVoucherLocked(s)
 	l.dirty = true
 	return nil
 }
@@ -199,7 +207,7 @@ func (l *Ledger) Standing(p peer.ID) float64 {
 		return 0
 	}
 	l.decay(a, l.now())
-	return l.standing(a.Taken - a.Given)
+	return l.standing(a.Taken + a.Vouched - a.Given)
 }
 
 func (l *Ledger) standing(balance float64) float64 {
@@ -218,7 +226,8 @@ type Entry struct {
 	Peer     string    `json:"peer"`
 	Given    float64   `json:"given"`    // work this peer did for it
 	Taken    float64   `json:"taken"`    // work it did for this peer
-	Balance  float64   `json:"balance"`  // taken - given: what this peer owes it
+	Vouched  float64   `json:"vouched"`  // credit others' receipts for its work earned it (vouch.go)
+	Balance  float64   `json:"balance"`  // taken + vouched - given: what this peer owes it
 	Standing float64   `json:"standing"` // its rank when work is contended (Standing)
 	First    time.Time `json:"first"`
 	Last     time.Time `json:"last"`
@@ -233,8 +242,9 @@ func (l *Ledger) Snapshot() []Entry {
 	out := make([]Entry, 0, len(l.acct))
 	for p, a := range l.acct {
 		l.decay(a, now)
-		b := a.Taken - a.Given
-		out = append(out, Entry{Peer: p.String(), Given: a.Given, Taken: a.Taken, Balance: b, Standing: l.standing(b), First: a.First, Last: a.Last})
+		b := a.Taken + a.Vouched - a.Given
+		out = append(out, Entry{Peer: p.String(), Given: a.Given, Taken: a.Taken, Vouched: a.Vouched, Balance: b, Standing: l.standing(b),
+			First: a.First, Last: a.Last})
 	}
 	slices.SortFunc(out, func(x, y Entry) int {
 		if d := math.Abs(y.Balance) - math.Abs(x.Balance); d != 0 {

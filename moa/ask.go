@@ -218,6 +218,9 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 		if o.ConnKind != nil {
 			a.Conn = o.ConnKind(c.peer.ID) // the connection the call's stream will take
 		}
+		if o.Introduce != nil {
+			o.Introduce(c.peer.ID)
+		}
 		done, err = Call(cctx, o.Host, c.peer.ID, &r, collect)
 		if a.Conn == "" && o.ConnKind != nil {
 			a.Conn = o.ConnKind(c.peer.ID) // the call dialed

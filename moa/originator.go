@@ -48,6 +48,10 @@ type Originator struct {
 	// peer sent (ledger.Exchange.Ack): what this peer received, bounded by
 	// what it can check (receipt.go).
 	Acknowledge func(server peer.ID, it ledger.Item)
+	// Introduce, when set, is called before a remote peer is asked: this
+	// peer presents it the receipts others signed for its work
+	// (ledger.Exchange.Introduce), in the background.
+	Introduce func(server peer.ID)
 
 	calls       peerCalls       // calls open to each peer (peercalls.go)
 	stats       peerStats       // what this originator measured of each peer

@@ -67,6 +67,9 @@ func (n *Node) startLedger(ctx context.Context) error {
 		return err
 	}
 	n.ledger.Delay = time.Duration(n.cfg.Ledger.ReceiptDelay)
+	// A voucher counts when signed by a peer this one proved (a
+	// challenge passed, no ban) and dealt with.
+	n.ledger.Trusted = n.trust.Proven
 	n.ledgerDone = make(chan struct{})
 	go func() {
 		defer close(n.ledgerDone)
@@ -121,7 +124,7 @@ func (n *Node) Ledger() (client.Ledger, error) {
 	for _, e := range ex.Ledger.Snapshot() {
 		out.Given += e.Given
 		out.Taken += e.Taken
-		out.Accounts = append(out.Accounts, client.LedgerAccount{Peer: e.Peer, Given: e.Given, Taken: e.Taken,
+		out.Accounts = append(out.Accounts, client.LedgerAccount{Peer: e.Peer, Given: e.Given, Taken: e.Taken, Vouched: e.Vouched,
 			Balance: e.Balance, Standing: e.Standing, First: e.First, Last: e.Last})
 	}
 	return out, nil

@@ -390,7 +390,7 @@ func (n *Node) newPipelineOriginator() *pipeline.Originator {
 	}
 	o.RequireChecked, o.Audit = n.cfg.Pipeline.RequireChecked, n.cfg.Pipeline.SpotAudit
 	o.PrefillChunk = n.cfg.Pipeline.PrefillChunk
-	o.Acknowledge = n.ledger.Ack
+	o.Acknowledge, o.Introduce = n.ledger.Ack, n.ledger.Introduce
 	switch {
 	case n.pipe.drafter != nil:
 		o.Drafter = n.pipe.drafter.draft

@@ -216,6 +216,7 @@ func (n *Node) newOriginator() *moa.Originator {
 		ConnKind:    n.nat.ConnKind,
 		Unverified:  moa.Unverified(n.cfg.MoA.Unverified),
 		Acknowledge: n.ledger.Ack,
+		Introduce:   n.ledger.Introduce,
 	}
 }
 

@@ -467,6 +467,7 @@ func (g *generation) open(ctx context.Context, hops []Hop) (*chain, error) {
 	open.Logits = open.Logits || (g.check && !g.byTokens() && (g.dr.model == nil || g.req.Sampling.Temperature > 0))
 	open.Verify = g.dr.model != nil && !open.Logits
 	open.Parts = g.o.PrefillChunk >= 0 && len(hops) > 1
+	g.o.introduce(hops)
 	var c *chain
 	err := g.watched(ctx, hops, 0, func(ctx context.Context) (err error) {
 		c, err = g.o.openChain(ctx, open)

@@ -128,6 +128,10 @@ type Originator struct {
 	// positions this peer sent and got results for, through the hop's
 	// layers, once the route is done with (receipts.go).
 	Acknowledge func(server peer.ID, it ledger.Item)
+	// Introduce, when set, is called for each remote hop of a route about
+	// to open: this peer presents it the receipts others signed for its
+	// work (ledger.Exchange.Introduce), in the background.
+	Introduce func(server peer.ID)
 
 	alerts   alerts   // layer ranges a disagreement put on alert (alert.go)
 	disputes disputes // disputes tried from verified weights, and undecided ones (settle.go)

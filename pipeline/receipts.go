@@ -39,3 +39,16 @@ func (o *Originator) banned(id peer.ID) bool {
 	b, _ := tr.Banned(id)
 	return b
 }
+
+// introduce presents this peer's vouchers to the remote hops of a route
+// about to open (Introduce).
+func (o *Originator) introduce(hops []Hop) {
+	if o.Introduce == nil {
+		return
+	}
+	for _, h := range hops {
+		if id, err := peer.Decode(h.Peer); err == nil && id != o.Host.ID() {
+			o.Introduce(id)
+		}
+	}
+}

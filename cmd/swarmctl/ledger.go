@@ -34,9 +34,9 @@ func printLedger(e *env, l client.Ledger, now time.Time) error {
 		fmt.Fprintln(w, "no receipts yet: nobody served this peer or was served by it")
 		return w.Flush()
 	}
-	fmt.Fprintln(w, "PEER\tGAVE IT\tTOOK FROM IT\tBALANCE\tSTANDING\tLAST")
+	fmt.Fprintln(w, "PEER\tGAVE IT\tTOOK FROM IT\tVOUCHED\tBALANCE\tSTANDING\tLAST")
 	for _, a := range l.Accounts {
-		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%+.0f\t%+.2f\t%s ago\n", shortID(a.Peer), a.Given, a.Taken, a.Balance, a.Standing,
+		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.0f\t%+.0f\t%+.2f\t%s ago\n", shortID(a.Peer), a.Given, a.Taken, a.Vouched, a.Balance, a.Standing,
 			now.Sub(a.Last).Round(time.Second))
 	}
 	return w.Flush()
