@@ -75,6 +75,7 @@ func (l *liar) handle(st network.Stream) {
 	inner := open
 	inner.Route, inner.Index, inner.From, inner.Until = []RouteHop{hop}, 0, hop.Start, 0
 	inner.Verify = false // its own stage runs verify steps as plain ones
+	inner.Parts = false  // and a prompt's parts as plain steps
 	if hop.End < open.Layers {
 		inner.Until = hop.End
 	}
@@ -146,7 +147,7 @@ func (l *liar) handle(st network.Stream) {
 				return
 			}
 		}
-		if typ == frameVerify {
+		if typ == frameVerify || typ == framePart {
 			// Its stage runs it as a plain step; the tokens after each
 			// position are made up below (last hop) or come from the next.
 			typ, body = encodeStepFrame(&Step{Session: stp.Session, Pos: stp.Pos, Tokens: stp.Tokens, DType: stp.DType, Hidden: stp.Hidden})
@@ -165,6 +166,9 @@ func (l *liar) handle(st network.Stream) {
 		res, err := DecodeResult(rb)
 		if err != nil {
 			return
+		}
+		if last && stp.Part {
+			continue // more of the prompt follows: nothing to answer
 		}
 		if last {
 			if stp.Verify {
@@ -189,7 +193,7 @@ func (l *liar) handle(st network.Stream) {
 			l.hidden(out)
 		}
 		next := &Step{Session: open.Session, Pos: stp.Pos, Tokens: stp.Tokens, DType: dtypeCode(open.DType), Batches: stp.Batches,
-			Verify: stp.Verify, Drafts: stp.Drafts}
+			Verify: stp.Verify, Drafts: stp.Drafts, Part: stp.Part}
 		if next.DType == dtF32 {
 			next.Hidden = f32Bytes(out)
 		} else {
@@ -198,6 +202,9 @@ func (l *liar) handle(st network.Stream) {
 		ftyp, fbody := encodeStepFrame(next)
 		if writeFrame(down, ftyp, fbody) != nil {
 			return
+		}
+		if stp.Part {
+			continue // passed on: the next hop answers the prompt's last step
 		}
 		dt, db, err := readFrame(dr, resultLimit(&open, len(stp.Tokens)))
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/swarm"
@@ -222,4 +224,51 @@ func TestPartsOnTheWire(t *testing.T) {
 	if typ, body := reply(c); typ != frameError || !strings.Contains(body, CodeDownstream) || !strings.Contains(body, route[1].Peer) {
 		t.Fatalf("next hop gone during parts: type %d %s, want a downstream error naming it", typ, body)
 	}
+}
+
+// TestPrefillPartsLiar: a liar in the middle of a route sends NaN hidden
+// states on from the second part of a long prompt: the next hop refuses
+// that part at once naming it, the originator proves it by its own check,
+// bans it alone, and the text is one machine's.
+func TestPrefillPartsLiar(t *testing.T) {
+	const n = 8
+	full, cid := modelOf(t, "qwen3", "small", "q8_0")
+	prompt := longPrompt(9)
+	want := referenceRequest(t, full, engine.Request{Prompt: prompt}, n)
+	origin := newStagePeer(t)
+	var honest []*stagePeer
+	for _, r := range [][2]int{{0, 2}, {2, 6}, {6, 8}, {2, 6}} { // a route, and a spare for the liar's layers
+		p := newStagePeer(t)
+		p.serveFile(t, full, cid, r[0], r[1])
+		honest = append(honest, p)
+	}
+	l := newLiar(t, full, cid, 2, 6)
+	l.from, l.hidden = 1, nanHidden
+	o := originatorTrusting(t, full, swarm.NewTrust(), origin, append(honest, l.stagePeer)...)
+	slowDown(o, cid, [2]int{2, 6}, honest...) // so the route takes the liar's hop
+	var first []Hop
+	res, err := o.Generate(t.Context(), Request{Prompt: prompt, MaxTokens: n, Sampling: greedy,
+		OnTrace: func(ev answer.Trace) {
+			if ev.Kind == "route" && first == nil {
+				first = ev.Route
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !usesPeer(first, l.h.ID().String()) {
+		t.Fatalf("the liar was not on the first route %v", first)
+	}
+	if !sameTokens(res.Tokens, want) {
+		t.Fatalf("tokens differ from one machine:\n got %v\nwant %v", res.Tokens, want)
+	}
+	if len(res.Reroutes) != 1 || res.Reroutes[0].AtToken != 0 {
+		t.Fatalf("re-routes: %+v, want one, in the prompt", res.Reroutes)
+	}
+	rr := res.Reroutes[0]
+	if rr.Failed != l.h.ID().String() || !rr.Proven || usesPeer(rr.NewRoute, rr.Failed) {
+		t.Fatalf("re-route %+v: want the liar proven and left out", rr)
+	}
+	assertBans(t, o.View.Trust(), []peer.ID{l.h.ID()}, honest...)
+	t.Logf("a liar in the prompt's parts: %s", rr.Reason)
 }
