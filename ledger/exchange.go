@@ -11,13 +11,14 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/llmswarm/llmswarm/internal/wire"
 )
 
 // ProtocolID is the receipt protocol: a client sends a signed receipt of
 // the work a server did for it, the server answers whether it counted it.
-const ProtocolID = "/swarm/receipt/1.0.0"
+const ProtocolID protocol.ID = "/swarm/receipt/1.0.0"
 
 // Limits of the receipt protocol.
 const (
@@ -180,24 +181,8 @@ func (e *Exchange) flush(server peer.ID) {
 // Send sends a signed receipt to server and returns an error saying why
 // it refused it.
 func (e *Exchange) Send(ctx context.Context, server peer.ID, s *Signed) error {
-	st, err := e.h.NewStream(network.WithAllowLimitedConn(ctx, ProtocolID), server, ProtocolID)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	stop := context.AfterFunc(ctx, func() { st.Reset() })
-	defer stop()
-	if err := frames.Write(st, 0, s.wire()); err != nil {
-		st.Reset()
-		return err
-	}
-	st.CloseWrite()
-	_, body, err := frames.Read(st, maxFrame, nil)
-	if err != nil {
-		return err
-	}
 	var a answer
-	if err := frames.DecodeJSON(body, &a); err != nil {
+	if err := e.ask(ctx, server, ProtocolID, s.wire(), &a); err != nil {
 		return err
 	}
 	if a.Refused != "" {
@@ -206,14 +191,46 @@ func (e *Exchange) Send(ctx context.Context, server peer.ID, s *Signed) error {
 	return nil
 }
 
-// handle takes one receipt: it must be the sender's own, for work this
-// peer did.
-func (e *Exchange) handle(st network.Stream) {
+// ask sends body as one frame of proto to p, half-closes, and decodes the
+// one frame p answers into answer.
+func (e *Exchange) ask(ctx context.Context, p peer.ID, proto protocol.ID, body []byte, answer any) error {
+	st, err := e.h.NewStream(network.WithAllowLimitedConn(ctx, string(proto)), p, proto)
+	if err != nil {
+		return err
+	}
 	defer st.Close()
+	stop := context.AfterFunc(ctx, func() { st.Reset() })
+	defer stop()
+	if err := frames.Write(st, 0, body); err != nil {
+		st.Reset()
+		return err
+	}
+	st.CloseWrite()
+	_, b, err := frames.Read(st, maxFrame, nil)
+	if err != nil {
+		return err
+	}
+	return frames.DecodeJSON(b, answer)
+}
+
+// take reads the one frame a stream of this peer's protocols carries,
+// within sendTimeout; nil (the stream reset) when it could not.
+func take(st network.Stream) []byte {
 	st.SetDeadline(time.Now().Add(sendTimeout))
 	_, body, err := frames.Read(st, maxFrame, nil)
 	if err != nil {
 		st.Reset()
+		return nil
+	}
+	return body
+}
+
+// handle takes one receipt: it must be the sender's own, for work this
+// peer did.
+func (e *Exchange) handle(st network.Stream) {
+	defer st.Close()
+	body := take(st)
+	if body == nil {
 		return
 	}
 	remote := st.Conn().RemotePeer().String()

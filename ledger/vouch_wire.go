@@ -8,12 +8,13 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
 // VouchProtocolID is the vouch protocol: a peer presents the receipts
 // others signed for its work (Ledger.Vouchers) to a peer it is about to
 // ask for work; the receiver answers what it credited.
-const VouchProtocolID = "/swarm/vouch/1.0.0"
+const VouchProtocolID protocol.ID = "/swarm/vouch/1.0.0"
 
 // introduceEvery is how often a peer presents its vouchers to one peer.
 const introduceEvery = 24 * time.Hour
@@ -70,30 +71,14 @@ func (e *Exchange) Vouch(ctx context.Context, server peer.ID) (float64, error) {
 	if len(vs) == 0 {
 		return 0, nil
 	}
-	st, err := e.h.NewStream(network.WithAllowLimitedConn(ctx, VouchProtocolID), server, VouchProtocolID)
-	if err != nil {
-		return 0, err
-	}
-	defer st.Close()
-	stop := context.AfterFunc(ctx, func() { st.Reset() })
-	defer stop()
 	b := binary.AppendUvarint(nil, uint64(len(vs)))
 	for _, v := range vs {
 		w := v.wire()
 		b = binary.AppendUvarint(b, uint64(len(w)))
 		b = append(b, w...)
 	}
-	if err := frames.Write(st, 0, b); err != nil {
-		st.Reset()
-		return 0, err
-	}
-	st.CloseWrite()
-	_, body, err := frames.Read(st, maxFrame, nil)
-	if err != nil {
-		return 0, err
-	}
 	var a vouchAnswer
-	if err := frames.DecodeJSON(body, &a); err != nil {
+	if err := e.ask(ctx, server, VouchProtocolID, b, &a); err != nil {
 		return 0, err
 	}
 	if len(a.Refused) > 0 {
@@ -105,10 +90,8 @@ func (e *Exchange) Vouch(ctx context.Context, server peer.ID) (float64, error) {
 // handleVouch takes one peer's vouchers.
 func (e *Exchange) handleVouch(st network.Stream) {
 	defer st.Close()
-	st.SetDeadline(time.Now().Add(sendTimeout))
-	_, body, err := frames.Read(st, maxFrame, nil)
-	if err != nil {
-		st.Reset()
+	body := take(st)
+	if body == nil {
 		return
 	}
 	var a vouchAnswer
