@@ -54,6 +54,9 @@ func TestExchangeOnTheWire(t *testing.T) {
 	if got := ex["client"].Ledger.Snapshot(); len(got) != 1 || !near(got[0].Taken, 100) {
 		t.Fatalf("client's ledger %+v, want 100 taken at once", got)
 	}
+	if peers, given, taken := ex["client"].Ledger.Totals(); peers != 1 || given != 0 || !near(taken, 100) {
+		t.Fatalf("client's totals: %d peers, %g given, %g taken", peers, given, taken)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for len(ex["server"].Ledger.Snapshot()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)

@@ -221,6 +221,20 @@ func (l *Ledger) standing(balance float64) float64 {
 	return score / (math.Abs(score) + l.opts.Allowance)
 }
 
+// Totals are the number of accounts and their given and taken work,
+// decayed to now: Snapshot's sums, without building and sorting it.
+func (l *Ledger) Totals() (peers int, given, taken float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	for _, a := range l.acct {
+		l.decay(a, now)
+		given += a.Given
+		taken += a.Taken
+	}
+	return len(l.acct), given, taken
+}
+
 // Entry is one peer's account, as Snapshot shows it.
 type Entry struct {
 	Peer     string    `json:"peer"`

@@ -132,11 +132,14 @@ func (n *Node) Ledger() (client.Ledger, error) {
 
 // ledgerSummary is the ledger's line in the status.
 func (n *Node) ledgerSummary() client.LedgerSummary {
-	l, err := n.Ledger()
-	if err != nil {
-		return client.LedgerSummary{Reciprocity: n.cfg.Ledger.reciprocity()}
+	out := client.LedgerSummary{Reciprocity: n.cfg.Ledger.reciprocity()}
+	n.mu.Lock()
+	ex := n.ledger
+	n.mu.Unlock()
+	if ex != nil {
+		out.Peers, out.Given, out.Taken = ex.Ledger.Totals()
 	}
-	return client.LedgerSummary{Reciprocity: l.Reciprocity, Peers: len(l.Accounts), Given: l.Given, Taken: l.Taken}
+	return out
 }
 
 // fetched collects what peers sent of a shard fetch (shards.WithReceived),
