@@ -102,6 +102,8 @@ func modelSynth(args []string, stdout, stderr io.Writer) int {
 	typ := fs.String("type", "f32", "weight type: "+strings.Join(engine.SynthTypes, " | "))
 	seed := fs.Uint64("seed", 1, "random seed")
 	layers := fs.Int("layers", 0, "write only the first `N` layers of the shape (0: all): a real shape's layers, fewer of them")
+	template := fs.String("chat-template", "", "the file's tokenizer.chat_template: the Jinja text in `FILE`, or \"none\" for a base model served by raw completion only (default: the architecture's)")
+	name := fs.String("name", "", "general.name of the file (default: synthetic-ARCH-SIZE-TYPE)")
 	out := fs.String("o", "", "output `FILE` (required)")
 	pos, code, done := parseFlags(fs, args)
 	if done {
@@ -123,7 +125,21 @@ func modelSynth(args []string, stdout, stderr io.Writer) int {
 	case *layers < 0:
 		return usageErr(stderr, cmd, "--layers %d: want 0 (all) or a positive count", *layers)
 	}
-	spec := engine.SynthSpec{Arch: *arch, Size: *size, Type: *typ, Seed: *seed, Layers: *layers}
+	spec := engine.SynthSpec{Arch: *arch, Size: *size, Type: *typ, Seed: *seed, Layers: *layers, Name: *name}
+	switch *template {
+	case "":
+	case "none":
+		spec.NoChatTemplate = true
+	default:
+		b, err := os.ReadFile(*template)
+		if err != nil {
+			return usageErr(stderr, cmd, "--chat-template: %v", err)
+		}
+		if len(b) == 0 {
+			return usageErr(stderr, cmd, "--chat-template %s is empty (\"none\" writes no template)", *template)
+		}
+		spec.ChatTemplate = string(b)
+	}
 	bar := &cli.Progress{W: stderr, TTY: isTerminalWriter(stderr)}
 	spec.Progress = func(done, total int64) { bar.Show("synth "+*out, done, total, true) }
 	err := engine.Synth(context.Background(), *out, spec)
@@ -175,7 +191,8 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 		}
 		c = root.String()
 	}
-	runs := slices.Contains(engine.Architectures, mi.Arch)
+	refused := engine.Refused(mi.Arch, mi.Layers)
+	runs := slices.Contains(engine.Architectures, mi.Arch) && refused == ""
 	chat := chatTemplateOf(path)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -187,9 +204,10 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 			SourceCID string `json:"source_cid,omitempty"`
 			shards.ModelInfo
 			Runs         bool                    `json:"runs"`                      // this engine runs the architecture
+			Refused      string                  `json:"refused,omitempty"`         // why the engine refuses this model of an architecture it runs
 			WholeOnly    string                  `json:"whole_file_only,omitempty"` // why stage slices of it cannot be loaded
 			ChatTemplate engine.ChatTemplateInfo `json:"chat_template"`
-		}{path, c, fc.String(), source, mi, runs, engine.SliceRefused(mi.Arch), chat}); err != nil {
+		}{path, c, fc.String(), source, mi, runs, refused, engine.SliceRefused(mi.Arch), chat}); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 			return 1
 		}
@@ -210,6 +228,8 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 		w("engine", "runs it, whole or split by layers")
 	case runs:
 		w("engine", "runs it from the whole file only: "+why)
+	case refused != "":
+		w("engine", "does not run it: "+refused)
 	default:
 		w("engine", fmt.Sprintf("does not run %q (it runs %s)", mi.Arch, strings.Join(engine.Architectures, ", ")))
 	}

@@ -71,6 +71,19 @@ func TestModelCommands(t *testing.T) {
 		t.Fatalf("slice's source_cid %q, want the model's CID %s", v.SourceCID, full)
 	}
 
+	empty := filepath.Join(dir, "empty.jinja")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// a base model: no template, a name of its own
+	base := filepath.Join(dir, "base.gguf")
+	if code, _, errs := runCmd(modelCmd, "synth", "--arch", "llama", "--chat-template", "none", "--name", "my-base", "-o", base); code != 0 {
+		t.Fatalf("synth base: %d %s", code, errs)
+	}
+	if code, out, errs := runCmd(modelCmd, "info", base); code != 0 || !strings.Contains(out, "chat template:  none: raw completion only") || !strings.Contains(out, "my-base") {
+		t.Fatalf("info of a base model: %d %q %s", code, out, errs)
+	}
+
 	usage := []struct {
 		args []string
 		want string
@@ -83,6 +96,8 @@ func TestModelCommands(t *testing.T) {
 		{[]string{"synth"}, "-o FILE is required"},
 		{[]string{"synth", "--bogus"}, "flag provided but not defined"},
 		{[]string{"synth", "--layers", "-1", "-o", "x"}, "--layers -1: want 0 (all) or a positive count"},
+		{[]string{"synth", "--chat-template", filepath.Join(dir, "missing.jinja"), "-o", "x"}, "--chat-template: open"},
+		{[]string{"synth", "--chat-template", empty, "-o", "x"}, "is empty"},
 		{[]string{"info"}, "exactly one FILE"},
 		{[]string{"slice", full}, "--layers A-B is required"},
 		{[]string{"slice", full, "--layers", "3-1"}, "0 <= A < B"},

@@ -58,6 +58,16 @@ var sliceRefused = map[string]string{
 // can): such a model runs from its whole file.
 func SliceRefused(arch string) string { return sliceRefused[arch] }
 
+// Refused says why the engine refuses a model of arch with layers layers
+// although it runs the architecture ("" when it does not refuse it), so that
+// a file's description need not load it to know.
+func Refused(arch string, layers int) string {
+	if arch == "gemma2" && layers == gemma2LargeLayers {
+		return gemma2LargeWhy
+	}
+	return ""
+}
+
 // checkWhole refuses a stage slice of an architecture in sliceRefused, with
 // the reason, before ollama refuses it naming a missing tensor.
 func checkWhole(meta *fsggml.GGML) error {

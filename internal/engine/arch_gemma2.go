@@ -28,9 +28,11 @@ type gemma2Arch struct {
 // the engine, which runs the layers itself, cannot set it.
 const gemma2LargeLayers = 46
 
+const gemma2LargeWhy = "gemma2 with 46 layers (Gemma 2 27B): ollama sets its query scaling inside its own forward pass, which the engine does not run"
+
 func newGemma2Arch(m *gemma2.Model, cfg fs.Config) (gemma2Arch, error) {
-	if len(m.Layers) == gemma2LargeLayers {
-		return gemma2Arch{}, fmt.Errorf("%w: gemma2 with %d layers (Gemma 2 27B): ollama sets its query scaling inside its own forward pass, which the engine does not run", ErrUnsupportedArch, gemma2LargeLayers)
+	if why := Refused("gemma2", len(m.Layers)); why != "" {
+		return gemma2Arch{}, fmt.Errorf("%w: %s", ErrUnsupportedArch, why)
 	}
 	return gemma2Arch{
 		m:       m,

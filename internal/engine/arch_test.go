@@ -321,6 +321,10 @@ func TestGemma2LargeRefused(t *testing.T) {
 	if !errors.Is(err, ErrUnsupportedArch) || !strings.Contains(err.Error(), "Gemma 2 27B") {
 		t.Fatalf("a 46-layer gemma2: %v, want ErrUnsupportedArch naming Gemma 2 27B", err)
 	}
+	// swarmd model info says so without loading the file
+	if why := Refused("gemma2", gemma2LargeLayers); why == "" || !strings.Contains(err.Error(), why) || Refused("gemma2", 26) != "" {
+		t.Fatalf("Refused: %q for 46 layers, %q for 26; Load: %v", why, Refused("gemma2", 26), err)
+	}
 }
 
 // TestOLMo3BadPattern: an OLMo 3 file whose sliding-window pattern does

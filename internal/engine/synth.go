@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -8,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -29,6 +31,14 @@ type SynthSpec struct {
 	// model, used by raw completion only).
 	ChatTemplate   string
 	NoChatTemplate bool
+	// Weights, when set, are the values of the tensors they name (GGUF
+	// names, GGUF layout) in place of random ones: trained weights written
+	// in the file's shape, vocabulary and type (f32, f16 or q8_0). Every
+	// name must be a tensor of the shape, with its count of values.
+	Weights map[string][]float32
+	// Name, when set, is the file's general.name (default
+	// synthetic-ARCH-SIZE-TYPE).
+	Name string
 	// Progress, when set, sees the tensor bytes written so far and their
 	// total, after each tensor.
 	Progress func(done, total int64)
@@ -188,6 +198,7 @@ type lazyTensor struct {
 	typ   fsggml.TensorType
 	n     int // values
 	dist  synthDist
+	given []float32 // SynthSpec.Weights' values, when given
 	seed  uint64
 	size  uint64
 	wrote func(n int64) // counts the bytes written, for SynthSpec.Progress
@@ -201,8 +212,12 @@ func (t *lazyTensor) WriteTo(w io.Writer) (int64, error) {
 	pw := &progressWriter{w: w, wrote: t.wrote}
 	var n int64
 	var err error
-	switch t.typ {
-	case fsggml.TensorTypeF32, fsggml.TensorTypeF16:
+	switch {
+	case t.given != nil && t.typ == fsggml.TensorTypeQ8_0:
+		n, err = writeQ8_0(pw, t.given)
+	case t.given != nil && t.typ != fsggml.TensorTypeF32 && t.typ != fsggml.TensorTypeF16:
+		return 0, fmt.Errorf("%w: synth %s: given weights in %v (f32, f16 or q8_0)", ErrBadInput, t.name, t.typ)
+	case t.typ == fsggml.TensorTypeF32 || t.typ == fsggml.TensorTypeF16:
 		n, err = t.writeFloat(pw, r)
 	default:
 		if t.dist.gen != nil {
@@ -217,10 +232,12 @@ func (t *lazyTensor) WriteTo(w io.Writer) (int64, error) {
 }
 
 func (t *lazyTensor) writeFloat(w io.Writer, r *rand.Rand) (int64, error) {
-	var f []float32
-	if t.dist.gen != nil {
+	f := t.given
+	switch {
+	case f != nil:
+	case t.dist.gen != nil:
 		f = t.dist.gen(t.n, r)
-	} else {
+	default:
 		f = make([]float32, t.n)
 		for i := range f {
 			f[i] = t.dist.std * float32(r.NormFloat64())
@@ -295,6 +312,9 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		matType, embType, ftype = fsggml.TensorTypeQ4_K, fsggml.TensorTypeQ6_K, fsggml.FileTypeQ4_K_M
 	default:
 		return fmt.Errorf("%w: synth type %q (f32 | f16 | q8_0 | q4_k)", ErrBadInput, spec.Type)
+	}
+	if spec.Weights != nil && spec.Type == "q4_k" {
+		return fmt.Errorf("%w: synth weights given in q4_k (f32, f16 or q8_0)", ErrBadInput)
 	}
 	arch := spec.Arch
 	var voc *synthVocab
@@ -380,6 +400,9 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			return err
 		}
 	}
+	if spec.Name != "" {
+		kv["general.name"] = spec.Name
+	}
 	switch {
 	case spec.NoChatTemplate:
 		delete(kv, "tokenizer.chat_template")
@@ -409,6 +432,9 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			spec.Progress(done, total)
 		}
 	}
+	// Of spec.Weights: how many the shape has, and the first that does not fit.
+	var given int
+	var badWeights error
 	addT := func(name string, typ fsggml.TensorType, dist synthDist, dims ...int) {
 		if typ != fsggml.TensorTypeF32 && typ != fsggml.TensorTypeF16 {
 			// k-quants need rows of 256, the others rows of 32: fall back like
@@ -427,6 +453,13 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			shape[i] = uint64(d)
 		}
 		lt := &lazyTensor{name: name, typ: typ, n: n, dist: dist, seed: spec.Seed, wrote: wrote}
+		if w, ok := spec.Weights[name]; ok {
+			if len(w) != n {
+				badWeights = cmp.Or(badWeights, fmt.Errorf("%w: synth weights of %s: %d values, want %d", ErrBadInput, name, len(w), n))
+			}
+			lt.given = w
+			given++
+		}
 		t := &fsggml.Tensor{Name: name, Kind: uint32(typ), Shape: shape, WriterTo: lt}
 		lt.size = t.Size()
 		total += int64(lt.size)
@@ -531,6 +564,19 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			addT(p+"attn_v.bias", f32, normal(0.1), kvd)
 		}
 		addFFN(p)
+	}
+	if badWeights != nil {
+		return badWeights
+	}
+	if given != len(spec.Weights) {
+		var unknown []string
+		for name := range spec.Weights {
+			if !slices.ContainsFunc(ts, func(t *fsggml.Tensor) bool { return t.Name == name }) {
+				unknown = append(unknown, name)
+			}
+		}
+		slices.Sort(unknown)
+		return fmt.Errorf("%w: synth weights of tensors the %s %s shape does not have: %s", ErrBadInput, arch, spec.Size, strings.Join(unknown, ", "))
 	}
 	if err := ctx.Err(); err != nil {
 		return err

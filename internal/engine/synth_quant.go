@@ -171,3 +171,30 @@ func packQ6K(b []byte, rnd *[256]byte) {
 		}
 	}
 }
+
+// writeQ8_0 quantizes f to Q8_0 as ggml's reference quantizer does
+// (quantize_row_q8_0_ref: d = max|x|/127, q = round(x/d)) and writes it.
+func writeQ8_0(w io.Writer, f []float32) (int64, error) {
+	if len(f)%32 != 0 {
+		return 0, fmt.Errorf("engine: q8_0 of %d values, not whole blocks of 32", len(f))
+	}
+	out := make([]byte, 0, len(f)/32*34)
+	for b := 0; b < len(f); b += 32 {
+		amax := float32(0)
+		for _, x := range f[b : b+32] {
+			amax = max(amax, float32(math.Abs(float64(x))))
+		}
+		d := amax / 127
+		id := float32(0)
+		if d != 0 {
+			id = 1 / d
+		}
+		h := F32ToF16(d)
+		out = append(out, byte(h), byte(h>>8))
+		for _, x := range f[b : b+32] {
+			out = append(out, byte(int8(math.Round(float64(x*id)))))
+		}
+	}
+	n, err := w.Write(out)
+	return int64(n), err
+}

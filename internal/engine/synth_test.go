@@ -3,7 +3,9 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -288,6 +290,83 @@ func TestSynthShapeParams(t *testing.T) {
 		}
 		if got := float64(n); math.Abs(got/c.want-1) > 0.002 {
 			t.Errorf("%s %s: %.4g parameters, want %.4g", c.arch, c.size, got, c.want)
+		}
+	}
+}
+
+// TestSynthGivenWeights: weights given by name are the file's (f32 exactly,
+// q8_0 within half a quantization step of its block), the others stay
+// random; given weights that do not fit the shape are refused, naming them.
+func TestSynthGivenWeights(t *testing.T) {
+	const name = "blk.1.ffn_up.weight" // llama tiny: 64 x 128
+	want := make([]float32, 64*128)
+	for i := range want {
+		want[i] = float32(math.Sin(float64(i))) * float32(1+i%5)
+	}
+	read := func(p, tensor string) []float32 {
+		g, err := shards.ReadGGUFFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ti, ok := g.Tensor(tensor)
+		if !ok {
+			t.Fatalf("%s: no %s", p, tensor)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		data := make([]byte, ti.Size)
+		if _, err := f.ReadAt(data, g.DataOffset+int64(ti.Offset)); err != nil {
+			t.Fatal(err)
+		}
+		if uint32(ti.Type) == uint32(fsggml.TensorTypeF32) {
+			out := make([]float32, len(data)/4)
+			for i := range out {
+				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+			}
+			return out
+		}
+		return ggmlbackend.ConvertToF32(data, uint32(ti.Type), ti.Dims[0]*ti.Dims[1])
+	}
+	for _, typ := range []string{"f32", "q8_0"} {
+		p := filepath.Join(t.TempDir(), typ+".gguf")
+		if err := Synth(context.Background(), p, SynthSpec{Arch: "llama", Size: "tiny", Type: typ, Weights: map[string][]float32{name: want}}); err != nil {
+			t.Fatal(err)
+		}
+		got := read(p, name)
+		for b := 0; b < len(want); b += 32 {
+			amax := float32(0)
+			for _, x := range want[b : b+32] {
+				amax = max(amax, float32(math.Abs(float64(x))))
+			}
+			tol := float32(0)
+			if typ == "q8_0" {
+				tol = amax/127/2 + 1e-3*amax // half a step, and d's rounding to f16
+			}
+			for i := b; i < b+32; i++ {
+				if d := got[i] - want[i]; d > tol || d < -tol {
+					t.Fatalf("%s: value %d is %g, given %g", typ, i, got[i], want[i])
+				}
+			}
+		}
+		if other := read(p, "blk.1.ffn_gate.weight"); slices.Equal(other[:8], got[:8]) {
+			t.Fatalf("%s: another tensor took the given weights", typ)
+		}
+	}
+	for _, c := range []struct {
+		typ     string
+		weights map[string][]float32
+		naming  string
+	}{
+		{"f32", map[string][]float32{name: want[:100]}, name},
+		{"f32", map[string][]float32{"blk.9.ffn_up.weight": want}, "blk.9.ffn_up.weight"},
+		{"q4_k", map[string][]float32{name: want}, "q4_k"},
+	} {
+		err := Synth(context.Background(), filepath.Join(t.TempDir(), "bad.gguf"), SynthSpec{Arch: "llama", Size: "tiny", Type: c.typ, Weights: c.weights})
+		if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), c.naming) {
+			t.Errorf("%s %v: %v, want ErrBadInput naming %s", c.typ, slices.Collect(maps.Keys(c.weights)), err, c.naming)
 		}
 	}
 }
