@@ -17,30 +17,32 @@ const module = "github.com/llmswarm/llmswarm"
 // tier of every package of the module (path relative to the module). A new
 // package must be added here, so its place in the order is a decision.
 var tier = map[string]int{
-	"internal/engine":     0,
-	"internal/version":    0,
-	"internal/cli":        0,
-	"internal/wire":       -1, // standard library only, under every package that frames or decodes (shards included)
-	"internal/atomicfile": -1, // a file replaced whole or not at all: stdlib only
-	"internal/netif":      0,
-	"shards":              0,
-	"bmc":                 0,
-	"answer":              0, // a query's result and trace, and the kinds of failure: stdlib only
-	"client":              1, // the API client: answer's types, over HTTP
-	"dashboard":           0, // static files and their handler, served by api
-	"gossip":              1,
-	"ledger":              1, // receipts and this peer's ledger of give and take
-	"swarm":               2,
-	"moa":                 3,
-	"pipeline":            3,
-	"verify":              3,
-	"bmcauth":             3, // the BMC plane on the swarm side: gossip and the swarm view
-	"nat":                 3, // the NAT plane: reachability, relays, hole punching
-	"node":                4,
-	"api":                 5,
-	"cmd/swarmd":          6,
-	"cmd/swarmctl":        6,
-	"mobile":              6,
+	"internal/engine":        0,
+	"internal/version":       0,
+	"internal/cli":           0,
+	"internal/wire":          -1, // standard library only, under every package that frames or decodes (shards included)
+	"internal/atomicfile":    -1, // a file replaced whole or not at all: stdlib only
+	"internal/train":         -1, // trains the tiny models of the engine's fixtures: stdlib only
+	"internal/train/fixture": 6,  // writes those fixtures (a tool, with the engine)
+	"internal/netif":         0,
+	"shards":                 0,
+	"bmc":                    0,
+	"answer":                 0, // a query's result and trace, and the kinds of failure: stdlib only
+	"client":                 1, // the API client: answer's types, over HTTP
+	"dashboard":              0, // static files and their handler, served by api
+	"gossip":                 1,
+	"ledger":                 1, // receipts and this peer's ledger of give and take
+	"swarm":                  2,
+	"moa":                    3,
+	"pipeline":               3,
+	"verify":                 3,
+	"bmcauth":                3, // the BMC plane on the swarm side: gossip and the swarm view
+	"nat":                    3, // the NAT plane: reachability, relays, hole punching
+	"node":                   4,
+	"api":                    5,
+	"cmd/swarmd":             6,
+	"cmd/swarmctl":           6,
+	"mobile":                 6,
 	// Test harnesses are exempt unless listed: nodetest starts peers with
 	// their API, so it sits above api.
 	"nodetest": 6,
