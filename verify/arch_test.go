@@ -1,0 +1,89 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/shards"
+	"github.com/llmswarm/llmswarm/swarm"
+)
+
+// TestHonestPeersOfEveryArch: for every architecture the engine runs, an
+// honest peer passes a challenge of every layer of the model: bit for bit
+// with f32 weights on this build, and with q4_k weights when its kernels
+// differ from the checker's (its Q4 weights in ggml's plain layout where
+// the checker's are repacked, so its record names another build and it
+// gets quantTolerance). The worst relative error per architecture is
+// logged: the measured margin of each family under the tolerance (a
+// mixture of experts whose router flips an expert between kernels would
+// show here first).
+func TestHonestPeersOfEveryArch(t *testing.T) {
+	const challenges = 3
+	archs := slices.DeleteFunc(slices.Clone(engine.Architectures), func(a string) bool { return a == "gpt-oss" }) // gptoss's other name
+	for _, arch := range archs {
+		for _, c := range []struct {
+			size, typ string
+			plain     bool // the peer's Q4 weights unrepacked
+			max       float64
+		}{
+			{"tiny", "f32", false, 0},
+			{"small", "q4_k", true, quantTolerance},
+		} {
+			t.Run(fmt.Sprintf("%s/%s", arch, c.typ), func(t *testing.T) {
+				full := filepath.Join(t.TempDir(), arch+".gguf")
+				if err := engine.Synth(context.Background(), full, engine.SynthSpec{Arch: arch, Size: c.size, Type: c.typ, Seed: 1}); err != nil {
+					t.Fatal(err)
+				}
+				cid, err := shards.FileCID(full)
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts := testOpts
+				opts.NoRepack = c.plain
+				m, err := engine.Load(context.Background(), full, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { m.Close() })
+				if c.plain {
+					ref := load(t, full)
+					if ref.Repacked() == 0 {
+						t.Skip("this build has no repacked Q4 kernels (CGO_CPPFLAGS=-DGGML_USE_CPU_REPACK): both sides would compute alike")
+					}
+				}
+				lr := &liar{h: newHost(t), m: m}
+				lr.h.SetStreamHandler(ProtocolID, lr.handle)
+				h := newHost(t)
+				link(h, lr.h)
+				n := m.Info().Layers
+				ck := newChecker(h, newFileRef(t, cid.String()).add(0, n, full))
+				ck.CheckLayers = n
+				ck.Arch = func(peer.ID) string { return "another build" }
+				worst := &Report{WorstLayer: -1}
+				for range challenges { // each on an input of its own
+					rep, err := ck.Check(t.Context(), lr.h.ID(), swarm.Claim{Model: cid.String(), Start: 0, End: n})
+					if err != nil {
+						t.Fatalf("an honest %s peer: %v", c.typ, err)
+					}
+					if len(rep.Checked) != n {
+						t.Fatalf("%d layers checked, want %d", len(rep.Checked), n)
+					}
+					if rep.WorstRelErr > worst.WorstRelErr || worst.WorstLayer < 0 {
+						worst = rep
+					}
+				}
+				if worst.WorstRelErr > c.max {
+					t.Fatalf("worst relative error %.3g at layer %d, want at most %.3g", worst.WorstRelErr, worst.WorstLayer, c.max)
+				}
+				t.Logf("%s %s %s, peer repacked %v: %d layers x %d challenges, worst relative error %.3g at layer %d (tolerance %.0e)",
+					arch, c.size, c.typ, !c.plain, n, challenges, worst.WorstRelErr, worst.WorstLayer, ck.tolerance(m, lr.h.ID()))
+			})
+		}
+	}
+}
