@@ -25,6 +25,10 @@ type Pipeline struct {
 	SpotChecked int     `json:"spot_checked,omitempty"`
 	SpotMaxDiff float64 `json:"spot_max_diff,omitempty"`
 	Mismatches  int     `json:"mismatches,omitempty"`
+	// NearTies is how many steps a check route chose another token than
+	// this one where both routes' logits make the two a tie within the
+	// tolerance: honest rounding on other kernels, not a mismatch.
+	NearTies int `json:"near_ties,omitempty"`
 	// Drafted is how many tokens a speculating generation's draft proposed,
 	// DraftAccepted how many of them the route accepted, Rounds its verify
 	// steps.

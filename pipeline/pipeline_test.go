@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -81,6 +82,7 @@ type stagePeer struct {
 	srv   *StageServer
 	proxy *nettest.Proxy // when set, the only way others reach this peer
 	batch bool           // serve shards batching sessions' steps (a node's pipeline.batch)
+	plain bool           // serve Q4 weights unrepacked, naming a build without the repacked kernels
 }
 
 // addrs is where others dial this peer.
@@ -134,7 +136,7 @@ func (p *stagePeer) serveFile(t testing.TB, full, cid string, a, b int) {
 	if _, err := shards.Slice(full, out, a, b); err != nil {
 		t.Fatal(err)
 	}
-	sh, err := LoadShard(context.Background(), out, cid, a, b, engine.Options{Threads: 1, Slots: 4, Context: 1024, Isolated: !p.batch})
+	sh, err := LoadShard(context.Background(), out, cid, a, b, engine.Options{Threads: 1, Slots: 4, Context: 1024, Isolated: !p.batch, NoRepack: p.plain})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +212,7 @@ func originatorTrusting(t testing.TB, full string, tr *swarm.Trust, self *stageP
 		for _, a := range p.addrs() {
 			addrs = append(addrs, a.String())
 		}
-		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Addrs: addrs, Shards: p.srv.Shards(), Load: gossip.Load{Capacity: 4}, Platform: gossip.Platform{Arch: engine.ComputeArch()}}, time.Now())
+		v.Observe(&gossip.Capability{PeerID: p.h.ID().String(), Seq: uint64(i + 1), Addrs: addrs, Shards: p.srv.Shards(), Load: gossip.Load{Capacity: 4}, Platform: gossip.Platform{Arch: p.arch()}}, time.Now())
 	}
 	tok, err := engine.LoadTokenizer(full)
 	if err != nil {
@@ -635,4 +637,13 @@ func TestIdleSessionCloses(t *testing.T) {
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("idle session closed after %s (timeout 800 ms)", took)
 	}
+}
+
+// arch is what p's record names: its build's, without the repacked
+// kernels when it serves Q4 weights plainly.
+func (p *stagePeer) arch() string {
+	if p.plain {
+		return runtime.GOARCH
+	}
+	return engine.ComputeArch()
 }

@@ -289,3 +289,55 @@ func (c *settleCost) verified(t *testing.T, full string) func(ctx context.Contex
 		return sh, func() { sh.Model.Close() }, nil
 	}
 }
+
+// TestHonestMixedKernelsNeverConvict: honest peers of two builds, one with
+// ggml's repacked Q4 kernels and one without (their records name other
+// builds), serve q4_k models of every architecture on routes cut at other
+// layers, every generation spot-checked: whatever the two kernels make of
+// a step (in a mixture of experts a near tie between two experts can go
+// either way, and that step's logits then differ by a third), nobody is
+// banned; in a dense model the routes disagree only at near ties (each
+// route's token wins its own logits within the tolerance), which are no
+// mismatch. Mismatches (MoE expert flips) and near ties are logged.
+func TestHonestMixedKernelsNeverConvict(t *testing.T) {
+	if !engine.RepackAvailable() {
+		t.Skip("this build has no repacked Q4 kernels: every peer computes alike")
+	}
+	const gens = 12
+	for _, arch := range []string{"qwen3", "gemma3", "qwen3moe", "gptoss", "deepseek2", "glm4moelite"} {
+		t.Run(arch, func(t *testing.T) {
+			full, cid := modelOf(t, arch, "small", "q4_k")
+			n := 8
+			if arch == "gemma3" {
+				n = 12
+			}
+			origin := newStagePeer(t)
+			var peers []*stagePeer
+			for i, r := range [][2]int{{0, n / 2}, {n / 2, n}, {0, 3}, {3, n}} {
+				p := newStagePeer(t)
+				p.plain = i >= 2
+				p.serveFile(t, full, cid, r[0], r[1])
+				peers = append(peers, p)
+			}
+			o := originatorTrusting(t, full, swarm.NewTrust(), origin, peers...)
+			o.SpotCheck = SpotCheck{Probability: 1}
+			checked, mismatches, ties := 0, 0, 0
+			for i := range gens {
+				think := false
+				msgs := []engine.Message{{Role: "user", Content: fmt.Sprintf("Count to %d, then name a colour.", i)}}
+				res, err := o.Generate(t.Context(), Request{Messages: msgs, Think: &think, MaxTokens: 8, Sampling: greedy})
+				if err != nil {
+					t.Fatalf("generation %d: %v", i, err)
+				}
+				checked += res.SpotChecked
+				mismatches += res.Mismatches
+				ties += res.NearTies
+			}
+			assertNoHonestBans(t, o.View.Trust(), peers...)
+			t.Logf("%s q4_k, repacked and plain kernels: %d generations, %d steps checked, %d near ties, %d mismatches, nobody banned", arch, gens, checked, ties, mismatches)
+			if moe := slices.Contains([]string{"qwen3moe", "gptoss", "deepseek2", "glm4moelite"}, arch); !moe && mismatches > 0 {
+				t.Errorf("%d mismatches between honest routes of a dense model", mismatches)
+			}
+		})
+	}
+}

@@ -279,10 +279,11 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 				g.passCheck(s)
 				return res, nil
 			}
-			g.res.Mismatches++
 			g.lost.compared = true
-			if res, err = g.mismatch(ctx, k, fmt.Sprintf("the check route chose token %d, this one %d", sres.Token, res.Token), input); err != nil {
-				return nil, err
+			chose := [2]int32{res.Token, sres.Token}
+			var tie bool
+			if res, tie, err = g.mismatch(ctx, k, fmt.Sprintf("the check route chose token %d, this one %d", sres.Token, res.Token), input, &chose); err != nil || tie {
+				return res, err
 			}
 			continue
 		}
@@ -298,9 +299,8 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 			g.judgeVerify(ctx, k, res)
 			return res, nil
 		}
-		g.res.Mismatches++
 		g.lost.compared = true
-		if res, err = g.mismatch(ctx, k, fmt.Sprintf("by %.3g, tolerance %g", diff, tol), input); err != nil {
+		if res, _, err = g.mismatch(ctx, k, fmt.Sprintf("by %.3g, tolerance %g", diff, tol), input, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -312,7 +312,13 @@ func (g *generation) confirm(ctx context.Context, k int, res *Result, input []in
 // without the liar (or, undecided, without either disagreeing hop where
 // others cover their layers). The layers where the routes parted (all,
 // when that stays unknown) go on alert.
-func (g *generation) mismatch(ctx context.Context, k int, what string, input []int32) (*Result, error) {
+//
+// chose, for a disagreement on the token alone, is the token this route
+// and the check route chose: when every range agrees when probed and each
+// route's own peers' logits choose its token within the tolerance, the two
+// differ only by honest rounding at a near tie (tie is true): this
+// route's step stands, nobody is suspected, and it is no mismatch.
+func (g *generation) mismatch(ctx context.Context, k int, what string, input []int32, chose *[2]int32) (res *Result, tie bool, err error) {
 	a, b := g.hops, g.sb.hops
 	// The probes open sessions on these peers from this one: end the
 	// routes' first (a peer's share of a stage's sessions is small).
@@ -320,7 +326,21 @@ func (g *generation) mismatch(ctx context.Context, k int, what string, input []i
 	g.chain = nil
 	g.closeShadow()
 	g.o.log().Warn("pipeline: spot-check mismatch; finding the liar", "at_token", k, "disagreement", what, "route", a, "check_route", b)
-	liars, suspects, where := g.bisect(ctx, a, b)
+	liars, suspects, where, last := g.bisect(ctx, a, b)
+	if chose != nil && len(liars) == 0 && where == [2]int{} && ctx.Err() == nil && g.nearTie(last, *chose, g.routesTolerance(a, b)) {
+		g.res.NearTies++
+		g.o.log().Info("pipeline: the routes chose other tokens at a near tie, within the tolerance", "at_token", k, "tokens", *chose, "route", a, "check_route", b)
+		g.trace(answer.Trace{Kind: "near_tie", AtToken: k, Reason: what})
+		res, err := g.resume(ctx, a)
+		if err == nil {
+			return res, true, nil
+		}
+		// The route failed to reopen: a failure like any other, no lie.
+		c, res, err := g.recover(ctx, err, 0, input, a)
+		g.chain = c
+		return res, false, err
+	}
+	g.res.Mismatches++
 	if len(liars) == 0 && where == [2]int{} && ctx.Err() == nil {
 		// Every range agreed when probed: the liar lies on real traffic only.
 		lf, at, who := g.replayVote(ctx, a, b, k)
@@ -335,7 +355,7 @@ func (g *generation) mismatch(ctx context.Context, k int, what string, input []i
 		g.o.disputes.undecided(newDispute(g.ref.CID, where[0], where[1], suspects[0], suspects[1]), true)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if where == [2]int{} {
 		g.o.alerts.raise(g.ref.CID, 0, g.ref.Layers)
@@ -356,15 +376,16 @@ func (g *generation) mismatch(ctx context.Context, k int, what string, input []i
 		Evidence: f.evidence, Suspects: f.suspects})
 	c, res, err := g.recover(ctx, f, 0, input, a)
 	g.chain = c
-	return res, err
+	return res, false, err
 }
 
 // bisect runs the history through routes a and b layer range by layer
 // range (between every cut of either), each range on both routes' hops
 // as probes from this peer on the same input, and finds the first range
 // where they disagree. It returns the proven liars, or else the suspects,
-// and the layers where the routes parted.
-func (g *generation) bisect(ctx context.Context, a, b []Hop) (liars []*fault, suspects []string, where [2]int) {
+// and the layers where the routes parted; when every range agreed, last
+// holds both routes' outputs of the last range (their logits).
+func (g *generation) bisect(ctx context.Context, a, b []Hop) (liars []*fault, suspects []string, where [2]int, last [2][]float32) {
 	tokens, shapes := g.history()
 	var cuts []int
 	for _, h := range append(slices.Clone(a), b...) {
@@ -380,7 +401,7 @@ func (g *generation) bisect(ctx context.Context, a, b []Hop) (liars []*fault, su
 		oa, errA := g.probe(ctx, ha, tokens, hidden, shapes)
 		ob, errB := g.probe(ctx, hb, tokens, hidden, shapes)
 		if ctx.Err() != nil {
-			return nil, nil, [2]int{lo, hi}
+			return nil, nil, [2]int{lo, hi}, last
 		}
 		for _, p := range []struct {
 			h   Hop
@@ -391,23 +412,23 @@ func (g *generation) bisect(ctx context.Context, a, b []Hop) (liars []*fault, su
 			}
 		}
 		if len(liars) > 0 {
-			return liars, nil, [2]int{lo, hi}
+			return liars, nil, [2]int{lo, hi}, last
 		}
 		if errA != nil || errB != nil {
 			// No proof either way: every hop from here on is suspect.
 			g.o.log().Info("pipeline: a spot-check probe failed", "layers", [2]int{lo, hi}, "err", errors.Join(errA, errB))
-			return nil, remotePeers(from(append(slices.Clone(a), b...), lo), self), [2]int{lo, hi}
+			return nil, remotePeers(from(append(slices.Clone(a), b...), lo), self), [2]int{lo, hi}, last
 		}
 		if ok, _ := agree(oa, ob, rowLen(hi, g.ref), g.tolerance(ha.Peer, hb.Peer)); ok {
-			hidden = oa
+			hidden, last = oa, [2][]float32{oa, ob}
 			continue
 		}
 		liars, suspects = g.referee(ctx, ha, hb, tokens, hidden, shapes, oa, ob)
-		return liars, suspects, [2]int{lo, hi}
+		return liars, suspects, [2]int{lo, hi}, [2][]float32{}
 	}
 	// Every range agreed when probed although the routes disagreed: a hop
 	// lies on real traffic only, and nothing here shows which.
-	return nil, remotePeers(append(slices.Clone(a), b...), self), [2]int{}
+	return nil, remotePeers(append(slices.Clone(a), b...), self), [2]int{}, last
 }
 
 // referee settles two hops that computed layers [lo,hi) differently from
