@@ -42,3 +42,34 @@ func TestLlama4BadHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestLlama4ScoutShape: the 109b shape has Scout's parameters as Meta's
+// model card counts them: 17B active per token (attention, the shared
+// expert and one routed expert per layer, the embedding and the head) and
+// 109B in all with the vision encoder, which the text model leaves out
+// (about 108B here; the card gives no text-only count).
+func TestLlama4ScoutShape(t *testing.T) {
+	s, m, lay := synthShapes["llama4"]["109b"], synthExperts["llama4"]["109b"], llama4Layouts["109b"]
+	q, kv := s.heads*s.headDim, s.kvHeads*s.headDim
+	attn := 2*s.hidden*q + 2*s.hidden*kv + 2*s.hidden
+	expert := 3 * s.hidden * m.expertFFN
+	var active, total float64
+	for l := range s.layers {
+		if (l+1)%lay.moeStep != 0 {
+			t.Fatalf("layer %d dense: every Scout layer is a mixture of experts", l)
+		}
+		active += float64(attn + s.hidden*m.experts + expert*(1+m.used))
+		total += float64(attn + s.hidden*m.experts + expert*(1+m.experts))
+	}
+	embed := float64(2 * s.vocab * s.hidden)
+	active, total = active+embed, total+embed
+	if active < 16.5e9 || active > 17.5e9 {
+		t.Errorf("%.4g active parameters, want about 17B", active)
+	}
+	if total < 107e9 || total > 109e9 {
+		t.Errorf("%.4g parameters, want about 108B (109B with vision)", total)
+	}
+	if m.used != 1 || m.experts != 16 || s.tied {
+		t.Errorf("Scout: 16 experts, one per token, its own head; have %+v tied %v", m, s.tied)
+	}
+}

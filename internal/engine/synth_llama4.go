@@ -8,7 +8,12 @@ import fsggml "github.com/ollama/ollama/fs/ggml"
 // <|eot|>, ... <|finetune_right_pad|> at 200018; the reserved and vision
 // tokens after them are named <|reserved_special_token_n|> here), llama3
 // rope (theta 500000), mixture-of-experts layers with a shared expert,
-// NoPE layers and chunked attention.
+// NoPE layers and chunked attention. No rope_freqs.weight is written:
+// ollama's llama4 layer reads a per-layer rope_factors (blk.N), never the
+// top-level rope_freqs.weight its converter writes for llama3 rope
+// scaling, so the real files' scaling (Scout: factor 16 over 8192, from
+// memory of its config.json, not checked here) does not change ollama's
+// forward pass either way.
 
 var llama4Specials = []string{"<|begin_of_text|>", "<|end_of_text|>", "<|fim_prefix|>", "<|fim_middle|>",
 	"<|fim_suffix|>", "<|header_start|>", "<|header_end|>", "<|eom|>", "<|eot|>", "<|step|>",
