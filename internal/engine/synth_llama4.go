@@ -11,9 +11,9 @@ import fsggml "github.com/ollama/ollama/fs/ggml"
 // NoPE layers and chunked attention. No rope_freqs.weight is written:
 // ollama's llama4 layer reads a per-layer rope_factors (blk.N), never the
 // top-level rope_freqs.weight its converter writes for llama3 rope
-// scaling, so the real files' scaling (Scout: factor 16 over 8192, from
-// memory of its config.json, not checked here) does not change ollama's
-// forward pass either way.
+// scaling, so the real files' scaling (Scout's config.json has llama3
+// rope scaling, as remembered, not checked here) does not change
+// ollama's forward pass either way.
 
 var llama4Specials = []string{"<|begin_of_text|>", "<|end_of_text|>", "<|fim_prefix|>", "<|fim_middle|>",
 	"<|fim_suffix|>", "<|header_start|>", "<|header_end|>", "<|eom|>", "<|eot|>", "<|step|>",
