@@ -25,7 +25,7 @@ import (
 // stages, for each architecture; after it the stages hold exactly the
 // accepted positions (a plain step then goes on as on the plain route).
 func TestSpeculativeRoute(t *testing.T) {
-	for _, arch := range []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "qwen3moe", "gptoss", "gemma2", "olmo3", "deepseek2", "glm4moelite"} {
+	for _, arch := range []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "qwen3moe", "gptoss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4"} {
 		routes := [][]int{{0, 2, 4}, {0, 1, 3, 4}}
 		if arch == "gemma3" { // six layers, the last global: rejected drafts leave sliding-window caches
 			routes = [][]int{{0, 3, 6}, {0, 1, 5, 6}}

@@ -228,3 +228,19 @@ func TestModelInfoWholeFileOnly(t *testing.T) {
 		t.Fatalf("info --json: %d %v %q %s", code, err, out, errs)
 	}
 }
+
+// TestModelInfoLlama4: a Llama 4 file is run whole or split by layers,
+// its experts listed (only some of its layers hold them).
+func TestModelInfoLlama4(t *testing.T) {
+	full := filepath.Join(t.TempDir(), "llama4.gguf")
+	if code, _, errs := runCmd(modelCmd, "synth", "--arch", "llama4", "--size", "tiny", "--type", "q8_0", "-o", full); code != 0 {
+		t.Fatalf("synth: %d %s", code, errs)
+	}
+	code, out, errs := runCmd(modelCmd, "info", full)
+	for _, want := range []string{"architecture:   llama4", "engine:         runs it, whole or split by layers",
+		"experts:        4 per expert layer, 1 used per token", "chat template:  the file's own (Jinja)"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("info: %d, no %q in %q %s", code, want, out, errs)
+		}
+	}
+}

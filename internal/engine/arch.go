@@ -16,6 +16,7 @@ import (
 	"github.com/ollama/ollama/model/models/gptoss"
 	"github.com/ollama/ollama/model/models/lfm2"
 	"github.com/ollama/ollama/model/models/llama"
+	"github.com/ollama/ollama/model/models/llama4"
 	"github.com/ollama/ollama/model/models/mistral3"
 	"github.com/ollama/ollama/model/models/olmo3"
 	"github.com/ollama/ollama/model/models/qwen2"
@@ -23,7 +24,7 @@ import (
 )
 
 // Architectures lists the general.architecture values the engine runs.
-var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite"}
+var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4"}
 
 // arch is the per-architecture view of a loaded ollama model that the layer
 // loop needs. The layer loop (run.go) mirrors each model's own Forward; the
@@ -122,6 +123,8 @@ func newArch(m model.Model, cfg fs.Config) (arch, error) {
 		return glm4moeliteArch{t, eps}, nil
 	case *mistral3.Model:
 		return newMistral3Arch(t, cfg), nil
+	case *llama4.Model:
+		return newLlama4Arch(t, cfg)
 	case *lfm2.Model:
 		return newLFM2Arch(t, cfg), nil
 	case *gptoss.Transformer:

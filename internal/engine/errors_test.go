@@ -38,7 +38,7 @@ func TestBadModelFiles(t *testing.T) {
 		{"empty", write("empty.gguf", nil), ErrNotGGUF},
 		{"truncated data", write("trunc.gguf", data[:len(data)*2/3]), ErrTruncated},
 		{"truncated header", write("trunch.gguf", data[:200]), ErrTruncated},
-		{"unsupported arch", withArch(t, full, filepath.Join(dir, "llama4.gguf"), "llama4"), ErrUnsupportedArch},
+		{"unsupported arch", withArch(t, full, filepath.Join(dir, "gpt2.gguf"), "gpt2"), ErrUnsupportedArch},
 		// a BPE vocabulary labelled with an architecture that reads
 		// SentencePiece (no scores): ollama's tokenizer panicked
 		{"vocabulary of another kind", withArch(t, full, filepath.Join(dir, "gemma2.gguf"), "gemma2"), ErrNotGGUF},

@@ -372,6 +372,9 @@ func checkFile(path string, vocab bool) (meta *fsggml.GGML, err error) {
 	if err := checkKVShape(meta); err != nil {
 		return nil, &FileError{path, err}
 	}
+	if err := checkLlama4(meta); err != nil {
+		return nil, &FileError{path, err}
+	}
 	if vocab {
 		if err := checkVocab(meta.KV()); err != nil {
 			return nil, &FileError{path, err}

@@ -12,6 +12,7 @@ import (
 	"github.com/ollama/ollama/model/models/gemma3"
 	"github.com/ollama/ollama/model/models/gptoss"
 	"github.com/ollama/ollama/model/models/lfm2"
+	"github.com/ollama/ollama/model/models/llama4"
 	"github.com/ollama/ollama/model/models/olmo3"
 )
 
@@ -72,6 +73,8 @@ func setCacheForTest(t *testing.T, om model.Model, c kvcache.Cache) {
 	case *gemma2.Model:
 		m.Cache = c
 	case *olmo3.Model:
+		m.Cache = c
+	case *llama4.Model:
 		m.Cache = c
 	default:
 		t.Fatalf("no cache to set for %T", om)

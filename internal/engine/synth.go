@@ -47,7 +47,7 @@ type SynthSpec struct {
 // SynthSizes and SynthTypes list the accepted SynthSpec values; not every
 // architecture has every size (SynthSizesFor).
 var (
-	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "2b", "3b", "4b", "7b", "8b", "9b", "20b", "30b", "70b"}
+	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "2b", "3b", "4b", "7b", "8b", "9b", "20b", "30b", "70b", "109b"}
 	SynthTypes = []string{"f32", "f16", "q8_0", "q4_k"}
 )
 
@@ -77,6 +77,7 @@ type synthShape struct {
 //	gemma2: 2b Gemma-2-2B, 9b Gemma-2-9B
 //	olmo3: 7b Olmo-3-7B (synth_olmo3.go)
 //	deepseek2, glm4moelite: tiny and small only (synth_deepseek2.go)
+//	llama4: 109b Llama-4-Scout-17B-16E (text model; synth_llama4.go)
 var synthShapes = map[string]map[string]synthShape{
 	//        hidden layers heads kv headDim ffn vocab normal ctx tied ropeFreqs
 	"qwen3": {
@@ -145,6 +146,11 @@ var synthShapes = map[string]map[string]synthShape{
 		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
 		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, false},
 		"20b":   {2880, 24, 64, 8, 64, 2880, 201088, 199998, 131072, false, false},
+	},
+	"llama4": { // ffn: the dense layers' (intermediate_size_mlp); ctx: Scout's max_position_embeddings
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, false},
+		"109b":  {5120, 48, 40, 8, 128, 16384, 202048, 200000, 10485760, false, false},
 	},
 }
 
@@ -281,7 +287,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 func Synth(ctx context.Context, path string, spec SynthSpec) error {
 	shapes, ok := synthShapes[synthArch(spec.Arch)]
 	if !ok {
-		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe | gptoss | gemma2 | olmo3 | deepseek2 | glm4moelite)", ErrUnsupportedArch, spec.Arch)
+		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe | gptoss | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4)", ErrUnsupportedArch, spec.Arch)
 	}
 	s, ok := shapes[spec.Size]
 	if !ok {
@@ -397,6 +403,10 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		}
 	case "gptoss", "gpt-oss":
 		if voc, err = gptossKV(kv, s, spec.Size); err != nil {
+			return err
+		}
+	case "llama4":
+		if voc, err = llama4KV(kv, s, spec.Size); err != nil {
 			return err
 		}
 	}
@@ -528,6 +538,9 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			continue
 		case "glm4moelite":
 			deepseek2Layer(kit, p, l, s, synthGLMMLA[spec.Size], moe)
+			continue
+		case "llama4":
+			llama4Layer(kit, p, l, spec.Size, s, moe)
 			continue
 		}
 		addT(p+"attn_norm.weight", f32, norm, s.hidden)

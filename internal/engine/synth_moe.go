@@ -36,6 +36,11 @@ var synthExperts = map[string]map[string]moeShape{
 		"small": {8, 2, 256},
 		"20b":   {32, 4, 2880},
 	},
+	"llama4": { // top-1, as Llama 4; 109b: Scout's 16 experts of 8192
+		"tiny":  {4, 1, 32},
+		"small": {8, 1, 128},
+		"109b":  {16, 1, 8192},
+	},
 }
 
 // synthKit is what an architecture's layer writer needs of synthShaped:

@@ -209,6 +209,7 @@ func TestSynthSizes(t *testing.T) {
 		"olmo3":       {"tiny", "small", "7b"},
 		"deepseek2":   {"tiny", "small"},
 		"glm4moelite": {"tiny", "small"},
+		"llama4":      {"tiny", "small", "109b"},
 		"gpt2":        nil,
 	} {
 		if got := SynthSizesFor(arch); !slices.Equal(got, want) {

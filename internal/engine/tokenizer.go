@@ -18,6 +18,7 @@ import (
 	"github.com/ollama/ollama/model/models/gptoss"
 	"github.com/ollama/ollama/model/models/lfm2"
 	"github.com/ollama/ollama/model/models/llama"
+	"github.com/ollama/ollama/model/models/llama4"
 	"github.com/ollama/ollama/model/models/mistral3"
 	"github.com/ollama/ollama/model/models/olmo3"
 	"github.com/ollama/ollama/model/models/qwen2"
@@ -74,6 +75,8 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		m, err = glm4moelite.New(kv)
 	case "mistral3":
 		m, err = mistral3.New(kv)
+	case "llama4":
+		m, err = llama4.New(kv)
 	case "lfm2":
 		m, err = lfm2.New(kv)
 	case "gptoss", "gpt-oss":
