@@ -50,9 +50,8 @@ type ownCache interface {
 // sliceRefused names the architectures whose stage slices ollama cannot
 // load, and why: such a model runs from its whole file (a stage may still
 // run a range of its layers from it).
-var sliceRefused = map[string]string{
-	"lfm2": "ollama's lfm2 loader (Model.Validate) wants every layer's tensors, the embedding and the head in the file",
-}
+// (none today: lfm2's the engine builds itself, sliceLoaders).
+var sliceRefused = map[string]string{}
 
 // SliceRefused says why a stage slice of arch cannot be loaded ("" when it
 // can): such a model runs from its whole file.

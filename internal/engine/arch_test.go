@@ -291,22 +291,6 @@ func TestLFM2Sessions(t *testing.T) {
 	}
 }
 
-// TestLFM2SliceRefused: a stage slice of an LFM2 model is refused at load
-// with the reason (ollama's loader wants every layer), not a missing
-// tensor's name; the whole file loads.
-func TestLFM2SliceRefused(t *testing.T) {
-	full := synthFile(t, "lfm2", "tiny", "f32")
-	for _, r := range [][2]int{{0, 2}, {2, 4}, {1, 3}} {
-		p := filepath.Join(t.TempDir(), "slice.gguf")
-		sliceFile(t, full, p, r[0], r[1])
-		_, err := Load(context.Background(), p, Options{Threads: 1})
-		if !errors.Is(err, ErrUnsupportedArch) || !strings.Contains(err.Error(), "whole file") {
-			t.Errorf("slice %v: %v, want ErrUnsupportedArch asking for the whole file", r, err)
-		}
-	}
-	loadT(t, full, Options{Slots: 1, Context: 64})
-}
-
 // TestGemma2LargeRefused: Gemma 2 27B (46 layers) scales its queries by a
 // factor ollama sets inside its own forward pass; the engine refuses it
 // naming why rather than run it with the other models' scaling.
