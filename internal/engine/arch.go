@@ -53,6 +53,18 @@ type ownCache interface {
 // (none today: lfm2's the engine builds itself, sliceLoaders).
 var sliceRefused = map[string]string{}
 
+// noRewind names the architectures whose sessions cannot go back to an
+// earlier position but to 0 (Session.Truncate), and why: a recurrent
+// state holds no past positions to drop. A rejected speculative draft
+// needs such a rollback, so their routes do not speculate.
+var noRewind = map[string]string{
+	"lfm2": "lfm2's short convolutions keep a recurrent state, which cannot drop positions",
+}
+
+// NoRewind says why sessions of arch cannot be truncated to an earlier
+// position but 0 ("" when they can).
+func NoRewind(arch string) string { return noRewind[arch] }
+
 // SliceRefused says why a stage slice of arch cannot be loaded ("" when it
 // can): such a model runs from its whole file.
 func SliceRefused(arch string) string { return sliceRefused[arch] }

@@ -233,6 +233,9 @@ func TestLFM2Sessions(t *testing.T) {
 	if !m.Options().Isolated {
 		t.Fatal("lfm2 sessions not isolated")
 	}
+	if NoRewind("lfm2") == "" || NoRewind(m.Tokenizer().Arch()) == "" || NoRewind("qwen3") != "" {
+		t.Errorf("lfm2 said to rewind (tokenizer's arch %q), or qwen3 not", m.Tokenizer().Arch())
+	}
 	// head_count_kv is per layer: the estimate counts every layer at the most
 	if kv, want := m.Memory().KVPerSession, int64(4*256*2*(16+16)*2); kv != want {
 		t.Errorf("KV per session %d bytes, want %d", kv, want)

@@ -43,6 +43,7 @@ type Tokenizer struct {
 	fp     string // Fingerprint
 
 	harmony *harmonyTokens // GPT-OSS's message format; nil for the others
+	arch    string         // the model's general.architecture
 }
 
 // LoadTokenizer reads only the metadata of a GGUF (whole model or any stage
@@ -136,8 +137,14 @@ func newTokenizer(m any, cfg fs.Config) (*Tokenizer, error) {
 	t.format, t.qwen25 = detectChatFormat(cfg.String("tokenizer.chat_template"))
 	t.chooseTemplate(cfg.String("tokenizer.chat_template"))
 	t.fp = fingerprint(v, t.eog)
+	t.arch = cfg.Architecture()
 	return t, nil
 }
+
+// Arch is the general.architecture of the model the tokenizer was read
+// from: what an originator, which holds no weights, knows of the model
+// its route runs (Rewinds).
+func (t *Tokenizer) Arch() string { return t.arch }
 
 // Fingerprint names the tokenizer's token ids: two models with the same
 // fingerprint give every id the same text, type and end-of-generation
