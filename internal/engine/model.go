@@ -333,10 +333,16 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	return m, nil
 }
 
+// layerArrays is the most values of a metadata array checkFile without
+// vocab reads: the per-layer ones (LFM2's attention.head_count_kv, which
+// the KV estimate needs), not a vocabulary's.
+const layerArrays = 4096
+
 // checkFile reads the GGUF header to give clear errors before ollama
 // allocates anything: missing file, not GGUF, truncated, unsupported
 // architecture; with vocab, the arrays too, and a vocabulary ollama's
-// tokenizers would index past (checkVocab); without, no large array.
+// tokenizers would index past (checkVocab); without, no large array
+// (layerArrays).
 func checkFile(path string, vocab bool) (meta *fsggml.GGML, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -357,7 +363,7 @@ func checkFile(path string, vocab bool) (meta *fsggml.GGML, err error) {
 	probe := &endProbe{ReadSeeker: f}
 	func() {
 		defer recoverErr(&err, "decoding GGUF header")
-		arrays := 0
+		arrays := layerArrays
 		if vocab {
 			arrays = -1
 		}
