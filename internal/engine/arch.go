@@ -23,7 +23,8 @@ import (
 )
 
 // Architectures lists the general.architecture values the engine runs.
-var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite"}
+var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite",
+	"lfm2moe"}
 
 // arch is the per-architecture view of a loaded ollama model that the layer
 // loop needs. The layer loop (run.go) mirrors each model's own Forward; the
@@ -58,7 +59,8 @@ var sliceRefused = map[string]string{}
 // state holds no past positions to drop. A rejected speculative draft
 // needs such a rollback, so their routes do not speculate.
 var noRewind = map[string]string{
-	"lfm2": "lfm2's short convolutions keep a recurrent state, which cannot drop positions",
+	"lfm2":    "lfm2's short convolutions keep a recurrent state, which cannot drop positions",
+	"lfm2moe": "lfm2moe's short convolutions keep a recurrent state, which cannot drop positions",
 }
 
 // NoRewind says why sessions of arch cannot be truncated to an earlier

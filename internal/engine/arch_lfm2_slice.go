@@ -29,7 +29,8 @@ import (
 // sliceLoaders are the architectures whose stage slices the engine
 // builds itself, ollama's loader refusing them (see above).
 var sliceLoaders = map[string]func(path string, meta *fsggml.GGML, p ml.BackendParams) (model.Model, ml.Backend, error){
-	"lfm2": loadLFM2Slice,
+	"lfm2":    loadLFM2Slice,
+	"lfm2moe": loadLFM2Slice,
 }
 
 // wholeFile reports whether meta holds every layer, the embedding and an

@@ -63,8 +63,19 @@ func TestLFM2Slices(t *testing.T) {
 			t.Errorf("slice [%d,%d) without %v: %v, want ErrMissingLayers naming %s", c.a, c.b, c.drop, err, c.want)
 		}
 	}
+	// LFM2-MoE: an expert layer's tensors, the experts' bias aside (ollama
+	// runs without one)
+	moe := synthFile(t, "lfm2moe", "tiny", "f32")
+	p := filepath.Join(t.TempDir(), "moe.gguf")
+	sliceFile(t, moe, p, 1, 3)
+	q := filepath.Join(t.TempDir(), "moe-holed.gguf")
+	dropTensors(t, p, q, "blk.2.ffn_up_exps.weight", "blk.1.ffn_gate_inp.weight")
+	if _, err := Load(context.Background(), q, Options{Threads: 1}); !errors.Is(err, ErrMissingLayers) ||
+		!strings.Contains(err.Error(), "blk.1.ffn_gate_inp.weight, blk.2.ffn_up_exps.weight") {
+		t.Errorf("lfm2moe slice without a router and experts: %v, want ErrMissingLayers naming them", err)
+	}
 	// a whole file goes through ollama's loader, whose Validate names the layer
-	q := filepath.Join(t.TempDir(), "holed.gguf")
+	q = filepath.Join(t.TempDir(), "holed.gguf")
 	dropTensors(t, full, q, "blk.1.attn_q.weight")
 	if _, err := Load(context.Background(), q, Options{Threads: 1}); err == nil || !strings.Contains(err.Error(), "blk.1 attention") {
 		t.Errorf("whole file without blk.1.attn_q.weight: %v, want ollama's refusal naming blk.1's attention", err)
@@ -75,7 +86,7 @@ func TestLFM2Slices(t *testing.T) {
 // whole file, holds every tensor where ollama's own loader puts it: the
 // same tensors in the same fields, byte for byte.
 func TestLFM2SliceBuild(t *testing.T) {
-	for _, arch := range []string{"lfm2"} {
+	for _, arch := range []string{"lfm2", "lfm2moe"} {
 		t.Run(arch, func(t *testing.T) {
 			full := synthFile(t, arch, "tiny", "f32")
 			ref := loadT(t, full, Options{NoRepack: true, Slots: 1, Context: 64})
@@ -93,6 +104,14 @@ func TestLFM2SliceBuild(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := tensorFields(reflect.ValueOf(m), "")
+			if arch == "lfm2moe" {
+				// layer 0 dense, the others experts with the router's bias
+				for _, f := range []string{".Layers[0].MLP.Up.Weight", ".Layers[1].MLP.Router.Weight", ".Layers[3].MLP.Down.Weight", ".Layers[3].MLP.Bias"} {
+					if want[f] == nil {
+						t.Errorf("ollama's model has no %s", f)
+					}
+				}
+			}
 			if len(want) < 10 || len(got) != len(want) {
 				t.Fatalf("built model has %d tensors, ollama's %d", len(got), len(want))
 			}

@@ -15,7 +15,8 @@ import (
 // archTable names every architecture the engine runs, so that one dropped
 // from Architectures fails here instead of leaving the tests that range
 // over it.
-var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite"}
+var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite",
+	"lfm2moe"}
 
 // unsliceable: the architectures whose stages run on whole files.
 var unsliceable = sliceRefused

@@ -75,7 +75,7 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		m, err = glm4moelite.New(kv)
 	case "mistral3":
 		m, err = mistral3.New(kv)
-	case "lfm2":
+	case "lfm2", "lfm2moe":
 		m, err = lfm2.New(kv)
 	case "gptoss", "gpt-oss":
 		m, err = gptoss.New(kv)
