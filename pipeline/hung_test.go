@@ -90,7 +90,8 @@ func TestSlowStageNotCutOff(t *testing.T) {
 // weights and every architecture (q4_k needs rows of 256: the small shape;
 // gemma3's shapes have 6 and 12 layers, so that one in six is global).
 func TestFailoverIdenticalEveryWeightType(t *testing.T) {
-	for _, arch := range []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "qwen3moe", "gptoss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4"} {
+	for _, arch := range []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "qwen3moe", "gptoss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4",
+		"lfm2", "lfm2moe"} {
 		for _, typ := range []string{"f32", "f16", "q8_0", "q4_k"} {
 			t.Run(arch+"-"+typ, func(t *testing.T) {
 				size, layers := "tiny", 4

@@ -308,7 +308,8 @@ func TestPipelineMatchesSingleNode(t *testing.T) {
 	splits6 := map[int][][2]int{2: {{0, 3}, {3, 6}}, 3: {{0, 1}, {1, 5}, {5, 6}}, 4: {{0, 1}, {1, 3}, {3, 5}, {5, 6}}}
 	const n = 24
 	think := false
-	for _, arch := range []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "qwen3moe", "gptoss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4"} {
+	for _, arch := range []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "qwen3moe", "gptoss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4",
+		"lfm2", "lfm2moe"} {
 		splits := splits4
 		if arch == "gemma3" {
 			splits = splits6

@@ -86,6 +86,11 @@ func (g *generation) startDraft(ctx context.Context) {
 	if !g.req.Speculate || g.o.Drafter == nil || g.req.Logits || g.req.Standby || (g.check && g.req.Sampling.Temperature > 0) {
 		return // a standby is fed plain steps; a sampled answer is checked by logits
 	}
+	if why := engine.NoRewind(g.tok.Arch()); why != "" {
+		// A rejected draft rolls the route's sessions back.
+		g.o.log().Info("pipeline: no draft; decoding plainly", "model", g.ref.CID, "why", why)
+		return
+	}
 	d, closeDraft, err := g.o.Drafter(ctx, g.ref, g.tok, g.req.Sampling)
 	if err != nil {
 		g.o.log().Info("pipeline: no draft; decoding plainly", "err", err)

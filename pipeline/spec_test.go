@@ -612,3 +612,39 @@ func tracedSpec(n int, fail map[string]func()) (Request, *[]answer.Trace) {
 	}
 	return req, events
 }
+
+// TestSpeculativeRecurrentRoute: an LFM2 route (dense or MoE) cannot roll
+// back a rejected draft (its short convolutions' recurrent state drops no
+// positions): a speculating generation does not draft on it and gives one
+// machine's greedy tokens, and a stage refuses a session opened for verify
+// steps, naming why, as a stage that predates them does.
+func TestSpeculativeRecurrentRoute(t *testing.T) {
+	for _, arch := range []string{"lfm2", "lfm2moe"} {
+		t.Run(arch, func(t *testing.T) {
+			const n = 24
+			full, cid := model(t, arch)
+			want := reference(t, arch, question, n)
+			o, ref, hops := cutRoute(t, full, cid, []int{0, 2, 4})
+			drafters := 0
+			o.Drafter = drafterOf(full, func(d engine.SpecModel) engine.SpecModel { drafters++; return d })
+			think := false
+			res, err := o.Generate(t.Context(), Request{Messages: question, Think: &think, MaxTokens: n, Sampling: greedy, Speculate: true, DraftMin: 4, DraftMax: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameTokens(res.Tokens, want) || drafters != 0 || res.DraftRounds != 0 {
+				t.Fatalf("%d drafts asked for, %d rounds; tokens\n got %v\nwant %v", drafters, res.DraftRounds, res.Tokens, want)
+			}
+			op := o.newOpen(ref, hops, Request{DType: DTypeF32, Sampling: greedy})
+			op.Verify = true
+			c, err := o.openChain(t.Context(), op)
+			if err == nil {
+				c.close()
+			}
+			var se *StageError
+			if !errors.As(err, &se) || se.Code != CodeBadFrame || !strings.Contains(err.Error(), "recurrent state") {
+				t.Fatalf("a verify open of an %s route: %v, want %s naming the recurrent state", arch, err, CodeBadFrame)
+			}
+		})
+	}
+}

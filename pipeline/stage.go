@@ -274,6 +274,13 @@ func (s *StageServer) serve(st stream, remote string) {
 			sh.Layers, sh.Hidden, ss.open.Layers, ss.open.Hidden), self)
 		return
 	}
+	if why := engine.NoRewind(sh.Model.Info().Arch); ss.open.Verify && why != "" {
+		// A verify step's rejected positions are rolled back (a
+		// truncation) before the next: refused as a hop that predates
+		// verify steps is, the route is opened again plain.
+		s.refuse(st, remote, CodeBadFrame, "verify steps roll sessions back, and "+why, self)
+		return
+	}
 	ss.vocab = sh.Model.Info().VocabSize
 	// A full stage queues the session (bounded) rather than refusing it:
 	// the originator's progress watch sees this peer alive meanwhile. One

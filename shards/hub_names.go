@@ -9,8 +9,7 @@ import (
 
 // shortNames map the names people know from ollama to GGUF repos on
 // Hugging Face, of the architectures the engine runs (Qwen3 and its
-// mixture of experts, Qwen2.5, Llama 3, Gemma 2 and 3, GPT-OSS; LFM2, which runs
-// from its whole file only).
+// mixture of experts, Qwen2.5, Llama 3, Gemma 2 and 3, GPT-OSS; LFM2 and its mixture of experts).
 var shortNames = map[string]string{
 	"qwen3:0.6b":    "unsloth/Qwen3-0.6B-GGUF",
 	"qwen3:1.7b":    "unsloth/Qwen3-1.7B-GGUF",
@@ -33,6 +32,7 @@ var shortNames = map[string]string{
 	"lfm2:350m":     "LiquidAI/LFM2-350M-GGUF",
 	"lfm2:700m":     "LiquidAI/LFM2-700M-GGUF",
 	"lfm2:1.2b":     "LiquidAI/LFM2-1.2B-GGUF",
+	"lfm2:8b-a1b":   "LiquidAI/LFM2-8B-A1B-GGUF",
 	"gpt-oss:20b":   "unsloth/gpt-oss-20b-GGUF",
 }
 

@@ -25,6 +25,7 @@ func TestParseModelRef(t *testing.T) {
 		"gemma3:12b-q4_k_m":                               {Repo: "unsloth/gemma-3-12b-it-GGUF", Quant: "Q4_K_M"},
 		"qwen3:30b-a3b-q4_k_m":                            {Repo: "unsloth/Qwen3-30B-A3B-GGUF", Quant: "Q4_K_M"},
 		"gpt-oss:20b-f16":                                 {Repo: "unsloth/gpt-oss-20b-GGUF", Quant: "F16"},
+		"lfm2:8b-a1b-q4_k_m":                              {Repo: "LiquidAI/LFM2-8B-A1B-GGUF", Quant: "Q4_K_M"},
 		"hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_0": {Repo: "bartowski/Llama-3.2-1B-Instruct-GGUF", Quant: "Q4_0"},
 	}
 	for in, want := range ok {

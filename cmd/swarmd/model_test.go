@@ -208,24 +208,31 @@ func TestModelInfoJSONKeys(t *testing.T) {
 	}
 }
 
-// TestModelInfoWholeFileOnly: an architecture whose stage slices cannot be
-// loaded (lfm2) is said to run from the whole file only, with the reason.
-func TestModelInfoWholeFileOnly(t *testing.T) {
-	full := filepath.Join(t.TempDir(), "lfm2.gguf")
-	if code, _, errs := runCmd(modelCmd, "synth", "--arch", "lfm2", "--size", "tiny", "--type", "q8_0", "-o", full); code != 0 {
-		t.Fatalf("synth: %d %s", code, errs)
-	}
-	code, out, errs := runCmd(modelCmd, "info", full)
-	if code != 0 || !strings.Contains(out, "engine:         runs it from the whole file only: ") {
-		t.Fatalf("info: %d %q %s", code, out, errs)
-	}
-	code, out, errs = runCmd(modelCmd, "info", "--json", full)
-	var v struct {
-		Runs      bool   `json:"runs"`
-		WholeOnly string `json:"whole_file_only"`
-	}
-	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || !v.Runs || !strings.Contains(v.WholeOnly, "lfm2") {
-		t.Fatalf("info --json: %d %v %q %s", code, err, out, errs)
+// TestModelInfoLFM2Splits: an LFM2 model, whose stage slices ollama's own
+// loader refuses and the engine builds itself, is said to run whole or
+// split by layers, with no whole-file-only reason; LFM2-MoE's shows its
+// experts.
+func TestModelInfoLFM2Splits(t *testing.T) {
+	for _, arch := range []string{"lfm2", "lfm2moe"} {
+		full := filepath.Join(t.TempDir(), arch+".gguf")
+		if code, _, errs := runCmd(modelCmd, "synth", "--arch", arch, "--size", "tiny", "--type", "q8_0", "-o", full); code != 0 {
+			t.Fatalf("synth: %d %s", code, errs)
+		}
+		code, out, errs := runCmd(modelCmd, "info", full)
+		if code != 0 || !strings.Contains(out, "engine:         runs it, whole or split by layers") {
+			t.Fatalf("%s info: %d %q %s", arch, code, out, errs)
+		}
+		if experts := strings.Contains(out, "experts:        4 per layer, 2 used per token"); experts != (arch == "lfm2moe") {
+			t.Errorf("%s info: experts line %v: %q", arch, experts, out)
+		}
+		code, out, errs = runCmd(modelCmd, "info", "--json", full)
+		var v struct {
+			Runs      bool    `json:"runs"`
+			WholeOnly *string `json:"whole_file_only"`
+		}
+		if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || !v.Runs || v.WholeOnly != nil {
+			t.Fatalf("%s info --json: %d %v %q %s", arch, code, err, out, errs)
+		}
 	}
 }
 

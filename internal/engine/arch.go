@@ -24,7 +24,8 @@ import (
 )
 
 // Architectures lists the general.architecture values the engine runs.
-var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4"}
+var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4",
+	"lfm2moe"}
 
 // arch is the per-architecture view of a loaded ollama model that the layer
 // loop needs. The layer loop (run.go) mirrors each model's own Forward; the
@@ -51,9 +52,21 @@ type ownCache interface {
 // sliceRefused names the architectures whose stage slices ollama cannot
 // load, and why: such a model runs from its whole file (a stage may still
 // run a range of its layers from it).
-var sliceRefused = map[string]string{
-	"lfm2": "ollama's lfm2 loader (Model.Validate) wants every layer's tensors, the embedding and the head in the file",
+// (none today: lfm2's the engine builds itself, sliceLoaders).
+var sliceRefused = map[string]string{}
+
+// noRewind names the architectures whose sessions cannot go back to an
+// earlier position but to 0 (Session.Truncate), and why: a recurrent
+// state holds no past positions to drop. A rejected speculative draft
+// needs such a rollback, so their routes do not speculate.
+var noRewind = map[string]string{
+	"lfm2":    "lfm2's short convolutions keep a recurrent state, which cannot drop positions",
+	"lfm2moe": "lfm2moe's short convolutions keep a recurrent state, which cannot drop positions",
 }
+
+// NoRewind says why sessions of arch cannot be truncated to an earlier
+// position but 0 ("" when they can).
+func NoRewind(arch string) string { return noRewind[arch] }
 
 // SliceRefused says why a stage slice of arch cannot be loaded ("" when it
 // can): such a model runs from its whole file.

@@ -53,17 +53,6 @@ func (a lfm2Arch) isolated() {}
 
 func (a lfm2Arch) hasEmbed() bool { return embedOK(a.m.TokenEmbedding) }
 func (a lfm2Arch) hasHead() bool  { return headOK(a.m.OutputNorm, a.m.Output) }
-func (a lfm2Arch) hasLayer(i int) bool {
-	l := a.m.Layers[i]
-	if !normOK(l.AttentionNorm) || !normOK(l.MLPNorm) || l.MLP == nil {
-		return false
-	}
-	switch op := l.Operator.(type) {
-	case *lfm2.ShortConv:
-		return op.Conv != nil && op.Conv.Weight != nil && linearOK(op.InProj) && linearOK(op.OutProj)
-	case *lfm2.Attention:
-		return linearOK(op.Query) && linearOK(op.Key) && linearOK(op.Value) && linearOK(op.Output) &&
-			normOK(op.QueryNorm) && normOK(op.KeyNorm)
-	}
-	return false
-}
+
+// hasLayer: every tensor Validate wants of the layer (lfm2Missing).
+func (a lfm2Arch) hasLayer(i int) bool { return len(lfm2Missing(a.m, i)) == 0 }

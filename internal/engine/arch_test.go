@@ -15,7 +15,8 @@ import (
 // archTable names every architecture the engine runs, so that one dropped
 // from Architectures fails here instead of leaving the tests that range
 // over it.
-var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4"}
+var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4",
+	"lfm2moe"}
 
 // unsliceable: the architectures whose stages run on whole files.
 var unsliceable = sliceRefused
@@ -233,6 +234,9 @@ func TestLFM2Sessions(t *testing.T) {
 	if !m.Options().Isolated {
 		t.Fatal("lfm2 sessions not isolated")
 	}
+	if NoRewind("lfm2") == "" || NoRewind(m.Tokenizer().Arch()) == "" || NoRewind("qwen3") != "" {
+		t.Errorf("lfm2 said to rewind (tokenizer's arch %q), or qwen3 not", m.Tokenizer().Arch())
+	}
 	// head_count_kv is per layer: the estimate counts every layer at the most
 	if kv, want := m.Memory().KVPerSession, int64(4*256*2*(16+16)*2); kv != want {
 		t.Errorf("KV per session %d bytes, want %d", kv, want)
@@ -289,22 +293,6 @@ func TestLFM2Sessions(t *testing.T) {
 	if sess[0].Pos() != len(splitPrompt) {
 		t.Errorf("a refused truncate moved the session to %d", sess[0].Pos())
 	}
-}
-
-// TestLFM2SliceRefused: a stage slice of an LFM2 model is refused at load
-// with the reason (ollama's loader wants every layer), not a missing
-// tensor's name; the whole file loads.
-func TestLFM2SliceRefused(t *testing.T) {
-	full := synthFile(t, "lfm2", "tiny", "f32")
-	for _, r := range [][2]int{{0, 2}, {2, 4}, {1, 3}} {
-		p := filepath.Join(t.TempDir(), "slice.gguf")
-		sliceFile(t, full, p, r[0], r[1])
-		_, err := Load(context.Background(), p, Options{Threads: 1})
-		if !errors.Is(err, ErrUnsupportedArch) || !strings.Contains(err.Error(), "whole file") {
-			t.Errorf("slice %v: %v, want ErrUnsupportedArch asking for the whole file", r, err)
-		}
-	}
-	loadT(t, full, Options{Slots: 1, Context: 64})
 }
 
 // TestGemma2LargeRefused: Gemma 2 27B (46 layers) scales its queries by a

@@ -199,7 +199,7 @@ func (m *Model) forward(round []*step) {
 	m.clearReleased()
 
 	t0 := time.Now()
-	ctx := m.m.Backend().NewContext()
+	ctx := m.b.NewContext()
 	defer ctx.Close()
 	pos := make([]int32, 0, total)
 	seqs := make([]int, 0, total)

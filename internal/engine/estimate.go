@@ -92,10 +92,15 @@ func kvShape(cfg fs.Config, hidden int64) (kvHeads, hk, hv int64) {
 // numbers multiply past an int64.
 func kvPerSession(cfg fs.Config, hidden, layers int64, ctx int) (int64, bool) {
 	kvHeads, hk, hv := kvShape(cfg, hidden)
-	if hc, ok := cfg.(interface{ HeadCountKVMax() uint64 }); ok && kvHeads == 0 {
+	if hc, ok := cfg.(interface {
+		UintOrArrayValueAsArray(key string, def uint32) []uint32
+	}); ok && kvHeads == 0 {
 		// KV heads per layer (LFM2: none in its convolution layers): every
-		// layer counted at the most, an overestimate
-		kvHeads = int64(min(hc.HeadCountKVMax(), math.MaxInt32))
+		// layer counted at the most, an overestimate. (ollama's
+		// HeadCountKVMax panics on an empty array.)
+		for _, h := range hc.UintOrArrayValueAsArray("attention.head_count_kv", 1) {
+			kvHeads = max(kvHeads, int64(h))
+		}
 	}
 	ctxCells := int64((ctx + 255) / 256 * 256) // ggml pads the cache to 256 cells
 	return mulBytes(layers, ctxCells, kvHeads, hk+hv, 2)

@@ -14,7 +14,7 @@ import (
 func TestEstimateMatchesLoad(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct{ arch, typ string }{{"qwen3", "f32"}, {"qwen3", "q8_0"}, {"qwen3moe", "f32"}, {"qwen3moe", "q8_0"},
-		{"llama4", "f32"}, {"llama4", "q8_0"}} {
+		{"llama4", "f32"}, {"llama4", "q8_0"}, {"lfm2", "q8_0"}, {"lfm2moe", "f32"}, {"lfm2moe", "q8_0"}} {
 		typ := c.arch + "-" + c.typ
 		p := filepath.Join(dir, typ+".gguf")
 		if err := Synth(context.Background(), p, SynthSpec{Arch: c.arch, Size: "tiny", Type: c.typ, Seed: 3}); err != nil {
@@ -40,8 +40,11 @@ func TestEstimateMatchesLoad(t *testing.T) {
 		if m := synthExperts[c.arch]["tiny"]; m.experts > 0 {
 			s := synthShapes[c.arch]["tiny"]
 			moeLayers := s.layers
-			if c.arch == "llama4" { // every moeStep-th layer
+			switch c.arch {
+			case "llama4": // every moeStep-th layer
 				moeLayers /= llama4Layouts["tiny"].moeStep
+			case "lfm2moe": // its leading layers are dense
+				moeLayers -= lfm2DenseLeading["tiny"]
 			}
 			bytesPer := map[string]int64{"f32": 4, "q8_0": 1}[c.typ] // q8_0: a little over one byte a weight
 			if experts := int64(moeLayers*3*s.hidden*m.expertFFN*m.experts) * bytesPer; est.Weights < experts {

@@ -155,6 +155,7 @@ type Model struct {
 	opts Options
 	log  *slog.Logger
 	m    model.Model
+	b    ml.Backend // m's (a model the engine builds holds none of its own)
 	a    arch
 	tok  *Tokenizer
 	info Info
@@ -211,9 +212,17 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 		fa = ml.FlashAttentionEnabled
 	}
 	var om model.Model
+	var b ml.Backend // om's; a model the engine builds has it apart (sliceLoaders)
 	func() {
 		defer recoverErr(&err, "loading model")
-		om, err = model.New(path, ml.BackendParams{AllocMemory: true, NumThreads: opts.Threads, FlashAttention: fa})
+		params := ml.BackendParams{AllocMemory: true, NumThreads: opts.Threads, FlashAttention: fa}
+		if load := sliceLoaders[kv.Architecture()]; load != nil && !wholeFile(meta) {
+			om, b, err = load(path, meta, params)
+			return
+		}
+		if om, err = model.New(path, params); err == nil {
+			b = om.Backend()
+		}
 	}()
 	if err != nil {
 		return nil, &FileError{path, err}
@@ -222,7 +231,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	fail := func(e error) (*Model, error) {
 		func() {
 			defer func() { _ = recover() }()
-			om.Backend().Close()
+			b.Close()
 		}()
 		rp.free()
 		return nil, &FileError{path, e}
@@ -232,10 +241,10 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 		names = append(names, t.Name)
 	}
 	names = append(names, "output.weight") // a tied head is a copy of the embedding
-	hugePages(om.Backend(), names)
+	hugePages(b, names)
 	func() {
 		defer recoverErr(&err, "loading weights")
-		err = om.Backend().Load(ctx, opts.LoadProgress)
+		err = b.Load(ctx, opts.LoadProgress)
 	}()
 	if err != nil {
 		return fail(err)
@@ -243,7 +252,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if !opts.NoRepack {
 		func() {
 			defer recoverErr(&err, "repacking weights")
-			rp, err = repackWeights(om.Backend(), names)
+			rp, err = repackWeights(b, names)
 		}()
 		switch {
 		case errors.Is(err, errNoRepack):
@@ -253,7 +262,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 			return fail(err)
 		}
 	}
-	cfg := om.Backend().Config()
+	cfg := b.Config()
 	a, err := newArch(om, cfg)
 	if err != nil {
 		return fail(err)
@@ -265,8 +274,8 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if err != nil {
 		return fail(err)
 	}
-	m = &Model{path: path, opts: opts, log: opts.Logger, m: om, a: a, tok: tok, now: time.Now, repacked: rp,
-		cpu:     cpuBackends(om.Backend()),
+	m = &Model{path: path, opts: opts, log: opts.Logger, m: om, b: b, a: a, tok: tok, now: time.Now, repacked: rp,
+		cpu:     cpuBackends(b),
 		arrived: make(chan struct{}, 1)}
 	m.info = Info{
 		Path:          path,
@@ -297,7 +306,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if err != nil {
 		return fail(err)
 	}
-	bm := om.Backend().BackendMemory()
+	bm := b.BackendMemory()
 	m.mem.Weights = int64(bm.InputWeights)
 	for _, w := range bm.CPU.Weights {
 		m.mem.Weights += int64(w)
@@ -324,10 +333,16 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	return m, nil
 }
 
+// layerArrays is the most values of a metadata array checkFile without
+// vocab reads: the per-layer ones (LFM2's attention.head_count_kv, which
+// the KV estimate needs), not a vocabulary's.
+const layerArrays = 4096
+
 // checkFile reads the GGUF header to give clear errors before ollama
 // allocates anything: missing file, not GGUF, truncated, unsupported
 // architecture; with vocab, the arrays too, and a vocabulary ollama's
-// tokenizers would index past (checkVocab); without, no large array.
+// tokenizers would index past (checkVocab); without, no large array
+// (layerArrays).
 func checkFile(path string, vocab bool) (meta *fsggml.GGML, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -348,7 +363,7 @@ func checkFile(path string, vocab bool) (meta *fsggml.GGML, err error) {
 	probe := &endProbe{ReadSeeker: f}
 	func() {
 		defer recoverErr(&err, "decoding GGUF header")
-		arrays := 0
+		arrays := layerArrays
 		if vocab {
 			arrays = -1
 		}
@@ -431,7 +446,7 @@ func (m *Model) Close() error {
 		if m.cache != nil {
 			m.cache.Close()
 		}
-		m.m.Backend().Close()
+		m.b.Close()
 		m.repacked.free()
 	}()
 	return m.closeErr

@@ -60,6 +60,21 @@ func TestRepackSameTokens(t *testing.T) {
 				// experts' and the shared expert's gate and up (their down
 				// projections are Q8_0, rows of 128): every other layer
 				want = 7*packed.Info().Layers/2 + 8*packed.Info().Layers/2
+			case "lfm2moe":
+				// lfm2's operators (attention four, a convolution two);
+				// the leading dense layers' three, the experts' gate and
+				// up (their down projection Q8_0, as qwen3moe's)
+				want = 0
+				for l := range packed.Info().Layers {
+					want += 2
+					if !lfm2Conv("small", l) {
+						want += 2
+					}
+					want += 2
+					if !lfm2MoE("small", l) {
+						want++
+					}
+				}
 			}
 			if packed.Repacked() != want {
 				t.Fatalf("%d tensors repacked, want %d", packed.Repacked(), want)

@@ -95,7 +95,7 @@ func (m *Model) newCache(seqs int) (c kvcache.Cache, err error) {
 		c = w.newCache(int32(m.opts.PrefillChunk))
 	}
 	defer recoverErr(&err, "initialising KV cache")
-	c.Init(m.m.Backend(), ml.DTypeF16, seqs, m.opts.Context, m.opts.Batch)
+	c.Init(m.b, ml.DTypeF16, seqs, m.opts.Context, m.opts.Batch)
 	return c, nil
 }
 

@@ -18,7 +18,7 @@ import (
 
 // SynthSpec describes a synthetic (random-weight) model.
 type SynthSpec struct {
-	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe | gptoss (or gpt-oss) | gemma2 | olmo3 | deepseek2 | glm4moelite
+	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss (or gpt-oss) | gemma2 | olmo3 | deepseek2 | glm4moelite
 	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 2b | 3b | 4b | 7b | 8b | 9b | 20b | 30b (see SynthSizesFor)
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
@@ -72,6 +72,8 @@ type synthShape struct {
 //	six and twelve layers, so that one in six is global (arch_gemma3.go)
 //	mistral3: 3b Ministral-3-3B (text model)
 //	lfm2: tiny and small only (synth_lfm2.go: which layers are attention)
+//	lfm2moe: tiny and small only (LFM2-8B-A1B's layer pattern is not one
+//	this table is sure of; synth_lfm2.go, synth_moe.go)
 //	qwen3moe: 30b Qwen3-30B-A3B (its experts: synth_moe.go)
 //	gptoss: 20b gpt-oss-20b (synth_gptoss.go)
 //	gemma2: 2b Gemma-2-2B, 9b Gemma-2-9B
@@ -115,6 +117,10 @@ var synthShapes = map[string]map[string]synthShape{
 		"3b":    {3072, 26, 32, 8, 128, 9216, 131072, 130072, 262144, true, false},
 	},
 	"lfm2": {
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, true, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, true, false},
+	},
+	"lfm2moe": { // ffn: the leading dense layers' (the experts' in synthExperts)
 		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, true, false},
 		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, true, false},
 	},
@@ -287,7 +293,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 func Synth(ctx context.Context, path string, spec SynthSpec) error {
 	shapes, ok := synthShapes[synthArch(spec.Arch)]
 	if !ok {
-		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | qwen3moe | gptoss | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4)", ErrUnsupportedArch, spec.Arch)
+		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4)", ErrUnsupportedArch, spec.Arch)
 	}
 	s, ok := shapes[spec.Size]
 	if !ok {
@@ -397,7 +403,7 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		if voc, err = mistral3KV(kv, s, spec.Size); err != nil {
 			return err
 		}
-	case "lfm2":
+	case "lfm2", "lfm2moe":
 		if voc, err = lfm2KV(kv, s, spec.Size); err != nil {
 			return err
 		}
@@ -507,9 +513,9 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			return out
 		}}, s.headDim/2)
 	}
-	addFFN := func(p string) {
+	addFFN := func(p string, dense bool) {
 		addT(p+"ffn_norm.weight", f32, norm, s.hidden)
-		if isMoE {
+		if isMoE && !dense {
 			// The router's logits vary by several units: tokens take
 			// different experts (rounding still overturns a close choice
 			// now and then: TestRepackSameTokens).
@@ -517,6 +523,10 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			addT(p+"ffn_gate_exps.weight", matType, normal(inv(s.hidden)), s.hidden, moe.expertFFN, moe.experts)
 			addT(p+"ffn_up_exps.weight", matType, normal(inv(s.hidden)), s.hidden, moe.expertFFN, moe.experts)
 			addT(p+"ffn_down_exps.weight", matType, normal(inv(moe.expertFFN)), moe.expertFFN, s.hidden, moe.experts)
+			if arch == "lfm2moe" {
+				// the bias added to the router's sigmoid scores to choose
+				addT(p+"exp_probs_b.bias", f32, normal(0.1), moe.experts)
+			}
 			return
 		}
 		addT(p+"ffn_gate.weight", matType, normal(inv(s.hidden)), s.hidden, s.ffn)
@@ -543,13 +553,14 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			llama4Layer(kit, p, l, spec.Size, s, moe)
 			continue
 		}
+		dense := arch == "lfm2moe" && !lfm2MoE(spec.Size, l)
 		addT(p+"attn_norm.weight", f32, norm, s.hidden)
-		if arch == "lfm2" && lfm2Conv(spec.Size, l) {
+		if (arch == "lfm2" || arch == "lfm2moe") && lfm2Conv(spec.Size, l) {
 			// the convolution's kernel stays F32, as in the real files
 			addT(p+"shortconv.conv.weight", f32, normal(inv(lfm2LCache)), lfm2LCache, s.hidden)
 			addT(p+"shortconv.in_proj.weight", matType, normal(inv(s.hidden)), s.hidden, 3*s.hidden)
 			addT(p+"shortconv.out_proj.weight", matType, normal(inv(s.hidden)), s.hidden, s.hidden)
-			addFFN(p)
+			addFFN(p, dense)
 			continue
 		}
 		addT(p+"attn_q.weight", matType, normal(inv(s.hidden)), s.hidden, q)
@@ -560,7 +571,7 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		case "qwen3", "qwen3moe":
 			addT(p+"attn_q_norm.weight", f32, norm, s.headDim)
 			addT(p+"attn_k_norm.weight", f32, norm, s.headDim)
-		case "lfm2":
+		case "lfm2", "lfm2moe":
 			addT(p+"attn_q_norm.weight", f32, norm, s.headDim)
 			addT(p+"attn_k_norm.weight", f32, norm, s.headDim)
 		case "gemma3":
@@ -576,7 +587,7 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			addT(p+"attn_k.bias", f32, normal(0.1), kvd)
 			addT(p+"attn_v.bias", f32, normal(0.1), kvd)
 		}
-		addFFN(p)
+		addFFN(p, dense)
 	}
 	if badWeights != nil {
 		return badWeights

@@ -25,7 +25,17 @@ const lfm2Template = "{{- bos_token -}}{%- for message in messages -%}" +
 // lfm2LCache is shortconv.l_cache: the convolution spans this many positions.
 const lfm2LCache = 3
 
-// lfm2KV sets LFM2's metadata and returns its vocabulary.
+// lfm2DenseLeading is how many leading layers of an LFM2-MoE (lfm2moe)
+// synth shape have a dense feed-forward, the others experts (LFM2-8B-A1B:
+// num_dense_layers 2); the layers' operators are lfm2's (lfm2AttnLayers).
+var lfm2DenseLeading = map[string]int{"tiny": 1, "small": 2}
+
+// lfm2MoE reports whether layer l of an lfm2moe synth shape has experts.
+func lfm2MoE(size string, l int) bool { return l >= lfm2DenseLeading[size] }
+
+// lfm2KV sets LFM2's metadata (LFM2-MoE's too: the leading dense layers
+// and sigmoid router scores, as LFM2-8B-A1B's files) and returns its
+// vocabulary.
 func lfm2KV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
 	voc, err := buildVocab(s.vocab, s.normal, lfm2Specials, "")
 	if err != nil {
@@ -46,6 +56,10 @@ func lfm2KV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
 	kv["tokenizer.ggml.padding_token_id"] = uint32(voc.ids["<|pad|>"])
 	kv["tokenizer.ggml.add_bos_token"] = true
 	kv["tokenizer.chat_template"] = lfm2Template
+	if kv["general.architecture"] == "lfm2moe" {
+		kv["leading_dense_block_count"] = uint32(lfm2DenseLeading[size])
+		kv["expert_gating_func"] = uint32(2) // sigmoid
+	}
 	return voc, nil
 }
 

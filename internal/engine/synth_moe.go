@@ -31,6 +31,10 @@ var synthExperts = map[string]map[string]moeShape{
 		"tiny":  {4, 2, 32},
 		"small": {8, 2, 128},
 	},
+	"lfm2moe": {
+		"tiny":  {4, 2, 32},
+		"small": {8, 2, 128},
+	},
 	"gptoss": { // an expert as wide as the model, as in gpt-oss
 		"tiny":  {4, 2, 64},
 		"small": {8, 2, 256},

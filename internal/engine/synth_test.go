@@ -35,6 +35,7 @@ func TestSynthTypes(t *testing.T) {
 		{"gemma3", "small", "q4_k", "Q4_K_M"},
 		{"mistral3", "tiny", "q8_0", "Q8_0"},
 		{"lfm2", "small", "q4_k", "Q4_K_M"},
+		{"lfm2moe", "small", "q4_k", "Q4_K_M"},
 	}
 	for _, c := range cases {
 		p := synthFile(t, c.arch, c.size, c.typ)
@@ -202,6 +203,7 @@ func TestSynthSizes(t *testing.T) {
 		"gemma3":      {"tiny", "small", "1b", "4b"},
 		"mistral3":    {"tiny", "small", "3b"},
 		"lfm2":        {"tiny", "small"},
+		"lfm2moe":     {"tiny", "small"},
 		"qwen3moe":    {"tiny", "small", "30b"},
 		"gptoss":      {"tiny", "small", "20b"},
 		"gpt-oss":     {"tiny", "small", "20b"},

@@ -44,6 +44,7 @@ type Tokenizer struct {
 	fp     string // Fingerprint
 
 	harmony *harmonyTokens // GPT-OSS's message format; nil for the others
+	arch    string         // the model's general.architecture
 }
 
 // LoadTokenizer reads only the metadata of a GGUF (whole model or any stage
@@ -77,7 +78,7 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		m, err = mistral3.New(kv)
 	case "llama4":
 		m, err = llama4.New(kv)
-	case "lfm2":
+	case "lfm2", "lfm2moe":
 		m, err = lfm2.New(kv)
 	case "gptoss", "gpt-oss":
 		m, err = gptoss.New(kv)
@@ -139,8 +140,14 @@ func newTokenizer(m any, cfg fs.Config) (*Tokenizer, error) {
 	t.format, t.qwen25 = detectChatFormat(cfg.String("tokenizer.chat_template"))
 	t.chooseTemplate(cfg.String("tokenizer.chat_template"))
 	t.fp = fingerprint(v, t.eog)
+	t.arch = cfg.Architecture()
 	return t, nil
 }
+
+// Arch is the general.architecture of the model the tokenizer was read
+// from: what an originator, which holds no weights, knows of the model
+// its route runs (Rewinds).
+func (t *Tokenizer) Arch() string { return t.arch }
 
 // Fingerprint names the tokenizer's token ids: two models with the same
 // fingerprint give every id the same text, type and end-of-generation
