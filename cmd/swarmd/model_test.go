@@ -222,7 +222,7 @@ func TestModelInfoLFM2Splits(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "engine:         runs it, whole or split by layers") {
 			t.Fatalf("%s info: %d %q %s", arch, code, out, errs)
 		}
-		if experts := strings.Contains(out, "experts:        4 per layer, 2 used per token"); experts != (arch == "lfm2moe") {
+		if experts := strings.Contains(out, "experts:        4 per expert layer, 2 used per token"); experts != (arch == "lfm2moe") {
 			t.Errorf("%s info: experts line %v: %q", arch, experts, out)
 		}
 		code, out, errs = runCmd(modelCmd, "info", "--json", full)
