@@ -304,13 +304,15 @@ func TestHonestMixedKernelsNeverConvict(t *testing.T) {
 		t.Skip("this build has no repacked Q4 kernels: every peer computes alike")
 	}
 	const gens = 12
-	for _, arch := range []string{"qwen3", "gemma3", "qwen3moe", "gptoss", "deepseek2", "glm4moelite"} {
+	moe := []string{"qwen3moe", "gptoss", "deepseek2", "glm4moelite", "llama4", "lfm2moe"}
+	for _, arch := range append([]string{"qwen3", "gemma3", "lfm2"}, moe...) {
 		t.Run(arch, func(t *testing.T) {
 			full, cid := modelOf(t, arch, "small", "q4_k")
-			n := 8
-			if arch == "gemma3" {
-				n = 12
+			mi, err := shards.ReadModelInfo(full)
+			if err != nil {
+				t.Fatal(err)
 			}
+			n := mi.Layers
 			origin := newStagePeer(t)
 			var peers []*stagePeer
 			for i, r := range [][2]int{{0, n / 2}, {n / 2, n}, {0, 3}, {3, n}} {
@@ -335,7 +337,7 @@ func TestHonestMixedKernelsNeverConvict(t *testing.T) {
 			}
 			assertNoHonestBans(t, o.View.Trust(), peers...)
 			t.Logf("%s q4_k, repacked and plain kernels: %d generations, %d steps checked, %d near ties, %d mismatches, nobody banned", arch, gens, checked, ties, mismatches)
-			if moe := slices.Contains([]string{"qwen3moe", "gptoss", "deepseek2", "glm4moelite"}, arch); !moe && mismatches > 0 {
+			if !slices.Contains(moe, arch) && mismatches > 0 {
 				t.Errorf("%d mismatches between honest routes of a dense model", mismatches)
 			}
 		})
