@@ -31,6 +31,9 @@ type ModelRef struct {
 	// model known by its holders' word alone counts as quantized, whose
 	// checks allow more (see SpotCheck).
 	Float bool
+	// Experts: its manifest shows routed experts (a mixture of experts),
+	// or there is no manifest to tell.
+	Experts bool
 	// Shape is the model's shape as its manifest's tensor sizes give it
 	// (ShapeFromManifest): routes and plans charge its Ends. Without a
 	// manifest it is zero, and the ends cost nothing.
@@ -230,12 +233,13 @@ func (o *Originator) resolve(ctx context.Context, model string) (ModelRef, []swa
 		if ref.Shape, err = ShapeFromManifest(m); err != nil {
 			return ModelRef{}, nil, fmt.Errorf("pipeline: the manifest of %s: %w", cid, err)
 		}
-		ref.Layers, ref.Hidden, ref.Float = m.Layers, m.Hidden, !m.Quantized()
+		ref.Layers, ref.Hidden, ref.Float, ref.Experts = m.Layers, m.Hidden, !m.Quantized(), m.Experts()
 		if ref.Name == "" {
 			ref.Name = m.Name
 		}
 		return ref, hs, nil
 	}
+	ref.Experts = true // unknown: as if, so that no honest peer is banned for an expert flip
 	// No manifest to go by: the shape is what most holders say, so one
 	// stale or lying announcement does not decide it (plan then leaves
 	// that holder out).

@@ -74,3 +74,27 @@ func TestSybilsDoNotChangeTheShape(t *testing.T) {
 		t.Fatal("the shape did not come from the manifest")
 	}
 }
+
+// TestModelRefExperts: whether a model is a mixture of experts (which
+// loosens the ban margin between builds: banMargin) comes from its
+// manifest's tensors; with no manifest it counts as one.
+func TestModelRefExperts(t *testing.T) {
+	for arch, want := range map[string]bool{"qwen3": false, "qwen3moe": true, "llama4": true, "gemma3": false} {
+		full, root := model(t, arch)
+		man, _, _, err := shards.BuildManifest(full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		self, a := newStagePeer(t), newStagePeer(t)
+		a.serve(t, arch, 0, man.Layers)
+		o := originatorFor(t, arch, self, a)
+		ref, _, err := o.Resolve(root)
+		if err != nil || !ref.Experts {
+			t.Fatalf("%s without a manifest: experts %v (%v), want true", arch, ref.Experts, err)
+		}
+		o.Manifest = func(context.Context, string, []swarm.ShardHolder) (*shards.Manifest, error) { return man, nil }
+		if ref, _, err = o.Resolve(root); err != nil || ref.Experts != want {
+			t.Errorf("%s: experts %v (%v), want %v", arch, ref.Experts, err, want)
+		}
+	}
+}

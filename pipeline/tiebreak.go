@@ -76,16 +76,15 @@ func (g *generation) voteProbe(ctx context.Context, ha, hb Hop, tokens []int32, 
 }
 
 // majority decides between hops a and b by the third holder c: it returns
-// the one c clearly contradicts (by more than a ban's margin: ten times
-// the tolerance, at least 1e-2) while agreeing with the other (within
-// tol). cmp compares c's result with a's or b's within a tolerance.
+// the one c clearly contradicts (by more than a ban's margin: banMargin)
+// while agreeing with the other (within tol). cmp compares c's result with a's or b's within a tolerance.
 func (g *generation) majority(c, a, b string, tol func(x string) float64, cmp func(x string, tol float64) (bool, float64)) (string, float64, bool) {
 	for _, p := range [][2]string{{a, b}, {b, a}} {
 		liar, honest := p[0], p[1]
 		if ok, _ := cmp(honest, tol(honest)); !ok {
 			continue
 		}
-		if ok, diff := cmp(liar, max(10*g.o.SpotCheck.tolerance(), 1e-2, tol(liar))); !ok {
+		if ok, diff := cmp(liar, g.banMargin(c, liar)); !ok {
 			return liar, diff, true
 		}
 	}

@@ -341,6 +341,18 @@ func hashTensors(r io.ReaderAt, size int64, g *GGUF) ([]string, []byte, error) {
 	return out, file.Sum(nil), nil
 }
 
+// Experts reports whether the model is a mixture of experts: a tensor
+// of routed experts, named as llama.cpp and ollama name them
+// (blk.N.ffn_gate_exps.weight, ffn_up_exps, ffn_down_exps, ffn_gate_up_exps).
+func (m *Manifest) Experts() bool {
+	for _, t := range m.Tensors {
+		if strings.Contains(t.Name, "_exps.") {
+			return true
+		}
+	}
+	return false
+}
+
 // Quantized reports whether any tensor of the model is stored in a
 // quantized type (anything but F32, F16 and BF16), from the tensors
 // themselves rather than the header's file type.
