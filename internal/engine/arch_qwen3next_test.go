@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ollama/ollama/ml"
 )
 
 // TestQwen3NextSessions: Qwen3-Next's sessions run isolated (the DeltaNet
@@ -145,5 +147,38 @@ func TestQwen3NextShape(t *testing.T) {
 	}
 	if attnLayers != 12 || m.experts != 512 || m.used != 10 || s.tied {
 		t.Errorf("Qwen3-Next-80B-A3B: 12 attention layers of 48, 512 experts, 10 per token, its own head; have %d, %+v, tied %v", attnLayers, m, s.tied)
+	}
+}
+
+// TestQwen3NextLongPrompt: a prompt longer than the DeltaNet's 64-position
+// chunks (its prefill loops over chunks, carrying the state) and the
+// decode steps after it give model.Forward's logits bit for bit.
+func TestQwen3NextLongPrompt(t *testing.T) {
+	m := loadT(t, synthFile(t, "qwen3next", "tiny", "f32"), Options{Context: 256, PrefillChunk: 256, Batch: 256})
+	cache := m.a.(ownCache).newCache(int32(m.opts.PrefillChunk))
+	setCacheForTest(t, m.m, cache)
+	cache.Init(m.m.Backend(), ml.DTypeF16, 1, 256, 512)
+	defer cache.Close()
+	s, err := m.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	in := make([]int32, 150)
+	for i := range in {
+		in[i] = int32(7 + i*13%500)
+	}
+	var pos int32
+	for step := range 4 {
+		want := ollamaForward(t, m, in, pos)
+		got, err := s.RunRange(context.Background(), 0, m.Info().Layers, in, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bitEqual(got, want) {
+			t.Fatalf("step %d: engine logits differ from model.Forward (max |d| %g)", step, maxAbsDiff(got, want))
+		}
+		pos += int32(len(in))
+		in = []int32{Greedy(want)}
 	}
 }
