@@ -251,3 +251,19 @@ func TestModelInfoLlama4(t *testing.T) {
 		}
 	}
 }
+
+// TestModelInfoQwen3Next: a Qwen3-Next file is run whole or split by
+// layers, its experts listed (every layer holds them).
+func TestModelInfoQwen3Next(t *testing.T) {
+	full := filepath.Join(t.TempDir(), "qwen3next.gguf")
+	if code, _, errs := runCmd(modelCmd, "synth", "--arch", "qwen3next", "--size", "tiny", "--type", "q8_0", "-o", full); code != 0 {
+		t.Fatalf("synth: %d %s", code, errs)
+	}
+	code, out, errs := runCmd(modelCmd, "info", full)
+	for _, want := range []string{"architecture:   qwen3next", "engine:         runs it, whole or split by layers",
+		"experts:        4 per expert layer, 2 used per token", "chat template:  the file's own (Jinja)"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("info: %d, no %q in %q %s", code, want, out, errs)
+		}
+	}
+}

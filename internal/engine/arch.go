@@ -21,11 +21,13 @@ import (
 	"github.com/ollama/ollama/model/models/olmo3"
 	"github.com/ollama/ollama/model/models/qwen2"
 	"github.com/ollama/ollama/model/models/qwen3"
+	"github.com/ollama/ollama/model/models/qwen3next"
 )
 
 // Architectures lists the general.architecture values the engine runs.
 var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4",
-	"lfm2moe"}
+	"lfm2moe",
+	"qwen3next"}
 
 // arch is the per-architecture view of a loaded ollama model that the layer
 // loop needs. The layer loop (run.go) mirrors each model's own Forward; the
@@ -62,6 +64,8 @@ var sliceRefused = map[string]string{}
 var noRewind = map[string]string{
 	"lfm2":    "lfm2's short convolutions keep a recurrent state, which cannot drop positions",
 	"lfm2moe": "lfm2moe's short convolutions keep a recurrent state, which cannot drop positions",
+
+	"qwen3next": "qwen3next's gated DeltaNet layers keep a recurrent state, which cannot drop positions",
 }
 
 // NoRewind says why sessions of arch cannot be truncated to an earlier
@@ -140,6 +144,8 @@ func newArch(m model.Model, cfg fs.Config) (arch, error) {
 		return newLlama4Arch(t, cfg)
 	case *lfm2.Model:
 		return newLFM2Arch(t, cfg), nil
+	case *qwen3next.Model:
+		return newQwen3NextArch(t, cfg)
 	case *gptoss.Transformer:
 		return newGPTOSSArch(t, cfg), nil
 	case *qwen3.Model:

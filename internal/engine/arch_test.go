@@ -16,7 +16,8 @@ import (
 // from Architectures fails here instead of leaving the tests that range
 // over it.
 var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4",
-	"lfm2moe"}
+	"lfm2moe",
+	"qwen3next"}
 
 // unsliceable: the architectures whose stages run on whole files.
 var unsliceable = sliceRefused

@@ -103,7 +103,42 @@ func kvPerSession(cfg fs.Config, hidden, layers int64, ctx int) (int64, bool) {
 		}
 	}
 	ctxCells := int64((ctx + 255) / 256 * 256) // ggml pads the cache to 256 cells
-	return mulBytes(layers, ctxCells, kvHeads, hk+hv, 2)
+	kv, ok := mulBytes(layers, ctxCells, kvHeads, hk+hv, 2)
+	if !ok || cfg.Architecture() != "qwen3next" {
+		return kv, ok
+	}
+	per, ok := qwen3nextState(cfg)
+	if !ok {
+		return 0, false
+	}
+	st, ok := mulBytes(layers, per, 4)
+	if !ok || st > math.MaxInt64-kv {
+		return 0, false
+	}
+	return kv + st, true
+}
+
+// qwen3nextState is the floats of one session's recurrent state in a
+// Qwen3-Next DeltaNet layer (F32, as ollama keeps it): the convolution's
+// last ssm.conv_kernel-1 inputs over its channels, and a head_v_dim²
+// matrix per value head. Counted for every layer, as the KV is (an
+// overestimate); the checkpoints ollama's cache takes of it on long
+// sessions are not counted. false where the header's numbers multiply
+// past an int64.
+func qwen3nextState(cfg fs.Config) (int64, bool) {
+	inner, groups, state := int64(cfg.Uint("ssm.inner_size")), int64(cfg.Uint("ssm.group_count")), int64(cfg.Uint("ssm.state_size"))
+	vHeads, conv := int64(cfg.Uint("ssm.time_step_rank")), int64(cfg.Uint("ssm.conv_kernel"))
+	if vHeads <= 0 {
+		return 0, true
+	}
+	headV := inner / vHeads
+	channels, ok1 := mulBytes(2, groups, state)
+	convFloats, ok2 := mulBytes(max(0, conv-1), inner+channels)
+	delta, ok3 := mulBytes(headV, headV, vHeads)
+	if !ok1 || !ok2 || !ok3 || delta > math.MaxInt64-convFloats {
+		return 0, false
+	}
+	return convFloats + delta, true
 }
 
 // mulBytes is the product of non-negative xs; false where it overflows.

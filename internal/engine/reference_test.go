@@ -14,6 +14,7 @@ import (
 	"github.com/ollama/ollama/model/models/lfm2"
 	"github.com/ollama/ollama/model/models/llama4"
 	"github.com/ollama/ollama/model/models/olmo3"
+	"github.com/ollama/ollama/model/models/qwen3next"
 )
 
 // TestWholeMatchesModelForward checks the engine's layer loop against
@@ -75,6 +76,8 @@ func setCacheForTest(t *testing.T, om model.Model, c kvcache.Cache) {
 	case *olmo3.Model:
 		m.Cache = c
 	case *llama4.Model:
+		m.Cache = c
+	case *qwen3next.Model:
 		m.Cache = c
 	default:
 		t.Fatalf("no cache to set for %T", om)

@@ -190,6 +190,8 @@ var repackSuffixes = []string{
 	// a mixture of experts' projections, one 3-D tensor each (the
 	// repacked kernels serve their MUL_MAT_ID as well)
 	".ffn_gate_exps.weight", ".ffn_up_exps.weight", ".ffn_down_exps.weight",
+	// Qwen3-Next's gated DeltaNet (attn_qkv above)
+	".attn_gate.weight", ".ssm_ba.weight", ".ssm_out.weight",
 }
 
 // repackable reports whether the weight named may be repacked.

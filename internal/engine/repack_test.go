@@ -75,6 +75,11 @@ func TestRepackSameTokens(t *testing.T) {
 						want++
 					}
 				}
+			case "qwen3next":
+				// four projections per layer, attention's or the DeltaNet's
+				// (qkv, gate, beta/alpha, out); the experts' and the shared
+				// expert's gate and up (their down projections Q8_0)
+				want = 8 * packed.Info().Layers
 			}
 			if packed.Repacked() != want {
 				t.Fatalf("%d tensors repacked, want %d", packed.Repacked(), want)

@@ -18,8 +18,8 @@ import (
 
 // SynthSpec describes a synthetic (random-weight) model.
 type SynthSpec struct {
-	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss (or gpt-oss) | gemma2 | olmo3 | deepseek2 | glm4moelite
-	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 2b | 3b | 4b | 7b | 8b | 9b | 20b | 30b (see SynthSizesFor)
+	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss (or gpt-oss) | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4 | qwen3next
+	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 2b | 3b | 4b | 7b | 8b | 9b | 20b | 30b | 70b | 80b | 109b (see SynthSizesFor)
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
 	// Layers, when above 0, keeps the first Layers layers of the shape
@@ -47,7 +47,7 @@ type SynthSpec struct {
 // SynthSizes and SynthTypes list the accepted SynthSpec values; not every
 // architecture has every size (SynthSizesFor).
 var (
-	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "2b", "3b", "4b", "7b", "8b", "9b", "20b", "30b", "70b", "109b"}
+	SynthSizes = []string{"tiny", "small", "0.6b", "1b", "1.5b", "1.7b", "2b", "3b", "4b", "7b", "8b", "9b", "20b", "30b", "70b", "80b", "109b"}
 	SynthTypes = []string{"f32", "f16", "q8_0", "q4_k"}
 )
 
@@ -80,6 +80,7 @@ type synthShape struct {
 //	olmo3: 7b Olmo-3-7B (synth_olmo3.go)
 //	deepseek2, glm4moelite: tiny and small only (synth_deepseek2.go)
 //	llama4: 109b Llama-4-Scout-17B-16E (text model; synth_llama4.go)
+//	qwen3next: 80b Qwen3-Next-80B-A3B (text model; synth_qwen3next.go)
 var synthShapes = map[string]map[string]synthShape{
 	//        hidden layers heads kv headDim ffn vocab normal ctx tied ropeFreqs
 	"qwen3": {
@@ -152,6 +153,11 @@ var synthShapes = map[string]map[string]synthShape{
 		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
 		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, false},
 		"20b":   {2880, 24, 64, 8, 64, 2880, 201088, 199998, 131072, false, false},
+	},
+	"qwen3next": { // ffn unused (every layer experts: synthExperts)
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, false},
+		"80b":   {2048, 48, 16, 2, 256, 5120, 151936, 151643, 262144, false, false},
 	},
 	"llama4": { // ffn: the dense layers' (intermediate_size_mlp); ctx: Scout's max_position_embeddings
 		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
@@ -293,7 +299,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 func Synth(ctx context.Context, path string, spec SynthSpec) error {
 	shapes, ok := synthShapes[synthArch(spec.Arch)]
 	if !ok {
-		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4)", ErrUnsupportedArch, spec.Arch)
+		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4 | qwen3next)", ErrUnsupportedArch, spec.Arch)
 	}
 	s, ok := shapes[spec.Size]
 	if !ok {
@@ -413,6 +419,10 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		}
 	case "llama4":
 		if voc, err = llama4KV(kv, s, spec.Size); err != nil {
+			return err
+		}
+	case "qwen3next":
+		if voc, err = qwen3nextKV(kv, s, spec.Size); err != nil {
 			return err
 		}
 	}
@@ -551,6 +561,9 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			continue
 		case "llama4":
 			llama4Layer(kit, p, l, spec.Size, s, moe)
+			continue
+		case "qwen3next":
+			qwen3nextLayer(kit, p, l, spec.Size, s, moe)
 			continue
 		}
 		dense := arch == "lfm2moe" && !lfm2MoE(spec.Size, l)

@@ -40,6 +40,11 @@ var synthExperts = map[string]map[string]moeShape{
 		"small": {8, 2, 256},
 		"20b":   {32, 4, 2880},
 	},
+	"qwen3next": { // 80b: Qwen3-Next-80B-A3B's 512 experts of 512, 10 per token
+		"tiny":  {4, 2, 32},
+		"small": {8, 2, 128},
+		"80b":   {512, 10, 512},
+	},
 	"llama4": { // top-1, as Llama 4; 109b: Scout's 16 experts of 8192
 		"tiny":  {4, 1, 32},
 		"small": {8, 1, 128},

@@ -36,6 +36,7 @@ func TestSynthTypes(t *testing.T) {
 		{"mistral3", "tiny", "q8_0", "Q8_0"},
 		{"lfm2", "small", "q4_k", "Q4_K_M"},
 		{"lfm2moe", "small", "q4_k", "Q4_K_M"},
+		{"qwen3next", "small", "q4_k", "Q4_K_M"},
 	}
 	for _, c := range cases {
 		p := synthFile(t, c.arch, c.size, c.typ)
@@ -212,6 +213,7 @@ func TestSynthSizes(t *testing.T) {
 		"deepseek2":   {"tiny", "small"},
 		"glm4moelite": {"tiny", "small"},
 		"llama4":      {"tiny", "small", "109b"},
+		"qwen3next":   {"tiny", "small", "80b"},
 		"gpt2":        nil,
 	} {
 		if got := SynthSizesFor(arch); !slices.Equal(got, want) {

@@ -23,6 +23,7 @@ import (
 	"github.com/ollama/ollama/model/models/olmo3"
 	"github.com/ollama/ollama/model/models/qwen2"
 	"github.com/ollama/ollama/model/models/qwen3"
+	"github.com/ollama/ollama/model/models/qwen3next"
 	"github.com/ollama/ollama/tokenizer"
 )
 
@@ -82,6 +83,8 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		m, err = lfm2.New(kv)
 	case "gptoss", "gpt-oss":
 		m, err = gptoss.New(kv)
+	case "qwen3next":
+		m, err = qwen3next.New(kv)
 	default:
 		err = fmt.Errorf("%w %q", ErrUnsupportedArch, kv.Architecture())
 	}
