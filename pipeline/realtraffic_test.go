@@ -306,7 +306,7 @@ func TestHonestMixedKernelsNeverConvict(t *testing.T) {
 		t.Skip("this build has no repacked Q4 kernels: every peer computes alike")
 	}
 	const gens = 12
-	moe := []string{"qwen3moe", "gptoss", "deepseek2", "glm4moelite", "llama4", "lfm2moe"}
+	moe := []string{"qwen3moe", "gptoss", "deepseek2", "glm4moelite", "llama4", "lfm2moe", "qwen3next"}
 	for _, arch := range append([]string{"qwen3", "gemma3", "lfm2"}, moe...) {
 		t.Run(arch, func(t *testing.T) {
 			full, cid := modelOf(t, arch, "small", "q4_k")
