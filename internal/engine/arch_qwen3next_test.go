@@ -3,12 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/ollama/ollama/ml"
 )
 
 // TestQwen3NextSessions: Qwen3-Next's sessions run isolated (the DeltaNet
@@ -76,43 +72,14 @@ func TestQwen3NextSessions(t *testing.T) {
 // refused naming the tensors, rather than crash at its first step.
 func TestQwen3NextSlices(t *testing.T) {
 	full := synthFile(t, "qwen3next", "tiny", "f32")
-	n := 4
-	for a := 0; a < n; a++ {
-		for b := a + 1; b <= n; b++ {
-			p := filepath.Join(t.TempDir(), fmt.Sprintf("%d-%d.gguf", a, b))
-			sliceFile(t, full, p, a, b)
-			m, err := Load(context.Background(), p, Options{Threads: 1, Slots: 1, Context: 64})
-			if err != nil {
-				t.Fatalf("slice [%d,%d): %v", a, b, err)
-			}
-			in := m.Info()
-			if in.LayerRange != [2]int{a, b} || in.HasEmbedding != (a == 0) || in.HasHead != (b == n) {
-				t.Errorf("slice [%d,%d): layers %v, embedding %v, head %v", a, b, in.LayerRange, in.HasEmbedding, in.HasHead)
-			}
-			m.Close()
-		}
-	}
-	for _, c := range []struct {
-		a, b int
-		drop []string
-		want string
-	}{
+	checkSlices(t, full, []sliceHole{
 		{1, 3, []string{"blk.2.ssm_a"}, "blk.2.ssm_a"},
 		{1, 3, []string{"blk.1.attn_q_norm.weight", "blk.2.ffn_up_exps.weight"}, "blk.1.attn_q_norm.weight, blk.2.ffn_up_exps.weight"},
 		{0, 2, []string{"blk.0.ssm_ba.weight"}, "blk.0.ssm_ba.weight"},
 		{0, 2, []string{"token_embd.weight"}, "token_embd.weight"},
 		{2, 4, []string{"output_norm.weight"}, "output_norm.weight"},
 		{0, 4, []string{"blk.3.post_attention_norm.weight"}, "blk.3.post_attention_norm.weight"},
-	} {
-		p := filepath.Join(t.TempDir(), "slice.gguf")
-		sliceFile(t, full, p, c.a, c.b)
-		q := filepath.Join(t.TempDir(), "holed.gguf")
-		dropTensors(t, p, q, c.drop...)
-		_, err := Load(context.Background(), q, Options{Threads: 1})
-		if !errors.Is(err, ErrMissingLayers) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("slice [%d,%d) without %v: %v, want ErrMissingLayers naming %s", c.a, c.b, c.drop, err, c.want)
-		}
-	}
+	})
 }
 
 // TestQwen3NextShape: the 80b shape has Qwen3-Next-80B-A3B's parameters as
@@ -155,30 +122,9 @@ func TestQwen3NextShape(t *testing.T) {
 // decode steps after it give model.Forward's logits bit for bit.
 func TestQwen3NextLongPrompt(t *testing.T) {
 	m := loadT(t, synthFile(t, "qwen3next", "tiny", "f32"), Options{Context: 256, PrefillChunk: 256, Batch: 256})
-	cache := m.a.(ownCache).newCache(int32(m.opts.PrefillChunk))
-	setCacheForTest(t, m.m, cache)
-	cache.Init(m.m.Backend(), ml.DTypeF16, 1, 256, 512)
-	defer cache.Close()
-	s, err := m.NewSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	in := make([]int32, 150)
 	for i := range in {
 		in[i] = int32(7 + i*13%500)
 	}
-	var pos int32
-	for step := range 4 {
-		want := ollamaForward(t, m, in, pos)
-		got, err := s.RunRange(context.Background(), 0, m.Info().Layers, in, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bitEqual(got, want) {
-			t.Fatalf("step %d: engine logits differ from model.Forward (max |d| %g)", step, maxAbsDiff(got, want))
-		}
-		pos += int32(len(in))
-		in = []int32{Greedy(want)}
-	}
+	matchForward(t, m, in, 4)
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // rewriteHeader copies the GGUF at from to to with its metadata changed by
-// edit (the tensors' bytes as they were).
+// edit (the tensors' bytes as they were; edit may drop tensors).
 func rewriteHeader(t *testing.T, from, to string, edit func(g *shards.GGUF)) {
 	t.Helper()
 	g, err := shards.ReadGGUFFile(from)
@@ -25,9 +25,9 @@ func rewriteHeader(t *testing.T, from, to string, edit func(g *shards.GGUF)) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	offsets := make([]int64, len(g.Tensors))
-	for i, ti := range g.Tensors {
-		offsets[i] = g.DataOffset + int64(ti.Offset)
+	offsets := map[string]int64{}
+	for _, ti := range g.Tensors {
+		offsets[ti.Name] = g.DataOffset + int64(ti.Offset)
 	}
 	edit(g)
 	dst, err := os.Create(to)
@@ -36,7 +36,7 @@ func rewriteHeader(t *testing.T, from, to string, edit func(g *shards.GGUF)) {
 	}
 	defer dst.Close()
 	err = shards.WriteGGUF(dst, g, func(i int, w io.Writer) error {
-		_, err := io.Copy(w, io.NewSectionReader(src, offsets[i], int64(g.Tensors[i].Size)))
+		_, err := io.Copy(w, io.NewSectionReader(src, offsets[g.Tensors[i].Name], int64(g.Tensors[i].Size)))
 		return err
 	})
 	if err != nil {

@@ -24,40 +24,47 @@ import (
 func TestWholeMatchesModelForward(t *testing.T) {
 	for _, arch := range Architectures {
 		t.Run(arch, func(t *testing.T) {
-			m := loadT(t, synthFile(t, arch, "tiny", "f32"), Options{Context: 256})
-			cache := m.m.Config().Cache
-			if w, ok := m.a.(ownCache); ok {
-				// A sliding-window cache's memory (how far behind the window
-				// it keeps cells) decides which cell a new position takes,
-				// so the order of attention's sums: model.Forward runs on
-				// the cache the engine makes (ollama's runner too gives
-				// its cache more memory than the window), and what is
-				// compared is the forward pass.
-				cache = w.newCache(int32(m.opts.PrefillChunk))
-				setCacheForTest(t, m.m, cache)
-			}
-			cache.Init(m.m.Backend(), ml.DTypeF16, 1, 256, 512)
-			defer cache.Close()
-			s, err := m.NewSession()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			in := splitPrompt
-			var pos int32
-			for step := range splitSteps {
-				want := ollamaForward(t, m, in, pos)
-				got, err := s.RunRange(context.Background(), 0, m.Info().Layers, in, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bitEqual(got, want) {
-					t.Fatalf("step %d: engine logits differ from model.Forward (max |d| %g)", step, maxAbsDiff(got, want))
-				}
-				pos += int32(len(in))
-				in = []int32{Greedy(want)}
-			}
+			matchForward(t, loadT(t, synthFile(t, arch, "tiny", "f32"), Options{Context: 256}), splitPrompt, splitSteps)
 		})
+	}
+}
+
+// matchForward runs prompt and then steps-1 greedy decode steps through
+// m's session and through ollama's model.Forward, and wants the same logits
+// bit for bit at every step.
+func matchForward(t *testing.T, m *Model, prompt []int32, steps int) {
+	t.Helper()
+	cache := m.m.Config().Cache
+	if w, ok := m.a.(ownCache); ok {
+		// A sliding-window cache's memory (how far behind the window
+		// it keeps cells) decides which cell a new position takes,
+		// so the order of attention's sums: model.Forward runs on
+		// the cache the engine makes (ollama's runner too gives
+		// its cache more memory than the window), and what is
+		// compared is the forward pass.
+		cache = w.newCache(int32(m.opts.PrefillChunk))
+		setCacheForTest(t, m.m, cache)
+	}
+	cache.Init(m.m.Backend(), ml.DTypeF16, 1, 256, 512)
+	defer cache.Close()
+	s, err := m.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	in := prompt
+	var pos int32
+	for step := range steps {
+		want := ollamaForward(t, m, in, pos)
+		got, err := s.RunRange(context.Background(), 0, m.Info().Layers, in, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bitEqual(got, want) {
+			t.Fatalf("step %d: engine logits differ from model.Forward (max |d| %g)", step, maxAbsDiff(got, want))
+		}
+		pos += int32(len(in))
+		in = []int32{Greedy(want)}
 	}
 }
 
