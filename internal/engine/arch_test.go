@@ -16,7 +16,8 @@ import (
 // from Architectures fails here instead of leaving the tests that range
 // over it.
 var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4",
-	"lfm2moe"}
+	"lfm2moe",
+	"gemma3n"}
 
 // unsliceable: the architectures whose stages run on whole files.
 var unsliceable = sliceRefused
@@ -45,6 +46,10 @@ func TestSplitMatchesWholeQuantized(t *testing.T) {
 				want := wholeTrace(t, whole)
 				if d := distinct(want.tokens); d < 4 {
 					t.Fatalf("synthetic model decodes too few distinct tokens (%d): %v", d, want.tokens)
+				}
+				if WholeOnly(arch) != "" {
+					refusesRanges(t, whole, full)
+					return
 				}
 				n := whole.Info().Layers
 				sliced := map[[2]int]*Model{}

@@ -102,6 +102,11 @@ func kvPerSession(cfg fs.Config, hidden, layers int64, ctx int) (int64, bool) {
 			kvHeads = max(kvHeads, int64(h))
 		}
 	}
+	if s := int64(cfg.Uint("attention.shared_kv_layers")); s > 0 && s < layers {
+		// gemma3n: its last layers read earlier layers' KV and keep none
+		// (a whole model: its slices are refused)
+		layers -= s
+	}
 	ctxCells := int64((ctx + 255) / 256 * 256) // ggml pads the cache to 256 cells
 	return mulBytes(layers, ctxCells, kvHeads, hk+hv, 2)
 }

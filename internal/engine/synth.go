@@ -80,6 +80,7 @@ type synthShape struct {
 //	olmo3: 7b Olmo-3-7B (synth_olmo3.go)
 //	deepseek2, glm4moelite: tiny and small only (synth_deepseek2.go)
 //	llama4: 109b Llama-4-Scout-17B-16E (text model; synth_llama4.go)
+//	gemma3n: tiny and small only (synth_gemma3n.go)
 var synthShapes = map[string]map[string]synthShape{
 	//        hidden layers heads kv headDim ffn vocab normal ctx tied ropeFreqs
 	"qwen3": {
@@ -152,6 +153,10 @@ var synthShapes = map[string]map[string]synthShape{
 		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
 		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, false},
 		"20b":   {2880, 24, 64, 8, 64, 2880, 201088, 199998, 131072, false, false},
+	},
+	"gemma3n": { // AltUp, per-layer inputs, KV sharing: synth_gemma3n.go
+		"tiny":  {64, 6, 4, 2, 16, 128, 512, 0, 4096, true, false},
+		"small": {256, 10, 8, 4, 32, 768, 4096, 0, 8192, true, false},
 	},
 	"llama4": { // ffn: the dense layers' (intermediate_size_mlp); ctx: Scout's max_position_embeddings
 		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
@@ -293,7 +298,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 func Synth(ctx context.Context, path string, spec SynthSpec) error {
 	shapes, ok := synthShapes[synthArch(spec.Arch)]
 	if !ok {
-		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4)", ErrUnsupportedArch, spec.Arch)
+		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4 | gemma3n)", ErrUnsupportedArch, spec.Arch)
 	}
 	s, ok := shapes[spec.Size]
 	if !ok {
@@ -415,6 +420,10 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		if voc, err = llama4KV(kv, s, spec.Size); err != nil {
 			return err
 		}
+	case "gemma3n":
+		if voc, err = gemma3nKV(kv, s, spec.Size); err != nil {
+			return err
+		}
 	}
 	if spec.Name != "" {
 		kv["general.name"] = spec.Name
@@ -493,7 +502,7 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 	f32 := fsggml.TensorTypeF32
 	q, kvd := s.heads*s.headDim, s.kvHeads*s.headDim
 	embStd := float32(0.5)
-	if arch == "gemma3" || arch == "gemma2" {
+	if arch == "gemma3" || arch == "gemma2" || arch == "gemma3n" {
 		// the model scales its embedding by sqrt(hidden)
 		embStd /= float32(math.Sqrt(float64(s.hidden)))
 	}
@@ -534,6 +543,9 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		addT(p+"ffn_down.weight", matType, normal(inv(s.ffn)), s.ffn, s.hidden)
 	}
 	kit := synthKit{add: addT, normal: normal, norm: norm, inv: inv, f32: f32, mat: matType}
+	if arch == "gemma3n" {
+		gemma3nTop(kit, s, spec.Size)
+	}
 	for l := range s.layers {
 		p := fmt.Sprintf("blk.%d.", l)
 		switch synthArch(arch) {
@@ -551,6 +563,9 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			continue
 		case "llama4":
 			llama4Layer(kit, p, l, spec.Size, s, moe)
+			continue
+		case "gemma3n":
+			gemma3nLayer(kit, p, s, spec.Size)
 			continue
 		}
 		dense := arch == "lfm2moe" && !lfm2MoE(spec.Size, l)

@@ -212,6 +212,7 @@ func TestSynthSizes(t *testing.T) {
 		"deepseek2":   {"tiny", "small"},
 		"glm4moelite": {"tiny", "small"},
 		"llama4":      {"tiny", "small", "109b"},
+		"gemma3n":     {"tiny", "small"},
 		"gpt2":        nil,
 	} {
 		if got := SynthSizesFor(arch); !slices.Equal(got, want) {
