@@ -16,9 +16,11 @@ import (
 // KV of the two layers before them. Only tiny and small are written: no
 // real shape, whose config values (E2B's feed-forward width, the
 // per-layer embedding's vocabulary beside the text vocabulary) were not
-// checked here. As ollama does, the head is not soft-capped (the published
-// config's final_logit_softcapping is left out of the files), and
-// rope.freq_base_local is left to ollama's default (10000).
+// checked here. The metadata keys are those ollama's converter writes
+// (convert/convert_gemma3n.go); as ollama runs the model, the head is not
+// soft-capped (the converter writes no final_logit_softcapping), and
+// altup.correct_scale, which newTextModel does not read, does not scale
+// the corrected stream (TextOptions.altupCorrectScale stays false).
 
 // gemma3nLayout is a size's Gemma 3n specifics: every period-th layer
 // global, the others over the sliding window (Gemma 3n: 4 local, 1
@@ -52,9 +54,18 @@ func gemma3nKV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"rope.local.freq_base", "rope.scaling.type", "rope.scaling.factor", "final_logit_softcapping"} {
+	// the keys ollama's converter writes (convert/convert_gemma3n.go):
+	// head_dim, not key_length and value_length, which newTextModel reads
+	// (it falls back to embedding_length / head_count, the same in every
+	// Gemma 3n); no soft-capping, no rope scaling
+	for _, k := range []string{"rope.local.freq_base", "rope.scaling.type", "rope.scaling.factor", "final_logit_softcapping",
+		"attention.key_length", "attention.value_length"} {
 		delete(kv, k)
 	}
+	kv["head_dim"] = uint32(s.headDim)
+	kv["rope.freq_base_local"] = float32(10000)
+	kv["altup.correct_scale"] = true
+	kv["altup.lr_multiplier"] = float32(1)
 	kv["attention.sliding_window"] = uint32(synthWindows["gemma3n"][size])
 	kv["embedding_length_per_layer_input"] = uint32(lay.perLayer)
 	kv["altup.active_idx"] = uint32(0)
