@@ -18,7 +18,7 @@ import (
 
 // SynthSpec describes a synthetic (random-weight) model.
 type SynthSpec struct {
-	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss (or gpt-oss) | gemma2 | olmo3 | deepseek2 | glm4moelite
+	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss (or gpt-oss) | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4 | gemma3n
 	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 2b | 3b | 4b | 7b | 8b | 9b | 20b | 30b (see SynthSizesFor)
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
