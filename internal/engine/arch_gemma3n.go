@@ -30,17 +30,17 @@ import (
 // only (runRange refuses any other range, wholeOnly names why), and its
 // layer loop comes from embedLayers, per graph.
 type gemma3nArch struct {
-	m       *gemma3n.Model
-	n       int     // block_count
-	shared  int     // attention.shared_kv_layers
-	scale   float64 // sqrt(embedding_length)
-	eps     float32
-	window  int32 // attention.sliding_window
-	local   []bool
-	sparse  []float32
-	ropes   [2]float32 // rope.freq_base, rope.freq_base_local
-	altup   int
-	perVocb int // rows of per_layer_token_embd: the token ids it embeds
+	m             *gemma3n.Model
+	n             int     // block_count
+	shared        int     // attention.shared_kv_layers
+	scale         float64 // sqrt(embedding_length)
+	eps           float32
+	window        int32 // attention.sliding_window
+	local         []bool
+	sparse        []float32
+	ropes         [2]float32 // rope.freq_base, rope.freq_base_local
+	altup         int
+	perLayerVocab int // rows of per_layer_token_embd: the token ids it embeds
 }
 
 // wholeOnly names the architectures that run whole only (no range of
@@ -94,7 +94,7 @@ func newGemma3nArch(m *gemma3n.Model, cfg fs.Config) gemma3nArch {
 		altup:  int(cfg.Uint("altup.num_inputs")),
 	}
 	if e := m.PerLayerProjector; e != nil && e.TokenEmbedding != nil && embedOK(e.TokenEmbedding.Embedding) {
-		a.perVocb = e.TokenEmbedding.Weight.Dim(1)
+		a.perLayerVocab = e.TokenEmbedding.Weight.Dim(1)
 	}
 	return a
 }
@@ -189,7 +189,7 @@ func (a gemma3nArch) newCache(rewind int32) kvcache.Cache {
 
 // maxToken is one past the largest token id the per-layer embedding holds
 // (ggml aborts on a row past it).
-func (a gemma3nArch) maxToken() int { return a.perVocb }
+func (a gemma3nArch) maxToken() int { return a.perLayerVocab }
 
 func (a gemma3nArch) hasEmbed() bool {
 	tm := a.m.TextModel

@@ -117,13 +117,13 @@ func TestGemma3nWhole(t *testing.T) {
 	}
 	short := loadT(t, full, Options{Slots: 1, Context: 64})
 	a := short.a.(gemma3nArch)
-	a.perVocb = short.Info().VocabSize - 1
+	a.perLayerVocab = short.Info().VocabSize - 1
 	short.a = a
 	s, err := short.NewSession()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RunRange(context.Background(), 0, n, []int32{2, int32(a.perVocb)}, nil); !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "per-layer embedding") {
+	if _, err := s.RunRange(context.Background(), 0, n, []int32{2, int32(a.perLayerVocab)}, nil); !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "per-layer embedding") {
 		t.Errorf("token past the per-layer embedding: %v", err)
 	}
 	s.Close()

@@ -92,6 +92,11 @@ func kvShape(cfg fs.Config, hidden int64) (kvHeads, hk, hv int64) {
 // numbers multiply past an int64.
 func kvPerSession(cfg fs.Config, hidden, layers int64, ctx int) (int64, bool) {
 	kvHeads, hk, hv := kvShape(cfg, hidden)
+	if s := int64(cfg.Uint("attention.shared_kv_layers")); s > 0 && s < layers {
+		// gemma3n: its last layers read earlier layers' KV and keep none
+		// (a whole model: its slices are refused)
+		layers -= s
+	}
 	if hc, ok := cfg.(interface {
 		UintOrArrayValueAsArray(key string, def uint32) []uint32
 	}); ok && kvHeads == 0 {
@@ -101,11 +106,6 @@ func kvPerSession(cfg fs.Config, hidden, layers int64, ctx int) (int64, bool) {
 		for _, h := range hc.UintOrArrayValueAsArray("attention.head_count_kv", 1) {
 			kvHeads = max(kvHeads, int64(h))
 		}
-	}
-	if s := int64(cfg.Uint("attention.shared_kv_layers")); s > 0 && s < layers {
-		// gemma3n: its last layers read earlier layers' KV and keep none
-		// (a whole model: its slices are refused)
-		layers -= s
 	}
 	ctxCells := int64((ctx + 255) / 256 * 256) // ggml pads the cache to 256 cells
 	return mulBytes(layers, ctxCells, kvHeads, hk+hv, 2)
