@@ -36,6 +36,10 @@ func TestHonestPeersOfEveryArch(t *testing.T) {
 			{"small", "q4_k", true, quantTolerance},
 		} {
 			t.Run(fmt.Sprintf("%s/%s", arch, c.typ), func(t *testing.T) {
+				if why := engine.WholeOnly(arch); why != "" {
+					// a challenge runs one layer on given hidden states
+					t.Skipf("no layer of %s runs on its own: %s", arch, why)
+				}
 				full := filepath.Join(t.TempDir(), arch+".gguf")
 				if err := engine.Synth(context.Background(), full, engine.SynthSpec{Arch: arch, Size: c.size, Type: c.typ, Seed: 1}); err != nil {
 					t.Fatal(err)

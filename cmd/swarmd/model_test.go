@@ -267,3 +267,27 @@ func TestModelInfoQwen3Next(t *testing.T) {
 		}
 	}
 }
+
+// TestModelInfoGemma3n: a Gemma 3n file is said to run whole only, on one
+// machine, with the reason; its JSON names why its slices are refused.
+func TestModelInfoGemma3n(t *testing.T) {
+	full := filepath.Join(t.TempDir(), "gemma3n.gguf")
+	if code, _, errs := runCmd(modelCmd, "synth", "--arch", "gemma3n", "--size", "tiny", "--type", "q8_0", "-o", full); code != 0 {
+		t.Fatalf("synth: %d %s", code, errs)
+	}
+	code, out, errs := runCmd(modelCmd, "info", full)
+	for _, want := range []string{"architecture:   gemma3n", "engine:         runs it whole only, every layer on one machine: gemma3n's residual stream is altup.num_inputs streams",
+		"chat template:  the file's own (Jinja)"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("info: %d, no %q in %q %s", code, want, out, errs)
+		}
+	}
+	code, out, errs = runCmd(modelCmd, "info", "--json", full)
+	var v struct {
+		Runs      bool   `json:"runs"`
+		WholeOnly string `json:"whole_file_only"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || !v.Runs || !strings.Contains(v.WholeOnly, "runs whole only") {
+		t.Fatalf("info --json: %d %v %q %s", code, err, out, errs)
+	}
+}

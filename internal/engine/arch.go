@@ -12,6 +12,7 @@ import (
 	"github.com/ollama/ollama/model/models/deepseek2"
 	"github.com/ollama/ollama/model/models/gemma2"
 	"github.com/ollama/ollama/model/models/gemma3"
+	"github.com/ollama/ollama/model/models/gemma3n"
 	"github.com/ollama/ollama/model/models/glm4moelite"
 	"github.com/ollama/ollama/model/models/gptoss"
 	"github.com/ollama/ollama/model/models/lfm2"
@@ -27,7 +28,7 @@ import (
 // Architectures lists the general.architecture values the engine runs.
 var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4",
 	"lfm2moe",
-	"qwen3next"}
+	"qwen3next", "gemma3n"}
 
 // arch is the per-architecture view of a loaded ollama model that the layer
 // loop needs. The layer loop (run.go) mirrors each model's own Forward; the
@@ -55,7 +56,9 @@ type ownCache interface {
 // load, and why: such a model runs from its whole file (a stage may still
 // run a range of its layers from it).
 // (none today: lfm2's the engine builds itself, sliceLoaders).
-var sliceRefused = map[string]string{}
+var sliceRefused = map[string]string{
+	"gemma3n": "gemma3n runs whole only: " + wholeOnly["gemma3n"],
+}
 
 // noRewind names the architectures whose sessions cannot go back to an
 // earlier position but to 0 (Session.Truncate), and why: a recurrent
@@ -115,6 +118,21 @@ type isolatedArch interface {
 	isolated()
 }
 
+// perLayerInputs is an arch whose layers take, beside the hidden state,
+// inputs the embedding computes from the graph's token ids (gemma3n): the
+// layer loop of a graph that starts at the embedding runs the function
+// embedLayers returns with it.
+type perLayerInputs interface {
+	embedLayers(ctx ml.Context, ids ml.Tensor) (ml.Tensor, layerFunc)
+}
+
+// tokenLimited is an arch that embeds fewer token ids than its vocabulary
+// holds somewhere (gemma3n's per-layer embedding): runRange refuses the
+// others, on which ggml would abort.
+type tokenLimited interface {
+	maxToken() int
+}
+
 // layerFunc is arch.layer's signature.
 type layerFunc func(ctx ml.Context, i int, h, positions, outputs ml.Tensor, cache kvcache.Cache) ml.Tensor
 
@@ -132,6 +150,8 @@ func newArch(m model.Model, cfg fs.Config) (arch, error) {
 		return newGemma3Arch(t, cfg), nil
 	case *gemma2.Model:
 		return newGemma2Arch(t, cfg)
+	case *gemma3n.Model:
+		return newGemma3nArch(t, cfg), nil
 	case *olmo3.Model:
 		return newOLMo3Arch(t, cfg)
 	case *deepseek2.Model:

@@ -17,7 +17,7 @@ import (
 // over it.
 var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4",
 	"lfm2moe",
-	"qwen3next"}
+	"qwen3next", "gemma3n"}
 
 // unsliceable: the architectures whose stages run on whole files.
 var unsliceable = sliceRefused
@@ -46,6 +46,10 @@ func TestSplitMatchesWholeQuantized(t *testing.T) {
 				want := wholeTrace(t, whole)
 				if d := distinct(want.tokens); d < 4 {
 					t.Fatalf("synthetic model decodes too few distinct tokens (%d): %v", d, want.tokens)
+				}
+				if WholeOnly(arch) != "" {
+					refusesRanges(t, whole, full)
+					return
 				}
 				n := whole.Info().Layers
 				sliced := map[[2]int]*Model{}

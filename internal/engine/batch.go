@@ -232,14 +232,17 @@ func (m *Model) forward(round []*step) {
 	}
 	positions := ctx.Input().FromInts(pos, total)
 	var h ml.Tensor
-	if a == 0 {
-		h = m.a.embed(ctx, ctx.Input().FromInts(tokens, total))
-	} else {
-		h = ctx.Input().FromFloats(hidden, H, total)
-	}
 	layer := m.a.layer
 	if p, ok := m.a.(positioned); ok {
 		layer = p.withPositions(ctx, pos)
+	}
+	switch e, ok := m.a.(perLayerInputs); {
+	case a == 0 && ok:
+		h, layer = e.embedLayers(ctx, ctx.Input().FromInts(tokens, total))
+	case a == 0:
+		h = m.a.embed(ctx, ctx.Input().FromInts(tokens, total))
+	default:
+		h = ctx.Input().FromFloats(hidden, H, total)
 	}
 	for i := a; i < b; i++ {
 		cache.SetLayer(i)

@@ -24,6 +24,7 @@ import (
 	// register the ggml backend and the architectures we run
 	_ "github.com/ollama/ollama/ml/backend/ggml"
 	_ "github.com/ollama/ollama/model/models/gemma3"
+	_ "github.com/ollama/ollama/model/models/gemma3n"
 	_ "github.com/ollama/ollama/model/models/lfm2"
 	_ "github.com/ollama/ollama/model/models/llama"
 	_ "github.com/ollama/ollama/model/models/mistral3"
@@ -396,6 +397,9 @@ func checkFile(path string, vocab bool) (meta *fsggml.GGML, err error) {
 		}
 	}
 	if err := checkWhole(meta); err != nil {
+		return nil, &FileError{path, err}
+	}
+	if err := checkGemma3n(meta); err != nil {
 		return nil, &FileError{path, err}
 	}
 	return meta, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/ollama/ollama/model/input"
 	"github.com/ollama/ollama/model/models/gemma2"
 	"github.com/ollama/ollama/model/models/gemma3"
+	"github.com/ollama/ollama/model/models/gemma3n"
 	"github.com/ollama/ollama/model/models/gptoss"
 	"github.com/ollama/ollama/model/models/lfm2"
 	"github.com/ollama/ollama/model/models/llama4"
@@ -85,6 +86,8 @@ func setCacheForTest(t *testing.T, om model.Model, c kvcache.Cache) {
 	case *llama4.Model:
 		m.Cache = c
 	case *qwen3next.Model:
+		m.Cache = c
+	case *gemma3n.Model:
 		m.Cache = c
 	default:
 		t.Fatalf("no cache to set for %T", om)

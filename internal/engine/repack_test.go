@@ -113,6 +113,15 @@ func TestRepackSameTokens(t *testing.T) {
 			if synthExperts[synthArch(arch)] != nil {
 				bound = math.Inf(1)
 			}
+			if arch == "gemma3n" {
+				// (its seven repacked projections a layer are the
+				// dense families': laurel, the per-layer gate and the
+				// AltUp projections are not in repackSuffixes) the AltUp
+				// streams, mixed at every layer, carry the rounding
+				// further: its median step is ~4% as the others', one
+				// step in 32 measured 11% (flat logits, max ~2)
+				bound = 0.15
+			}
 			var rel []float64
 			same := 0
 			for step := range steps {

@@ -290,6 +290,9 @@ func (s *Session) runRange(ctx context.Context, a, b int, tokens []int32, hidden
 	if err := m.checkRange(a, b); err != nil {
 		return nil, err
 	}
+	if why := wholeOnly[m.info.Arch]; why != "" && (a != 0 || b != N) {
+		return nil, fmt.Errorf("%w: [%d,%d) of %d layers: %s", ErrBadRange, a, b, N, why)
+	}
 	var n int
 	if a == 0 {
 		if hidden != nil {
@@ -299,6 +302,9 @@ func (s *Session) runRange(ctx context.Context, a, b int, tokens []int32, hidden
 		for _, t := range tokens {
 			if t < 0 || int(t) >= m.info.VocabSize {
 				return nil, fmt.Errorf("%w: token id %d outside vocabulary of %d", ErrBadInput, t, m.info.VocabSize)
+			}
+			if l, ok := m.a.(tokenLimited); ok && int(t) >= l.maxToken() {
+				return nil, fmt.Errorf("%w: token id %d past the per-layer embedding's %d rows", ErrBadInput, t, l.maxToken())
 			}
 		}
 	} else {

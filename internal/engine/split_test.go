@@ -145,6 +145,10 @@ func TestSplitMatchesWhole(t *testing.T) {
 				t.Fatalf("synthetic model decodes too few distinct tokens (%d): %v", d, want.tokens)
 			}
 			t.Logf("greedy tokens: %v", want.tokens)
+			if WholeOnly(arch) != "" {
+				refusesRanges(t, whole, full)
+				return
+			}
 			n := whole.Info().Layers
 			sliced := map[[2]int]*Model{}
 			for k := 2; k <= 4; k++ {

@@ -18,7 +18,7 @@ import (
 
 // SynthSpec describes a synthetic (random-weight) model.
 type SynthSpec struct {
-	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss (or gpt-oss) | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4 | qwen3next
+	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss (or gpt-oss) | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4 | qwen3next | gemma3n
 	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 2b | 3b | 4b | 7b | 8b | 9b | 20b | 30b | 70b | 80b | 109b (see SynthSizesFor)
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
@@ -149,7 +149,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 func Synth(ctx context.Context, path string, spec SynthSpec) error {
 	shapes, ok := synthShapes[synthArch(spec.Arch)]
 	if !ok {
-		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4 | qwen3next)", ErrUnsupportedArch, spec.Arch)
+		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4 | qwen3next | gemma3n)", ErrUnsupportedArch, spec.Arch)
 	}
 	s, ok := shapes[spec.Size]
 	if !ok {
@@ -271,6 +271,10 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		if voc, err = llama4KV(kv, s, spec.Size); err != nil {
 			return err
 		}
+	case "gemma3n":
+		if voc, err = gemma3nKV(kv, s, spec.Size); err != nil {
+			return err
+		}
 	case "qwen3next":
 		if voc, err = qwen3nextKV(kv, s, spec.Size); err != nil {
 			return err
@@ -353,7 +357,7 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 	f32 := fsggml.TensorTypeF32
 	q, kvd := s.heads*s.headDim, s.kvHeads*s.headDim
 	embStd := float32(0.5)
-	if arch == "gemma3" || arch == "gemma2" {
+	if arch == "gemma3" || arch == "gemma2" || arch == "gemma3n" {
 		// the model scales its embedding by sqrt(hidden)
 		embStd /= float32(math.Sqrt(float64(s.hidden)))
 	}
@@ -394,6 +398,9 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		addT(p+"ffn_down.weight", matType, normal(inv(s.ffn)), s.ffn, s.hidden)
 	}
 	kit := synthKit{add: addT, normal: normal, norm: norm, inv: inv, f32: f32, mat: matType}
+	if arch == "gemma3n" {
+		gemma3nTop(kit, s, spec.Size)
+	}
 	for l := range s.layers {
 		p := fmt.Sprintf("blk.%d.", l)
 		switch synthArch(arch) {
@@ -411,6 +418,9 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			continue
 		case "llama4":
 			llama4Layer(kit, p, l, spec.Size, s, moe)
+			continue
+		case "gemma3n":
+			gemma3nLayer(kit, p, s, spec.Size)
 			continue
 		case "qwen3next":
 			qwen3nextLayer(kit, p, l, spec.Size, s, moe)

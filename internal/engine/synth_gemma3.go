@@ -14,10 +14,11 @@ import (
 // synthWindows is attention.sliding_window per synth shape: tiny's is short
 // enough that the identity tests' 29 positions go past it.
 var synthWindows = map[string]map[string]int{
-	"gemma3": {"tiny": 8, "small": 64, "1b": 512, "4b": 1024},
-	"gemma2": {"tiny": 8, "small": 64, "2b": 4096, "9b": 4096},
-	"gptoss": {"tiny": 8, "small": 64, "20b": 128},
-	"olmo3":  {"tiny": 8, "small": 64, "7b": 4096},
+	"gemma3":  {"tiny": 8, "small": 64, "1b": 512, "4b": 1024},
+	"gemma2":  {"tiny": 8, "small": 64, "2b": 4096, "9b": 4096},
+	"gptoss":  {"tiny": 8, "small": 64, "20b": 128},
+	"olmo3":   {"tiny": 8, "small": 64, "7b": 4096},
+	"gemma3n": {"tiny": 8, "small": 64},
 }
 
 // gemmaTemplate is Gemma 3's tokenizer.chat_template (instruction-tuned

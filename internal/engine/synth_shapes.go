@@ -29,6 +29,7 @@ type synthShape struct {
 //	olmo3: 7b Olmo-3-7B (synth_olmo3.go)
 //	deepseek2, glm4moelite: tiny and small only (synth_deepseek2.go)
 //	llama4: 109b Llama-4-Scout-17B-16E (text model; synth_llama4.go)
+//	gemma3n: tiny and small only (synth_gemma3n.go)
 //	qwen3next: 80b Qwen3-Next-80B-A3B (text model; synth_qwen3next.go)
 var synthShapes = map[string]map[string]synthShape{
 	//        hidden layers heads kv headDim ffn vocab normal ctx tied ropeFreqs
@@ -107,6 +108,10 @@ var synthShapes = map[string]map[string]synthShape{
 		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
 		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, false},
 		"80b":   {2048, 48, 16, 2, 256, 5120, 151936, 151643, 262144, false, false},
+	},
+	"gemma3n": { // AltUp, per-layer inputs, KV sharing: synth_gemma3n.go
+		"tiny":  {64, 6, 4, 2, 16, 128, 512, 0, 4096, true, false},
+		"small": {256, 10, 8, 4, 32, 768, 4096, 0, 8192, true, false},
 	},
 	"llama4": { // ffn: the dense layers' (intermediate_size_mlp); ctx: Scout's max_position_embeddings
 		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},

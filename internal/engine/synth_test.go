@@ -214,6 +214,7 @@ func TestSynthSizes(t *testing.T) {
 		"glm4moelite": {"tiny", "small"},
 		"llama4":      {"tiny", "small", "109b"},
 		"qwen3next":   {"tiny", "small", "80b"},
+		"gemma3n":     {"tiny", "small"},
 		"gpt2":        nil,
 	} {
 		if got := SynthSizesFor(arch); !slices.Equal(got, want) {

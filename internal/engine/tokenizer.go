@@ -14,6 +14,7 @@ import (
 	"github.com/ollama/ollama/model/models/deepseek2"
 	"github.com/ollama/ollama/model/models/gemma2"
 	"github.com/ollama/ollama/model/models/gemma3"
+	"github.com/ollama/ollama/model/models/gemma3n"
 	"github.com/ollama/ollama/model/models/glm4moelite"
 	"github.com/ollama/ollama/model/models/gptoss"
 	"github.com/ollama/ollama/model/models/lfm2"
@@ -69,6 +70,8 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		m, err = gemma3.New(kv)
 	case "gemma2":
 		m, err = gemma2.New(kv)
+	case "gemma3n":
+		m, err = gemma3n.New(kv)
 	case "olmo3":
 		m, err = olmo3.New(kv)
 	case "deepseek2":
@@ -108,7 +111,7 @@ func checkVocab(kv fsggml.KV) error {
 		return fmt.Errorf("%w: tokenizer.ggml.tokens has %d entries and tokenizer.ggml.token_type %d (one per token, 5 or more)", ErrNotGGUF, n, types)
 	}
 	arch := kv.Architecture()
-	spm := arch == "gemma2" || arch == "gemma3" || arch == "llama" && kv.String("tokenizer.ggml.model") == "llama"
+	spm := arch == "gemma2" || arch == "gemma3" || arch == "gemma3n" || arch == "llama" && kv.String("tokenizer.ggml.model") == "llama"
 	if scores := len(kv.Floats("tokenizer.ggml.scores")); spm && scores != n {
 		return fmt.Errorf("%w: tokenizer.ggml.scores has %d entries for %d tokens (%s reads a SentencePiece vocabulary: one score per token)", ErrNotGGUF, scores, n, arch)
 	}
