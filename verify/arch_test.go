@@ -2,7 +2,9 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -36,10 +38,6 @@ func TestHonestPeersOfEveryArch(t *testing.T) {
 			{"small", "q4_k", true, quantTolerance},
 		} {
 			t.Run(fmt.Sprintf("%s/%s", arch, c.typ), func(t *testing.T) {
-				if why := engine.WholeOnly(arch); why != "" {
-					// a challenge runs one layer on given hidden states
-					t.Skipf("no layer of %s runs on its own: %s", arch, why)
-				}
 				full := filepath.Join(t.TempDir(), arch+".gguf")
 				if err := engine.Synth(context.Background(), full, engine.SynthSpec{Arch: arch, Size: c.size, Type: c.typ, Seed: 1}); err != nil {
 					t.Fatal(err)
@@ -75,19 +73,76 @@ func TestHonestPeersOfEveryArch(t *testing.T) {
 					if err != nil {
 						t.Fatalf("an honest %s peer: %v", c.typ, err)
 					}
-					if len(rep.Checked) != n {
-						t.Fatalf("%d layers checked, want %d", len(rep.Checked), n)
+					want := n // every layer; a model that runs whole only, its last (TestWholeOnlyChallenge)
+					if engine.WholeOnly(arch) != "" {
+						want = 1
+					}
+					if len(rep.Checked) != want {
+						t.Fatalf("%d layers checked, want %d", len(rep.Checked), want)
 					}
 					if rep.WorstRelErr > worst.WorstRelErr || worst.WorstLayer < 0 {
 						worst = rep
 					}
 				}
-				if worst.WorstRelErr > c.max {
-					t.Fatalf("worst relative error %.3g at layer %d, want at most %.3g", worst.WorstRelErr, worst.WorstLayer, c.max)
+				bound := c.max
+				if engine.WholeOnly(arch) != "" { // its logits, after every layer (Check)
+					bound *= math.Sqrt(float64(n))
+				}
+				if worst.WorstRelErr > bound {
+					t.Fatalf("worst relative error %.3g at layer %d, want at most %.3g", worst.WorstRelErr, worst.WorstLayer, bound)
 				}
 				t.Logf("%s %s %s, peer repacked %v: %d layers x %d challenges, worst relative error %.3g at layer %d (tolerance %.0e)",
 					arch, c.size, c.typ, !c.plain, n, challenges, worst.WorstRelErr, worst.WorstLayer, ck.tolerance(m, lr.h.ID()))
 			})
 		}
 	}
+}
+
+// TestWholeOnlyChallenge: a model whose layers cannot run one by one
+// (gemma3n: its layers hand on AltUp streams, not a hidden state) is
+// challenged whole and checked on its logits: an honest peer passes, one
+// whose logits are 2% off fails and is banned, and a claim of part of it
+// cannot be checked (no verdict).
+func TestWholeOnlyChallenge(t *testing.T) {
+	full := filepath.Join(t.TempDir(), "gemma3n.gguf")
+	if err := engine.Synth(context.Background(), full, engine.SynthSpec{Arch: "gemma3n", Size: "tiny", Type: "f32", Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cid, err := shards.FileCID(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := load(t, full).Info().Layers
+	for _, scale := range []float32{1, 1.02} {
+		lr := newLiar(t, full)
+		if scale != 1 {
+			lr.tamper = func(_ *Request, _ int, out []float32) []float32 {
+				for i := range out {
+					out[i] *= scale
+				}
+				return out
+			}
+		}
+		h := newHost(t)
+		link(h, lr.h)
+		ck := newChecker(h, newFileRef(t, cid.String()).add(0, n, full))
+		rep, err := ck.Check(t.Context(), lr.h.ID(), swarm.Claim{Model: cid.String(), Start: 0, End: n})
+		var fe *FailError
+		switch {
+		case scale == 1 && (err != nil || !slices.Equal(rep.Checked, []int{n - 1}) || rep.WorstRelErr != 0):
+			t.Fatalf("an honest gemma3n peer: %v, report %+v", err, rep)
+		case scale != 1 && (!errors.As(err, &fe) || !banned(ck, lr)):
+			t.Fatalf("logits 2%% off: %v, want a failure and a ban", err)
+		}
+		if scale == 1 {
+			if _, err := ck.Check(t.Context(), lr.h.ID(), swarm.Claim{Model: cid.String(), Start: 0, End: 2}); !errors.Is(err, ErrNoReference) {
+				t.Fatalf("a claim of layers [0,2) of gemma3n: %v, want ErrNoReference", err)
+			}
+		}
+	}
+}
+
+func banned(ck *Checker, lr *liar) bool {
+	b, _ := ck.Trust.Banned(lr.h.ID())
+	return b
 }

@@ -132,8 +132,10 @@ func (lr *liar) handle(st network.Stream) {
 	}
 	defer s.Close()
 	var trace, sent [][]float32
-	runLayers(context.Background(), s, req.Start, req.End, req.Tokens, req.Hidden, func(l int, out []float32) error {
+	var at []int // the layer of each output (one, the last, for a model that runs whole only)
+	runLayers(context.Background(), lr.m, s, req.Start, req.End, req.Tokens, req.Hidden, func(l int, out []float32) error {
 		trace = append(trace, slices.Clone(out))
+		at = append(at, l)
 		if lr.tamper != nil {
 			out = lr.tamper(req, l, out)
 		}
@@ -148,7 +150,7 @@ func (lr *liar) handle(st network.Stream) {
 	}
 	lr.mu.Unlock()
 	for i, out := range sent {
-		if WriteBoundary(st, req.Start+i, out) != nil {
+		if WriteBoundary(st, at[i], out) != nil {
 			return
 		}
 	}

@@ -201,7 +201,7 @@ func (s *Server) handle(st network.Stream) {
 	defer sess.Close()
 	w := bufio.NewWriterSize(st, 64<<10)
 	start := time.Now()
-	err = runLayers(ctx, sess, req.Start, req.End, req.Tokens, req.Hidden, func(l int, out []float32) error {
+	err = runLayers(ctx, m, sess, req.Start, req.End, req.Tokens, req.Hidden, func(l int, out []float32) error {
 		st.SetWriteDeadline(time.Now().Add(30 * time.Second))
 		if err := WriteBoundary(w, l, out); err != nil {
 			return err

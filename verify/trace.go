@@ -15,7 +15,22 @@ import (
 // engine prunes that layer to the positions whose logits are wanted).
 // Running [a,b) in one call gives the same numbers as the last output of
 // this: the layers are the same graph pieces in the same batch shape.
-func runLayers(ctx context.Context, s *engine.Session, a, b int, tokens []int32, hidden []float32, emit func(l int, out []float32) error) error {
+//
+// A model m whose architecture runs whole only (engine.WholeOnly: gemma3n,
+// whose layers hand on more than a hidden state) is challenged whole:
+// [a,b) must be all its layers, run in one call, and emit sees the logits
+// after the last layer only.
+func runLayers(ctx context.Context, m *engine.Model, s *engine.Session, a, b int, tokens []int32, hidden []float32, emit func(l int, out []float32) error) error {
+	if info := m.Info(); engine.WholeOnly(info.Arch) != "" {
+		if a != 0 || b != info.Layers {
+			return fmt.Errorf("layers [%d,%d): %w: a %s model is challenged whole", a, b, engine.ErrBadRange, info.Arch)
+		}
+		out, err := s.RunRange(ctx, 0, b, tokens, nil)
+		if err != nil {
+			return err
+		}
+		return emit(b-1, out)
+	}
 	in := hidden
 	for l := a; l < b; l++ {
 		if err := s.Truncate(0); err != nil {
