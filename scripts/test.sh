@@ -31,4 +31,7 @@ if [ $# -eq 0 ]; then
   # The simulation past the bound of neighbours (100 peers, about 2 min):
   # without -race, which multiplies its memory past what the machine has.
   SWARMSIM_N=100 go test -count=1 -timeout 20m -run 'TestSwarm$' ./swarm/swarmsim
+  # The trainer learning a copying task: 7 s, fifty times that under -race
+  # (which ran a few steps of it above, for its workers).
+  go test -count=1 -run 'TestTrainLearnsToCopy$' ./internal/train
 fi
