@@ -60,6 +60,7 @@ func NewServer(h host.Host, log *slog.Logger) *Server {
 	s := &Server{host: h, log: log, roles: map[string]*RoleModel{}}
 	if h != nil {
 		h.SetStreamHandler(ProtocolID, s.handle)
+		h.SetStreamHandler(ReasoningProtocolID, s.handle)
 		h.SetStreamHandler(DraftProtocolID, s.handleDraft)
 	}
 	return s
@@ -167,8 +168,10 @@ func (s *Server) Queue() engine.QueueStats {
 	return q
 }
 
-// Serve answers req locally, calling onToken with each piece of text.
-func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) error) (*Done, error) {
+// Serve answers req locally, calling onToken with each piece of the
+// answer's text and of the model's reasoning (GPT-OSS's analysis
+// channel), apart: a piece has one or the other.
+func (s *Server) Serve(ctx context.Context, req *Request, onToken func(text, reasoning string) error) (*Done, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -219,10 +222,10 @@ func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) e
 		ereq.DraftMin, ereq.DraftMax = s.DraftMin, s.DraftMax
 	}
 	res, err := rm.Model.Generate(ctx, ereq, func(t engine.Token) error {
-		if t.Text == "" || onToken == nil {
+		if t.Text == "" && t.Reasoning == "" || onToken == nil {
 			return nil
 		}
-		return onToken(t.Text)
+		return onToken(t.Text, t.Reasoning)
 	})
 	if errors.Is(err, engine.ErrCapacity) {
 		return nil, fmt.Errorf("%w: all %s slots in use", ErrBusy, req.Role)
@@ -325,8 +328,17 @@ func (s *Server) handle(st network.Stream) {
 		defer release()
 	}
 	w := bufio.NewWriter(st)
-	done, err := s.Serve(ctx, req, func(text string) error {
-		if err := writeFrame(w, &Reply{Type: ReplyToken, Text: text}); err != nil {
+	// Reasoning goes only to a caller whose protocol has it: an old one
+	// would refuse the frame.
+	reasoning := st.Protocol() == ReasoningProtocolID
+	done, err := s.Serve(ctx, req, func(text, thought string) error {
+		if !reasoning {
+			if text == "" {
+				return nil
+			}
+			thought = ""
+		}
+		if err := writeFrame(w, &Reply{Type: ReplyToken, Text: text, Reasoning: thought}); err != nil {
 			return err
 		}
 		return w.Flush()
@@ -387,6 +399,7 @@ func (s *Server) Close() error {
 	s.closed = true
 	if s.host != nil {
 		s.host.RemoveStreamHandler(ProtocolID)
+		s.host.RemoveStreamHandler(ReasoningProtocolID)
 		s.host.RemoveStreamHandler(DraftProtocolID)
 	}
 	var errs []error
