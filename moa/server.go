@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
@@ -328,21 +329,7 @@ func (s *Server) handle(st network.Stream) {
 		defer release()
 	}
 	w := bufio.NewWriter(st)
-	// Reasoning goes only to a caller whose protocol has it: an old one
-	// would refuse the frame.
-	reasoning := st.Protocol() == ReasoningProtocolID
-	done, err := s.Serve(ctx, req, func(text, thought string) error {
-		if !reasoning {
-			if text == "" {
-				return nil
-			}
-			thought = ""
-		}
-		if err := writeFrame(w, &Reply{Type: ReplyToken, Text: text, Reasoning: thought}); err != nil {
-			return err
-		}
-		return w.Flush()
-	})
+	done, err := s.Serve(ctx, req, TokenWriter(w, st.Protocol()))
 	// The peer's place frees before it hears that the answer ended: its
 	// next question, sent as soon as it does, finds the place free.
 	release()
@@ -373,6 +360,25 @@ func (s *Server) handle(st network.Stream) {
 	}
 	writeFrame(w, &Reply{Type: ReplyDone, Done: done})
 	w.Flush()
+}
+
+// TokenWriter returns how a server frames the pieces of an answer on a
+// stream of protocol proto: a token frame per piece, flushed at once. The
+// model's reasoning goes only to a caller whose protocol has it
+// (ReasoningProtocolID): a caller of ProtocolID would refuse the frame.
+func TokenWriter(w *bufio.Writer, proto protocol.ID) func(text, reasoning string) error {
+	return func(text, reasoning string) error {
+		if proto != ReasoningProtocolID {
+			if text == "" {
+				return nil
+			}
+			reasoning = ""
+		}
+		if err := writeFrame(w, &Reply{Type: ReplyToken, Text: text, Reasoning: reasoning}); err != nil {
+			return err
+		}
+		return w.Flush()
+	}
 }
 
 // peerLimit is how many requests one remote peer may have at role's
