@@ -3,12 +3,10 @@ package answer
 // Pipeline is a pipeline generation's outcome: Result.Pipeline in
 // pipeline mode.
 type Pipeline struct {
-	Model    string `json:"model"`
-	ModelCID string `json:"model_cid"`
-	Text     string `json:"text"`
-	// Reasoning is the model's reasoning, apart from Text (GPT-OSS's
-	// analysis channel); "" when it wrote none.
-	Reasoning    string    `json:"reasoning,omitempty"`
+	Model        string    `json:"model"`
+	ModelCID     string    `json:"model_cid"`
+	Text         string    `json:"text"`
+	Reasoning    string    `json:"reasoning,omitempty"` // apart from Text (GPT-OSS's analysis channel)
 	Tokens       []int32   `json:"tokens"`
 	PromptTokens int       `json:"prompt_tokens"`
 	DType        string    `json:"dtype"`

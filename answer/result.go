@@ -11,15 +11,12 @@ type Result struct {
 	// Mode is the strategy that answered: moa, speed, pipeline, a role's
 	// name, or, for an answer a stop string ended before any strategy
 	// had one, the mode asked for.
-	Mode           string  `json:"mode"`
-	AgentResponses []Agent `json:"agent_responses"`
-	FailedAgents   []Agent `json:"failed_agents,omitempty"`
-	Aggregator     *Agent  `json:"aggregator,omitempty"`
-	FinalAnswer    string  `json:"final_answer"`
-	// Reasoning is the final answer's reasoning, apart from it: what the
-	// model that wrote FinalAnswer thought before answering (GPT-OSS's
-	// analysis channel), "" when it wrote none.
-	Reasoning       string  `json:"reasoning,omitempty"`
+	Mode            string  `json:"mode"`
+	AgentResponses  []Agent `json:"agent_responses"`
+	FailedAgents    []Agent `json:"failed_agents,omitempty"`
+	Aggregator      *Agent  `json:"aggregator,omitempty"`
+	FinalAnswer     string  `json:"final_answer"`
+	Reasoning       string  `json:"reasoning,omitempty"` // FinalAnswer's writer's reasoning, apart from it (GPT-OSS's analysis channel)
 	TotalTimeMS     float64 `json:"total_time_ms"`
 	AgentsResponded int     `json:"agents_responded"`
 	// Pipeline is set in pipeline mode.
@@ -32,15 +29,12 @@ type Result struct {
 // Agent is one agent's answer, or its failure: an element of a Result and
 // the body of the streamed "agent" event.
 type Agent struct {
-	Role     string `json:"role"`
-	Peer     string `json:"peer"`
-	Model    string `json:"model"`
-	ModelCID string `json:"model_cid,omitempty"`
-	Content  string `json:"content"`
-	// Reasoning is the agent's reasoning, apart from its Content (never
-	// fed to an aggregator as its answer); "" when its model wrote none
-	// or its peer's protocol cannot send it (moa 1.0.0).
-	Reasoning string  `json:"reasoning,omitempty"`
+	Role      string  `json:"role"`
+	Peer      string  `json:"peer"`
+	Model     string  `json:"model"`
+	ModelCID  string  `json:"model_cid,omitempty"`
+	Content   string  `json:"content"`
+	Reasoning string  `json:"reasoning,omitempty"` // apart from Content, never an aggregator's input; none over moa 1.0.0
 	Tokens    int     `json:"tokens"`
 	TokPerSec float64 `json:"tok_s"`
 	MS        float64 `json:"ms"`        // wall time seen by the originator

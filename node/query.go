@@ -33,11 +33,11 @@ type querySpec struct {
 	// onAgentToken sees each agent's text as it is written (progress).
 	onAgentToken func(role, peer, text string)
 	onToken      func(string)
+	onTrace      func(event string, v any)
 	// onReasoning sees the final answer's reasoning as it is written,
 	// apart from its text (a pipeline answer; MoA's comes whole, in the
 	// result).
 	onReasoning func(string)
-	onTrace     func(event string, v any)
 }
 
 // outcome is a strategy's answer.
