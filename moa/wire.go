@@ -108,14 +108,14 @@ const (
 
 // Reply is one frame from the serving peer.
 type Reply struct {
-	Type string `json:"type"`
-	Text string `json:"text,omitempty"`
+	Type  string     `json:"type"`
+	Text  string     `json:"text,omitempty"`
+	Done  *Done      `json:"done,omitempty"`
+	Error *WireError `json:"error,omitempty"`
 	// Reasoning, on a token frame of ReasoningProtocolID only, is the
 	// model's reasoning written with this token (GPT-OSS's analysis
 	// channel), never part of the answer's Text.
-	Reasoning string     `json:"reasoning,omitempty"`
-	Done      *Done      `json:"done,omitempty"`
-	Error     *WireError `json:"error,omitempty"`
+	Reasoning string `json:"reasoning,omitempty"`
 }
 
 // Done closes a successful reply with the generation's metrics.
