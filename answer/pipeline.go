@@ -6,6 +6,7 @@ type Pipeline struct {
 	Model        string    `json:"model"`
 	ModelCID     string    `json:"model_cid"`
 	Text         string    `json:"text"`
+	Reasoning    string    `json:"reasoning,omitempty"` // apart from Text (GPT-OSS's analysis channel)
 	Tokens       []int32   `json:"tokens"`
 	PromptTokens int       `json:"prompt_tokens"`
 	DType        string    `json:"dtype"`

@@ -16,6 +16,7 @@ type Result struct {
 	FailedAgents    []Agent `json:"failed_agents,omitempty"`
 	Aggregator      *Agent  `json:"aggregator,omitempty"`
 	FinalAnswer     string  `json:"final_answer"`
+	Reasoning       string  `json:"reasoning,omitempty"` // FinalAnswer's writer's reasoning, apart from it (GPT-OSS's analysis channel)
 	TotalTimeMS     float64 `json:"total_time_ms"`
 	AgentsResponded int     `json:"agents_responded"`
 	// Pipeline is set in pipeline mode.
@@ -33,6 +34,7 @@ type Agent struct {
 	Model     string  `json:"model"`
 	ModelCID  string  `json:"model_cid,omitempty"`
 	Content   string  `json:"content"`
+	Reasoning string  `json:"reasoning,omitempty"` // apart from Content, never an aggregator's input; none over moa 1.0.0
 	Tokens    int     `json:"tokens"`
 	TokPerSec float64 `json:"tok_s"`
 	MS        float64 `json:"ms"`        // wall time seen by the originator

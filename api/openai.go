@@ -59,10 +59,16 @@ func (a *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		if l := checkLost(out.Result); l != nil {
 			w.Header().Set(checkLostHeader, fmt.Sprintf("%d; %s", l.Steps, l.Reason))
 		}
+		msg := map[string]any{"role": "assistant", "content": out.Text}
+		if out.Reasoning != "" {
+			// As llama.cpp's server, vLLM and LM Studio give it: the
+			// model's reasoning apart from its answer.
+			msg["reasoning_content"] = out.Reasoning
+		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": model,
 			"choices": []any{map[string]any{"index": 0, "finish_reason": out.Finish, "logprobs": nil,
-				"message": map[string]any{"role": "assistant", "content": out.Text}}},
+				"message": msg}},
 			"usage": usage(out),
 			"swarm": out.Result,
 		})
@@ -83,6 +89,14 @@ func (a *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			s.event("", chunk(map[string]any{"content": t}, nil))
 		}
 	}
+	streamed := false // reasoning went out as it was written
+	reasoning := func(t string) {
+		begin()
+		if t != "" {
+			streamed = true
+			s.event("", chunk(map[string]any{"reasoning_content": t}, nil))
+		}
+	}
 	// Agents at work start the stream (headers and the role delta) and a
 	// comment keeps it alive until the final answer: a client's read
 	// timeout must not end a long MoA answer before its first token. An
@@ -98,6 +112,10 @@ func (a *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		case "token":
 			if t, ok := v.(string); ok && !opt.jsonObject { // a JSON answer is sent once checked whole
 				content(t)
+			}
+		case "reasoning":
+			if t, ok := v.(string); ok {
+				reasoning(t)
 			}
 		case "agent_token":
 			work()
@@ -128,6 +146,10 @@ func (a *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 				{"", "[DONE]"}}
 		})
 		return
+	}
+	if !streamed {
+		// A MoA answer's reasoning comes whole, with the answer's end.
+		reasoning(out.Reasoning)
 	}
 	content("")
 	last := chunk(map[string]any{}, out.Finish)

@@ -16,13 +16,16 @@ import (
 
 // chatAnswer is what a chat completion call gave, streamed or not.
 type chatAnswer struct {
-	status  int
-	header  http.Header
-	text    string
-	finish  string
-	usage   map[string]int
-	chunks  []map[string]any // streamed: every data line but [DONE]
-	errBody string
+	status int
+	header http.Header
+	text   string
+	// reasoning is message.reasoning_content, or the streamed
+	// delta.reasoning_content pieces together.
+	reasoning string
+	finish    string
+	usage     map[string]int
+	chunks    []map[string]any // streamed: every data line but [DONE]
+	errBody   string
 }
 
 // chat posts body (a JSON object without "stream") to the OpenAI API.
@@ -45,8 +48,11 @@ func chat(t *testing.T, api, body string, stream bool) chatAnswer {
 	if !stream {
 		var cc struct {
 			Choices []struct {
-				Message      struct{ Content string } `json:"message"`
-				FinishReason string                   `json:"finish_reason"`
+				Message struct {
+					Content   string
+					Reasoning string `json:"reasoning_content"`
+				} `json:"message"`
+				FinishReason string `json:"finish_reason"`
 			} `json:"choices"`
 			Usage map[string]int `json:"usage"`
 		}
@@ -54,6 +60,7 @@ func chat(t *testing.T, api, body string, stream bool) chatAnswer {
 			t.Fatalf("chat answer: %v %+v", err, cc)
 		}
 		a.text, a.finish, a.usage = cc.Choices[0].Message.Content, cc.Choices[0].FinishReason, cc.Usage
+		a.reasoning = cc.Choices[0].Message.Reasoning
 		return a
 	}
 	sc := bufio.NewScanner(resp.Body)
@@ -87,6 +94,8 @@ func chat(t *testing.T, api, body string, stream bool) chatAnswer {
 			if d, ok := choice["delta"].(map[string]any); ok {
 				s, _ := d["content"].(string)
 				a.text += s
+				r, _ := d["reasoning_content"].(string)
+				a.reasoning += r
 			}
 			if f, ok := choice["finish_reason"].(string); ok {
 				a.finish = f

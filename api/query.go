@@ -40,6 +40,8 @@ func (a *server) query(w http.ResponseWriter, r *http.Request) {
 			}
 		case "token":
 			s.event("token", map[string]any{"text": v})
+		case "reasoning":
+			s.event("reasoning", map[string]any{"text": v})
 		case "agent_token":
 			s.event("agent_token", v)
 		default:

@@ -60,7 +60,9 @@ type AgentToken struct {
 
 // Event is one server-sent event of a streamed query: "agent" (an agent
 // finished; Agent set), "agent_token" (an agent's text as it writes;
-// AgentToken set), "token" (final answer text; Text set), "trace"
+// AgentToken set), "token" (final answer text; Text set), "reasoning"
+// (the final answer's reasoning as it is written, apart from its text;
+// Text set), "trace"
 // (pipeline progress; Trace set), "result" (Result set) or "error". Raw
 // is the event's JSON.
 type Event struct {
@@ -111,7 +113,7 @@ func (c *Client) Query(ctx context.Context, req QueryRequest, onEvent func(Event
 			if err := json.Unmarshal(data, ev.Trace); err != nil {
 				return err
 			}
-		case "token":
+		case "token", "reasoning":
 			var t struct {
 				Text string `json:"text"`
 			}

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,9 @@ import (
 	"time"
 
 	"github.com/llmswarm/llmswarm/client"
+	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/node"
+	"github.com/llmswarm/llmswarm/nodetest"
 )
 
 var (
@@ -194,12 +199,55 @@ func TestMoARolePeerDiesMidQuery(t *testing.T) {
 // TestOpenAIClient drives the API with the official openai npm package:
 // every request field, streamed and not (e2e/openai/check.mjs).
 func TestOpenAIClient(t *testing.T) {
+	dir := openaiClient(t)
+	d := roleDaemon(t, "", "reasoner", "concise", "aggregator")
+	// GET /v1/models lists what is served now: the client's first call
+	// waits for the roles to have loaded.
+	eventually(t, 30*time.Second, "the daemon serves its 3 roles", func() bool { return len(d.roles()) == 3 })
+	runOpenAIClient(t, dir, "http://"+d.api)
+}
+
+// TestOpenAIClientReasoning: the official openai client reads a GPT-OSS
+// answer's reasoning as reasoning_content, apart from its content,
+// streamed and not. Real peers in this process (nodetest), the role
+// peer's answer the tokens of a harmony answer sent over the real MoA
+// wire (nodetest.ReplayHarmony: random weights write no harmony).
+func TestOpenAIClientReasoning(t *testing.T) {
+	dir := openaiClient(t)
+	model := filepath.Join(t.TempDir(), "gptoss.gguf")
+	if err := engine.Synth(context.Background(), model, engine.SynthSpec{Arch: "gptoss", Size: "tiny", Type: "f32", Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	peers := nodetest.Cluster(t, 2, func(i int, c *node.Config) {
+		c.Engine.Threads, c.Engine.Context = 1, 256
+		if i == 0 {
+			c.MoA.Unverified = "ask" // no copy of the model to check the holder with
+		} else {
+			c.Roles = map[string]string{"reasoner": model}
+		}
+	})
+	api := "http://" + peers[0].APIAddr()
+	eventually(t, 30*time.Second, "the origin sees the reasoner", func() bool {
+		resp, err := http.Get(api + "/v1/models/reasoner")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	nodetest.ReplayHarmony(t, peers[1], model)
+	runOpenAIClient(t, dir, api, "reasoning", nodetest.HarmonyFinal, nodetest.HarmonyThought)
+}
+
+// openaiClient returns a directory holding check.mjs and the openai
+// package (installed once per machine; each run gets its own copy of the
+// script: runs from several checkouts may overlap).
+func openaiClient(t *testing.T) string {
+	t.Helper()
 	npm, err := exec.LookPath("npm")
 	if err != nil {
 		t.Fatal("npm is not installed: run scripts/install-deps.sh")
 	}
-	// The package is installed once per machine; each run gets its own
-	// copy of the script (runs from several checkouts may overlap).
 	cache := filepath.Join(os.TempDir(), "swarm-e2e-openai")
 	pkg, err := os.ReadFile(filepath.Join("openai", "package.json"))
 	if err != nil {
@@ -228,11 +276,14 @@ func TestOpenAIClient(t *testing.T) {
 	if err := os.Symlink(filepath.Join(cache, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
 		t.Fatal(err)
 	}
-	d := roleDaemon(t, "", "reasoner", "concise", "aggregator")
-	// GET /v1/models lists what is served now: the client's first call
-	// waits for the roles to have loaded.
-	eventually(t, 30*time.Second, "the daemon serves its 3 roles", func() bool { return len(d.roles()) == 3 })
-	cmd := exec.Command("node", "check.mjs", "http://"+d.api)
+	return dir
+}
+
+// runOpenAIClient runs check.mjs in dir against base with args and logs
+// the JSON it prints.
+func runOpenAIClient(t *testing.T, dir, base string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("node", append([]string{"check.mjs", base}, args...)...)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {

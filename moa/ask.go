@@ -196,15 +196,16 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 		}
 		cancel()
 	})
-	var text strings.Builder
+	var text, thought strings.Builder
 	var rate decodeRate
 	pieces := 0
-	collect := func(t string) {
+	collect := func(t, r string) {
 		pieces++
 		rate.token()
 		w.Progress(perToken)
 		text.WriteString(t)
-		if onToken != nil {
+		thought.WriteString(r) // the agent's own, never its answer: not streamed as one
+		if onToken != nil && t != "" {
 			onToken(t)
 		}
 	}
@@ -212,7 +213,7 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 	var done *Done
 	var err error
 	if c.peer.Self && o.Local != nil {
-		done, err = o.Local.Serve(cctx, &r, func(t string) error { collect(t); return nil })
+		done, err = o.Local.Serve(cctx, &r, func(t, r string) error { collect(t, r); return nil })
 		a.Conn = "local"
 	} else {
 		if o.ConnKind != nil {
@@ -228,7 +229,7 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 	}
 	hung, cause, detect := w.Stop()
 	a.MS = ms(time.Since(start))
-	a.Content = text.String()
+	a.Content, a.Reasoning = text.String(), thought.String()
 	switch {
 	case hung != "" && ctx.Err() == nil:
 		a.Error = fmt.Sprintf("hung: %v (%s without progress)", cause, detect.Round(time.Millisecond))

@@ -17,14 +17,15 @@ import (
 // long pieces fit; a peer streaming garbage until the deadline does not).
 const maxReplyBytes = 4 << 20
 
-// Call asks peer p to answer req, calling onToken with each piece of text
-// as it arrives. Ending ctx resets the stream, which stops the peer's
-// generation.
-func Call(ctx context.Context, h host.Host, p peer.ID, req *Request, onToken func(string)) (*Done, error) {
+// Call asks peer p to answer req, calling onToken with each piece of the
+// answer's text and of the model's reasoning, apart, as they arrive (a
+// peer that speaks only ProtocolID sends no reasoning). Ending ctx resets
+// the stream, which stops the peer's generation.
+func Call(ctx context.Context, h host.Host, p peer.ID, req *Request, onToken func(text, reasoning string)) (*Done, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := h.NewStream(network.WithAllowLimitedConn(ctx, ProtocolID), p, ProtocolID)
+	st, err := h.NewStream(network.WithAllowLimitedConn(ctx, ProtocolID), p, ReasoningProtocolID, ProtocolID)
 	if err != nil {
 		return nil, fmt.Errorf("moa: opening stream: %w", err)
 	}
@@ -51,12 +52,16 @@ func Call(ctx context.Context, h host.Host, p peer.ID, req *Request, onToken fun
 		}
 		switch rep.Type {
 		case ReplyToken:
-			if received += len(rep.Text); received > maxReplyBytes {
+			if rep.Reasoning != "" && st.Protocol() != ReasoningProtocolID {
+				st.Reset()
+				return nil, fmt.Errorf("%w: reasoning on %s", ErrProtocol, st.Protocol())
+			}
+			if received += len(rep.Text) + len(rep.Reasoning); received > maxReplyBytes {
 				st.Reset()
 				return nil, fmt.Errorf("%w: reply longer than %d bytes", ErrProtocol, maxReplyBytes)
 			}
 			if onToken != nil {
-				onToken(rep.Text)
+				onToken(rep.Text, rep.Reasoning)
 			}
 		case ReplyDone:
 			st.Close()

@@ -2,7 +2,8 @@
 //
 // Serving: a Server holds whole role models (reasoner, writer, concise,
 // critic, factchecker, drafter, spotter, aggregator) and answers requests on
-// the /swarm/moa/1.0.0 stream protocol, streaming tokens and then metrics;
+// the /swarm/moa/1.0.0 stream protocol (and /swarm/moa/1.1.0, whose token
+// frames also carry the model's reasoning), streaming tokens and then metrics;
 // it answers "busy" at once when all its slots are taken and stops
 // generating when the originator goes away.
 //

@@ -1,6 +1,7 @@
 package moa
 
 import (
+	"github.com/libp2p/go-libp2p/core/protocol"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 )
 
@@ -13,12 +14,16 @@ import (
 // the protocol gets 32 MiB and one peer 4.5 MiB: two frames of the
 // largest size at once, hundreds of ordinary requests.
 func AddLimits(l *rcmgr.ScalingLimitConfig) {
-	l.AddProtocolLimit(ProtocolID,
-		rcmgr.BaseLimit{StreamsInbound: 256, StreamsOutbound: 256, Streams: 512, Memory: 16 << 20},
-		rcmgr.BaseLimitIncrease{StreamsInbound: 256, StreamsOutbound: 256, Streams: 512, Memory: 64 << 20})
-	l.AddProtocolPeerLimit(ProtocolID,
-		rcmgr.BaseLimit{StreamsInbound: 32, StreamsOutbound: 64, Streams: 96, Memory: 4 << 20},
-		rcmgr.BaseLimitIncrease{Memory: 2 << 20})
+	// /swarm/moa/1.1.0 (ReasoningProtocolID) is the same protocol with
+	// reasoning in its token frames: the same limits.
+	for _, id := range []protocol.ID{ProtocolID, ReasoningProtocolID} {
+		l.AddProtocolLimit(id,
+			rcmgr.BaseLimit{StreamsInbound: 256, StreamsOutbound: 256, Streams: 512, Memory: 16 << 20},
+			rcmgr.BaseLimitIncrease{StreamsInbound: 256, StreamsOutbound: 256, Streams: 512, Memory: 64 << 20})
+		l.AddProtocolPeerLimit(id,
+			rcmgr.BaseLimit{StreamsInbound: 32, StreamsOutbound: 64, Streams: 96, Memory: 4 << 20},
+			rcmgr.BaseLimitIncrease{Memory: 2 << 20})
+	}
 	// A draft session is one stream holding a drafter slot, its frames a
 	// prompt at most and then a few dozen tokens: few streams, little
 	// memory, for all peers and for one.

@@ -294,7 +294,7 @@ func TestOverCapacityQueues(t *testing.T) {
 	defer cancel()
 	started := make(chan struct{})
 	go Call(ctx, origin.h, b.h.ID(), &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "go on"}}, MaxTokens: 4000},
-		func(string) {
+		func(string, string) {
 			select {
 			case <-started:
 			default:
@@ -426,7 +426,7 @@ func TestOnePeerCannotTakeARole(t *testing.T) {
 	long := &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "go on"}}, MaxTokens: 4000}
 	started := make(chan struct{}, 2)
 	for range 2 { // the greedy peer's share: one answering, one queued
-		go Call(ctx, greedy.h, b.h.ID(), long, func(string) {
+		go Call(ctx, greedy.h, b.h.ID(), long, func(string, string) {
 			select {
 			case started <- struct{}{}:
 			default:

@@ -329,7 +329,9 @@ func (o *Originator) request(role string, q Query, prompt string) *Request {
 	}
 	msgs := append([]Message(nil), q.History...)
 	msgs = append(msgs, Message{Role: "user", Content: prompt})
-	think := false // the agents answer; their reasoning stays inside the answer
+	// Qwen3 answers without a <think> block; GPT-OSS reasons whatever is
+	// asked, and its reasoning comes apart (answer.Agent.Reasoning).
+	think := false
 	return &Request{Role: role, Messages: msgs, Sampling: q.Sampling, MaxTokens: q.MaxTokens, Think: &think}
 }
 

@@ -53,7 +53,7 @@ func BenchmarkReceiptShare(b *testing.B) {
 			req := &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "Why is the sky blue?"}}, MaxTokens: 64}
 			for b.Loop() {
 				pieces := 0
-				d, err := Call(b.Context(), oh, sh.ID(), req, func(string) { pieces++ })
+				d, err := Call(b.Context(), oh, sh.ID(), req, func(string, string) { pieces++ })
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -64,7 +64,7 @@ func TestContendedRoleServesContributorsFirst(t *testing.T) {
 		started := make(chan struct{})
 		var once sync.Once
 		go Call(bctx, blocker.h, s.h.ID(), &Request{Role: Reasoner, Messages: []Message{{Role: "user", Content: "go on"}}, MaxTokens: 1500},
-			func(string) { once.Do(func() { close(started) }) })
+			func(string, string) { once.Do(func() { close(started) }) })
 		<-started
 		rm := s.srv.Models()[0]
 		var mu sync.Mutex

@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
@@ -60,6 +61,7 @@ func NewServer(h host.Host, log *slog.Logger) *Server {
 	s := &Server{host: h, log: log, roles: map[string]*RoleModel{}}
 	if h != nil {
 		h.SetStreamHandler(ProtocolID, s.handle)
+		h.SetStreamHandler(ReasoningProtocolID, s.handle)
 		h.SetStreamHandler(DraftProtocolID, s.handleDraft)
 	}
 	return s
@@ -167,8 +169,10 @@ func (s *Server) Queue() engine.QueueStats {
 	return q
 }
 
-// Serve answers req locally, calling onToken with each piece of text.
-func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) error) (*Done, error) {
+// Serve answers req locally, calling onToken with each piece of the
+// answer's text and of the model's reasoning (GPT-OSS's analysis
+// channel), apart: a piece has one or the other.
+func (s *Server) Serve(ctx context.Context, req *Request, onToken func(text, reasoning string) error) (*Done, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -219,10 +223,10 @@ func (s *Server) Serve(ctx context.Context, req *Request, onToken func(string) e
 		ereq.DraftMin, ereq.DraftMax = s.DraftMin, s.DraftMax
 	}
 	res, err := rm.Model.Generate(ctx, ereq, func(t engine.Token) error {
-		if t.Text == "" || onToken == nil {
+		if t.Text == "" && t.Reasoning == "" || onToken == nil {
 			return nil
 		}
-		return onToken(t.Text)
+		return onToken(t.Text, t.Reasoning)
 	})
 	if errors.Is(err, engine.ErrCapacity) {
 		return nil, fmt.Errorf("%w: all %s slots in use", ErrBusy, req.Role)
@@ -325,12 +329,7 @@ func (s *Server) handle(st network.Stream) {
 		defer release()
 	}
 	w := bufio.NewWriter(st)
-	done, err := s.Serve(ctx, req, func(text string) error {
-		if err := writeFrame(w, &Reply{Type: ReplyToken, Text: text}); err != nil {
-			return err
-		}
-		return w.Flush()
-	})
+	done, err := s.Serve(ctx, req, TokenWriter(w, st.Protocol()))
 	// The peer's place frees before it hears that the answer ended: its
 	// next question, sent as soon as it does, finds the place free.
 	release()
@@ -363,6 +362,25 @@ func (s *Server) handle(st network.Stream) {
 	w.Flush()
 }
 
+// TokenWriter returns how a server frames the pieces of an answer on a
+// stream of protocol proto: a token frame per piece, flushed at once. The
+// model's reasoning goes only to a caller whose protocol has it
+// (ReasoningProtocolID): a caller of ProtocolID would refuse the frame.
+func TokenWriter(w *bufio.Writer, proto protocol.ID) func(text, reasoning string) error {
+	return func(text, reasoning string) error {
+		if proto != ReasoningProtocolID {
+			if text == "" {
+				return nil
+			}
+			reasoning = ""
+		}
+		if err := writeFrame(w, &Reply{Type: ReplyToken, Text: text, Reasoning: reasoning}); err != nil {
+			return err
+		}
+		return w.Flush()
+	}
+}
+
 // peerLimit is how many requests one remote peer may have at role's
 // model (0: the role is not served; the request fails on its own), and how
 // many more may wait here for one of those to end.
@@ -387,6 +405,7 @@ func (s *Server) Close() error {
 	s.closed = true
 	if s.host != nil {
 		s.host.RemoveStreamHandler(ProtocolID)
+		s.host.RemoveStreamHandler(ReasoningProtocolID)
 		s.host.RemoveStreamHandler(DraftProtocolID)
 	}
 	var errs []error

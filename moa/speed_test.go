@@ -25,7 +25,7 @@ import (
 func plainReasoner(t *testing.T, o *Originator, r *testPeer, q Query) string {
 	t.Helper()
 	var text strings.Builder
-	if _, err := Call(t.Context(), o.Host, r.h.ID(), o.request(Reasoner, q, q.Prompt), func(s string) { text.WriteString(s) }); err != nil {
+	if _, err := Call(t.Context(), o.Host, r.h.ID(), o.request(Reasoner, q, q.Prompt), func(s, _ string) { text.WriteString(s) }); err != nil {
 		t.Fatal(err)
 	}
 	return text.String()

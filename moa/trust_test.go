@@ -12,6 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/swarm"
@@ -20,10 +21,12 @@ import (
 // countRequests counts the MoA streams p is opened (real questions).
 func countRequests(p *testPeer) *atomic.Int32 {
 	var n atomic.Int32
-	p.h.SetStreamHandler(ProtocolID, func(st network.Stream) {
-		n.Add(1)
-		p.srv.handle(st)
-	})
+	for _, id := range []protocol.ID{ProtocolID, ReasoningProtocolID} {
+		p.h.SetStreamHandler(id, func(st network.Stream) {
+			n.Add(1)
+			p.srv.handle(st)
+		})
+	}
 	return &n
 }
 

@@ -17,6 +17,14 @@ import (
 // originator, then token frames and one final done or error frame.
 const ProtocolID = "/swarm/moa/1.0.0"
 
+// ReasoningProtocolID is ProtocolID whose token frames may also carry the
+// model's reasoning (Reply.Reasoning), apart from the answer's text. The
+// frames are strictly decoded, so a field an old peer does not know would
+// fail its stream: a server answers both versions and sends reasoning only
+// on this one; a caller offers this one first, and a server that has only
+// ProtocolID answers there without reasoning.
+const ReasoningProtocolID = "/swarm/moa/1.1.0"
+
 // Wire limits.
 const (
 	maxFrame     = 1 << 20 // one frame, bytes
@@ -104,6 +112,10 @@ type Reply struct {
 	Text  string     `json:"text,omitempty"`
 	Done  *Done      `json:"done,omitempty"`
 	Error *WireError `json:"error,omitempty"`
+	// Reasoning, on a token frame of ReasoningProtocolID only, is the
+	// model's reasoning written with this token (GPT-OSS's analysis
+	// channel), never part of the answer's Text.
+	Reasoning string `json:"reasoning,omitempty"`
 }
 
 // Done closes a successful reply with the generation's metrics.
@@ -151,6 +163,7 @@ func (r *Reply) validate() error {
 		if r.Done != nil || r.Error != nil {
 			return fmt.Errorf("%w: token frame with done or error", ErrProtocol)
 		}
+		return nil
 	case ReplyDone:
 		if r.Done == nil {
 			return fmt.Errorf("%w: done frame without metrics", ErrProtocol)
@@ -161,6 +174,9 @@ func (r *Reply) validate() error {
 		}
 	default:
 		return fmt.Errorf("%w: unknown frame type %q", ErrProtocol, trunc(r.Type))
+	}
+	if r.Reasoning != "" {
+		return fmt.Errorf("%w: %s frame with reasoning", ErrProtocol, r.Type)
 	}
 	return nil
 }

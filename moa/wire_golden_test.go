@@ -54,6 +54,7 @@ func TestFrameGolden(t *testing.T) {
 			MaxTokens: 5, DeadlineMS: 100, Think: &yes}},
 		{"request-greedy", &Request{Role: Writer, Messages: []Message{{Role: "user", Content: "héllo \"x\" <b>"}}}},
 		{"reply-token", &Reply{Type: ReplyToken, Text: "a"}},
+		{"reply-token-reasoning", &Reply{Type: ReplyToken, Reasoning: "b"}},
 		{"reply-done", &Reply{Type: ReplyDone, Done: &Done{Role: Critic, Model: "m", ModelCID: "bafy", PromptTokens: 3, Tokens: 1,
 			TokPerSec: 12.5, TTFTMS: 3.25, TotalMS: 80, Reason: "stop", Thermal: "nominal", Battery: 80, Drafted: 4, DraftAccepted: 3, DraftRounds: 2, DraftError: "x"}}},
 		{"reply-error", &Reply{Type: ReplyError, Error: &WireError{Code: CodeTooLong, Message: "too long", PromptTokens: 9000, Context: 4096}}},

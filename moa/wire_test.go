@@ -83,6 +83,8 @@ func TestFrameErrors(t *testing.T) {
 		{"done without metrics", frame(`{"type":"done"}`)},
 		{"error without code", frame(`{"type":"error","error":{}}`)},
 		{"trailing data", frame(`{"type":"token"}{}`)},
+		{"done with reasoning", frame(`{"type":"done","reasoning":"x","done":{}}`)},
+		{"error with reasoning", frame(`{"type":"error","reasoning":"x","error":{"code":"busy"}}`)},
 	}
 	for _, tc := range cases {
 		if _, err := DecodeReply(bufio.NewReader(bytes.NewReader(tc.in))); !errors.Is(err, ErrProtocol) {
@@ -109,6 +111,9 @@ func FuzzDecodeRequest(f *testing.F) {
 func FuzzDecodeReply(f *testing.F) {
 	var b bytes.Buffer
 	writeFrame(&b, &Reply{Type: ReplyDone, Done: &Done{Tokens: 3}})
+	f.Add(b.Bytes())
+	b.Reset()
+	writeFrame(&b, &Reply{Type: ReplyToken, Reasoning: "hmm"})
 	f.Add(b.Bytes())
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r := bufio.NewReader(bytes.NewReader(in))

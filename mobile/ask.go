@@ -27,8 +27,10 @@ type AskHandler interface {
 	OnToken(text string) error
 	// OnEvent is any other streamed event, by name, with its JSON, as the
 	// streamed POST /v1/swarm/query sends it: "agent" (an agent's answer),
-	// "agent_token" ({"role", "peer", "text"}: an agent writing), and the
-	// pipeline's traces ("route", "hop", ...).
+	// "agent_token" ({"role", "peer", "text"}: an agent writing),
+	// "reasoning" ({"text"}: the final answer's reasoning as it is
+	// written, apart from it; see docs/http-api.md) and the pipeline's
+	// traces ("route", "hop", ...).
 	OnEvent(name, json string) error
 	// OnDone is the result, as POST /v1/swarm/query answers: for MoA and
 	// role modes {"final_answer", "agent_responses", ...}.
@@ -146,6 +148,9 @@ type queue struct {
 // on the handler.
 func (q *queue) event(name string, v any) {
 	it := item{name: name}
+	if s, ok := v.(string); ok && name == "reasoning" {
+		v = map[string]string{"text": s} // as the HTTP stream sends it
+	}
 	if s, ok := v.(string); ok && name == "token" {
 		it.text = s
 	} else if b, err := json.Marshal(v); err == nil {

@@ -29,6 +29,16 @@ func (n *Node) ask(ctx context.Context, spec querySpec) (out *outcome, err error
 	defer cancel()
 	cut := newStopCutter(stops, spec.onToken, cancel)
 	spec.onToken = cut.add
+	// Stop strings cut the answer, not the reasoning before it: what was
+	// written is kept for an answer that a stop string ended.
+	var thought strings.Builder
+	onReasoning := spec.onReasoning
+	spec.onReasoning = func(t string) {
+		thought.WriteString(t)
+		if onReasoning != nil {
+			onReasoning(t)
+		}
+	}
 	out, err = n.answer(ctx, spec)
 	if text, pieces, hit := cut.result(); hit {
 		// The strategy saw a cancellation, perhaps as a failure: the answer
@@ -38,6 +48,9 @@ func (n *Node) ask(ctx context.Context, spec querySpec) (out *outcome, err error
 			stopped.promptToks = out.promptToks
 		}
 		stopped.result = stoppedResult(spec, out, text, time.Since(start))
+		if stopped.result.Reasoning == "" {
+			stopped.result.Reasoning = thought.String()
+		}
 		return stopped, nil
 	}
 	if err != nil {

@@ -95,6 +95,9 @@ type Answer struct {
 	Result *answer.Result
 	// Text is the final answer, cut before the first stop string.
 	Text string
+	// Reasoning is the final answer's reasoning, apart from Text (GPT-OSS's
+	// analysis channel; Result.Reasoning); stop strings do not cut it.
+	Reasoning string
 	// PromptTokens and CompletionTokens are the final answer's model's
 	// counts.
 	PromptTokens, CompletionTokens int
@@ -106,7 +109,9 @@ type Answer struct {
 // Query answers req as POST /v1/swarm/query does. on, when not nil, sees
 // what a streaming call sends as it happens, by event name: "agent" (a
 // answer.Agent), "agent_token" (client.AgentToken), "token" (the text, a
-// string) and "trace" (answer.Trace, a pipeline's progress). Cancelling ctx
+// string), "reasoning" (the final answer's reasoning as it is written, a
+// string: pipeline answers; a MoA answer's is in the result) and "trace"
+// (answer.Trace, a pipeline's progress). Cancelling ctx
 // stops the generation. An error says its kind (answer.KindOf).
 func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event string, v any)) (*Answer, error) {
 	if n.Swarm() == nil {
@@ -122,6 +127,7 @@ func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event
 	if on != nil {
 		spec.onAgent = func(a answer.Agent) { on("agent", a) }
 		spec.onToken = func(t string) { on("token", t) }
+		spec.onReasoning = func(t string) { on("reasoning", t) }
 		spec.onAgentToken = func(role, peer, text string) {
 			on("agent_token", client.AgentToken{Role: role, Peer: peer, Text: text})
 		}
@@ -131,7 +137,11 @@ func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event
 	if err != nil {
 		return nil, err
 	}
-	return &Answer{Result: out.result, Text: out.final, PromptTokens: out.promptToks,
+	var reasoning string
+	if out.result != nil {
+		reasoning = out.result.Reasoning
+	}
+	return &Answer{Result: out.result, Text: out.final, Reasoning: reasoning, PromptTokens: out.promptToks,
 		CompletionTokens: out.genToks, Finish: out.finish}, nil
 }
 

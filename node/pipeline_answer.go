@@ -32,7 +32,7 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 	msgs = append(msgs, engine.Message{Role: "user", Content: q.prompt})
 	think := false
 	req := pipeline.Request{Model: q.model, Messages: msgs, Think: &think, MaxTokens: q.maxTokens, Sampling: q.sampling,
-		DType: q.dtype, OnToken: q.onToken, Standby: n.cfg.Pipeline.Standby}
+		DType: q.dtype, OnToken: q.onToken, OnReasoning: q.onReasoning, Standby: n.cfg.Pipeline.Standby}
 	if q.mode == answer.ModeComplete {
 		// A raw completion: the text tokenized as it is.
 		req.Messages, req.Think, req.Prompt = nil, nil, q.prompt
@@ -92,7 +92,7 @@ func (n *Node) answerPipeline(ctx context.Context, q querySpec) (*outcome, error
 
 // pipelineResult is the query body of a pipeline generation.
 func pipelineResult(prompt string, res *answer.Pipeline) *answer.Result {
-	return &answer.Result{Query: prompt, Mode: "pipeline", FinalAnswer: res.Text, TotalTimeMS: res.TotalMS,
+	return &answer.Result{Query: prompt, Mode: "pipeline", FinalAnswer: res.Text, Reasoning: res.Reasoning, TotalTimeMS: res.TotalMS,
 		AgentResponses: []answer.Agent{}, Pipeline: res}
 }
 

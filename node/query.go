@@ -34,6 +34,10 @@ type querySpec struct {
 	onAgentToken func(role, peer, text string)
 	onToken      func(string)
 	onTrace      func(event string, v any)
+	// onReasoning sees the final answer's reasoning as it is written,
+	// apart from its text (a pipeline answer; MoA's comes whole, in the
+	// result).
+	onReasoning func(string)
 }
 
 // outcome is a strategy's answer.
@@ -100,6 +104,9 @@ func (n *Node) answer(ctx context.Context, q querySpec) (*outcome, error) {
 	}
 	out.finish = "stop"
 	if final != nil {
+		// The final answer's reasoning is its writer's: never another
+		// agent's, and never part of the answer.
+		res.Reasoning = final.Reasoning
 		out.promptToks, out.genToks = final.Prompt, final.Tokens
 		// The context filling up ends an answer as max_tokens does.
 		if final.Done == "length" || q.maxTokens > 0 && final.Tokens >= q.maxTokens {

@@ -102,7 +102,7 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 	if len(g.req.Messages) > 0 {
 		dec = g.tok.NewChatDecoder()
 	}
-	var text []byte
+	var text, thought []byte
 	var decodeStart time.Time
 	for {
 		if err := ctx.Err(); err != nil {
@@ -214,11 +214,12 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 			case g.tok.IsEOG(token):
 				done = "stop"
 			default:
-				piece, err := dec.Next(token)
+				piece, reasoning, err := dec.Step(token)
 				if err != nil {
 					return err
 				}
 				g.emit(piece, &text)
+				g.think(reasoning, &thought)
 			}
 			if g.req.MaxTokens > 0 && len(g.res.Tokens) >= g.req.MaxTokens && done == "" {
 				done = "length"
@@ -238,8 +239,10 @@ func (g *generation) run(ctx context.Context, hops []Hop, start time.Time) error
 			input = g.res.Tokens[len(g.res.Tokens)-1:]
 		}
 	}
-	g.emit(dec.Flush(), &text)
-	g.res.Text = string(text)
+	rest, reasoning := dec.FlushStep()
+	g.emit(rest, &text)
+	g.think(reasoning, &thought)
+	g.res.Text, g.res.Reasoning = string(text), string(thought)
 	if n := len(g.res.Tokens); n > 1 {
 		g.res.DecodeTPS = float64(n-1) / time.Since(decodeStart).Seconds()
 	}
@@ -263,6 +266,17 @@ func (g *generation) emit(piece string, text *[]byte) {
 	*text = append(*text, piece...)
 	if g.req.OnToken != nil {
 		g.req.OnToken(piece)
+	}
+}
+
+// think is emit for the model's reasoning.
+func (g *generation) think(piece string, thought *[]byte) {
+	if piece == "" {
+		return
+	}
+	*thought = append(*thought, piece...)
+	if g.req.OnReasoning != nil {
+		g.req.OnReasoning(piece)
 	}
 }
 

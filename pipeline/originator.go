@@ -159,6 +159,9 @@ type Request struct {
 	OnLogits func(step int, logits []float32)
 	OnToken  func(text string)
 	OnTrace  func(answer.Trace)
+	// OnReasoning sees the model's reasoning as it is written, apart from
+	// the answer's text (a chat answer in the harmony format, GPT-OSS).
+	OnReasoning func(text string)
 	// Standby keeps a second route over other peers warm (fed every step):
 	// a failover then costs a step instead of a replay, for twice the
 	// compute. Used when such a route exists.

@@ -27,6 +27,7 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 	seed := fs.String("seed", "", "sampling `SEED`, 0..18446744073709551615 (as X-Swarm-Seed prints it)")
 	repeat := fs.Float64("repeat-penalty", 0, "penalise recently seen tokens, 0..10 (e.g. 1.1; default off)")
 	trace := fs.Bool("trace", false, "show each agent's (or pipeline hop's) peer and timings on stderr")
+	reasoning := fs.Bool("reasoning", false, "show the model's reasoning (GPT-OSS's analysis) on stderr, apart from the answer on stdout")
 	dtype := fs.String("dtype", "", "pipeline hidden states on the wire: f32 (default, identical to one machine) or f16 (half the bytes)")
 	standby := fs.Bool("standby", false, "pipeline: keep a warm standby route for instant failover (twice the compute; default: the daemon's pipeline.standby)")
 	speculate := fs.Bool("speculate", false, "pipeline: draft with the daemon's pipeline.draft, several tokens per round trip (default: on when it has one)")
@@ -74,13 +75,14 @@ func runAsk(ctx context.Context, e *env, args []string) error {
 	if given["speculate"] {
 		req.Speculate = speculate
 	}
-	return e.answer(ctx, req, *trace)
+	return e.answer(ctx, req, *trace, *reasoning)
 }
 
 // answer sends a query and prints its answer: the whole result with
 // --json, else the answer streamed and its footer; an answer cut short
-// exits 3 (incomplete).
-func (e *env) answer(ctx context.Context, req client.QueryRequest, trace bool) error {
+// exits 3 (incomplete). With reasoning, the model's reasoning goes to
+// stderr (the answer alone stays on stdout).
+func (e *env) answer(ctx context.Context, req client.QueryRequest, trace, reasoning bool) error {
 	if e.json {
 		res, err := e.client.Query(ctx, req, nil)
 		if err != nil {
@@ -91,7 +93,7 @@ func (e *env) answer(ctx context.Context, req client.QueryRequest, trace bool) e
 		}
 		return incomplete(res)
 	}
-	res, err := e.streamQuery(ctx, req, trace)
+	res, err := e.streamQuery(ctx, req, trace, reasoning)
 	if err != nil {
 		return e.explainAsk(err)
 	}
@@ -164,10 +166,12 @@ func (e *env) queryFooter(res *answer.Result, trace bool) error {
 // comes (whole at the end when nothing streamed), the agents' progress to
 // a terminal's stderr until then, and with trace each agent's (or
 // pipeline hop's) line to stderr as it finishes, the aggregator's last.
-// The footer is the caller's.
-func (e *env) streamQuery(ctx context.Context, req client.QueryRequest, trace bool) (*answer.Result, error) {
+// The footer is the caller's. With reasoning, the final answer's reasoning
+// goes to stderr as it comes (whole, after the answer, when only the
+// result holds it: a MoA answer).
+func (e *env) streamQuery(ctx context.Context, req client.QueryRequest, trace, reasoning bool) (*answer.Result, error) {
 	req.Stream = true
-	wrote := false
+	wrote, thought := false, false
 	var progress *agentProgress
 	if e.stderrTTY {
 		progress = newAgentProgress(e.stderr)
@@ -182,8 +186,19 @@ func (e *env) streamQuery(ctx context.Context, req client.QueryRequest, trace bo
 			if progress != nil {
 				progress.clear()
 			}
+			if thought && !wrote {
+				fmt.Fprintln(e.stderr)
+			}
 			fmt.Fprint(e.stdout, ev.Text)
 			wrote = wrote || ev.Text != ""
+		case "reasoning":
+			if reasoning {
+				if progress != nil {
+					progress.clear()
+				}
+				fmt.Fprint(e.stderr, ev.Text)
+				thought = thought || ev.Text != ""
+			}
 		case "agent":
 			if trace {
 				traceAgent(e, "agent", ev.Agent)
@@ -202,6 +217,9 @@ func (e *env) streamQuery(ctx context.Context, req client.QueryRequest, trace bo
 	}
 	if err != nil {
 		return nil, err
+	}
+	if reasoning && !thought && res.Reasoning != "" {
+		fmt.Fprintln(e.stderr, res.Reasoning)
 	}
 	if !wrote && res.FinalAnswer != "" {
 		fmt.Fprintln(e.stdout, res.FinalAnswer)

@@ -323,7 +323,7 @@ func (s *chatSession) ask(ctx context.Context, question string, intr <-chan os.S
 	}()
 	req := s.request(question)
 	start := time.Now()
-	res, err := e.streamQuery(ctx, req, s.trace)
+	res, err := e.streamQuery(ctx, req, s.trace, false)
 	select {
 	case <-stopped:
 		fmt.Fprintln(e.stderr, "(answer stopped; it is not part of the conversation)")

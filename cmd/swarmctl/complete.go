@@ -65,5 +65,5 @@ func runComplete(ctx context.Context, e *env, args []string) error {
 		rp := float32(*repeat)
 		req.RepeatPenalty = &rp
 	}
-	return e.answer(ctx, req, *trace)
+	return e.answer(ctx, req, *trace, false)
 }

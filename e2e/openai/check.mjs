@@ -2,7 +2,10 @@
 // every request field the swarm honours or refuses, streamed and not, for
 // chat completions and raw completions.
 // Usage: node check.mjs http://127.0.0.1:PORT (a peer serving reasoner,
-// concise and aggregator, with no writer).
+// concise and aggregator, with no writer); or node check.mjs BASE_URL
+// reasoning ANSWER REASONING (a reasoner that writes its reasoning apart:
+// the client reads message.reasoning_content and streamed
+// delta.reasoning_content, and nothing else is checked).
 // Prints one JSON object with what it saw; exits non-zero on any failure.
 import OpenAI from "openai";
 
@@ -67,6 +70,26 @@ function stopIn(text) {
 }
 
 const user = (content) => [{ role: "user", content }];
+
+// The model's reasoning, apart from its answer, as llama.cpp's server and
+// vLLM give it: fields the client's types do not name, read as they come.
+if (process.argv[3] === "reasoning") {
+  const [want, thought] = process.argv.slice(4, 6);
+  const params = { model: "reasoner", messages: user("The capital of France?"), max_tokens: 64 };
+  const c = await client.chat.completions.create(params);
+  const m = c.choices[0].message;
+  if (m.content !== want || m.reasoning_content !== thought) fail("message: " + JSON.stringify(m));
+  const s = await client.chat.completions.create({ ...params, stream: true });
+  let text = "", reasoning = "";
+  for await (const chunk of s) {
+    const d = chunk.choices[0] && chunk.choices[0].delta;
+    if (d && d.content) text += d.content;
+    if (d && d.reasoning_content) reasoning += d.reasoning_content;
+  }
+  if (text !== want || reasoning !== thought) fail("streamed: content " + JSON.stringify(text) + ", reasoning_content " + JSON.stringify(reasoning));
+  console.log(JSON.stringify({ message: m, streamed: { content: text, reasoning_content: reasoning } }));
+  process.exit(0);
+}
 
 // Models, listed and one by one.
 const models = await client.models.list();

@@ -43,10 +43,13 @@ type Request struct {
 
 // Token is one generated token as streamed. Text is the new visible text (it
 // may be empty: control tokens, incomplete UTF-8, text held back because it
-// may begin a stop string).
+// may begin a stop string). Reasoning is the new text of the model's
+// reasoning, apart from the answer (a chat answer in the harmony format,
+// GPT-OSS: its analysis channel); stop strings do not cut it.
 type Token struct {
-	ID   int32
-	Text string
+	ID        int32
+	Text      string
+	Reasoning string
 }
 
 // DoneReason says why generation ended.
@@ -74,6 +77,9 @@ type Metrics struct {
 // Result of Generate.
 type Result struct {
 	Text string
+	// Reasoning is the model's reasoning, apart from Text: the whole of
+	// Token.Reasoning ("" for raw completion and for formats without).
+	Reasoning string
 	// Tokens are the generated ids, including a final end-of-generation token.
 	Tokens  []int32
 	Done    DoneReason
@@ -128,11 +134,12 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 	}
 	st := Stopper{Stops: req.Stop}
 	history := append([]int32(nil), prompt...)
-	var visible strings.Builder
-	emit := func(id int32, text string) error {
+	var visible, thought strings.Builder
+	emit := func(id int32, text, reasoning string) error {
 		visible.WriteString(text)
+		thought.WriteString(reasoning)
 		if onToken != nil {
-			return onToken(Token{ID: id, Text: text})
+			return onToken(Token{ID: id, Text: text, Reasoning: reasoning})
 		}
 		return nil
 	}
@@ -151,12 +158,12 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 			res.Done = DoneStop
 			return true, nil
 		}
-		piece, err := dec.Next(id)
+		piece, reasoning, err := dec.Step(id)
 		if err != nil {
 			return true, err
 		}
 		out, stopped := st.Add(piece)
-		if err := emit(id, out); err != nil {
+		if err := emit(id, out, reasoning); err != nil {
 			return true, err
 		}
 		if stopped {
@@ -263,16 +270,14 @@ func (m *Model) Generate(ctx context.Context, req Request, onToken func(Token) e
 		}
 	}
 	if !st.Hit() { // emit text held back for stop strings or mid-character
-		if rest := st.Flush(dec.Flush()); rest != "" {
-			visible.WriteString(rest)
-			if onToken != nil {
-				if err := onToken(Token{ID: -1, Text: rest}); err != nil {
-					return res, err
-				}
+		text, reasoning := dec.FlushStep()
+		if rest := st.Flush(text); rest != "" || reasoning != "" {
+			if err := emit(-1, rest, reasoning); err != nil {
+				return res, err
 			}
 		}
 	}
-	res.Text = visible.String()
+	res.Text, res.Reasoning = visible.String(), thought.String()
 	mt := &res.Metrics
 	mt.GeneratedTokens = len(res.Tokens)
 	if mt.Prefill > 0 {

@@ -37,37 +37,57 @@ const (
 	harmonyBetween
 )
 
-// harmonyNext is Next for a harmony vocabulary: only the text of messages
-// on the final channel (or on none named) is shown; the analysis and
-// commentary channels, roles and channel names are not.
-func (d *StreamDecoder) harmonyNext(h *harmonyTokens, id int32) (string, error) {
+// harmonyNext is Step for a harmony vocabulary: the text of messages on
+// the final channel (or on none named) is the answer, that of messages on
+// the analysis channel the reasoning; the commentary channel (tool calls),
+// roles and channel names are neither.
+func (d *StreamDecoder) harmonyNext(h *harmonyTokens, id int32) (text, reasoning string, err error) {
 	switch id {
 	case h.start:
 		d.state = harmonyHeader
-		return "", nil
+		return "", "", nil
 	case h.channel:
 		d.state = harmonyChannel
 		d.channel.Reset()
-		return "", nil
+		return "", "", nil
 	case h.message:
 		name, _, _ := strings.Cut(strings.TrimSpace(d.channel.String()), " ")
 		d.shown = name == "" || name == "final"
+		d.thought = name == "analysis"
 		d.channel.Reset()
 		d.state = harmonyText
-		return "", nil
+		return "", "", nil
 	case h.end:
+		// Bytes of a character the message did not finish are its own:
+		// the next message's text does not begin with them.
+		rest := d.Flush()
+		if d.state == harmonyText {
+			text, reasoning = d.route(rest)
+		}
 		d.state = harmonyBetween
-		return "", nil
+		return text, reasoning, nil
 	}
 	if d.t.IsControl(id) {
-		return "", nil
+		return "", "", nil
 	}
 	s, err := d.Add(id)
-	switch {
-	case d.state == harmonyChannel:
+	switch d.state {
+	case harmonyChannel:
 		d.channel.WriteString(s)
-	case d.state == harmonyText && d.shown:
-		return s, err
+	case harmonyText:
+		text, reasoning = d.route(s)
 	}
-	return "", err
+	return text, reasoning, err
+}
+
+// route returns s as the answer's text or as reasoning, as the current
+// message's channel says (or as neither).
+func (d *StreamDecoder) route(s string) (text, reasoning string) {
+	switch {
+	case d.shown:
+		return s, ""
+	case d.thought:
+		return "", s
+	}
+	return "", ""
 }

@@ -233,10 +233,10 @@ func (t *Tokenizer) ChatFormat() ChatFormat { return t.format }
 func (t *Tokenizer) NewStreamDecoder() *StreamDecoder { return &StreamDecoder{t: t} }
 
 // NewChatDecoder returns a decoder for a chat answer: as NewStreamDecoder,
-// and where the model writes the harmony format (GPT-OSS) it shows only
-// the final channel's text (the reasoning is not the answer). The answer
-// begins in a message header, as the chat template's generation prompt
-// leaves it (<|start|>assistant).
+// and where the model writes the harmony format (GPT-OSS) the final
+// channel's text is the answer and the analysis channel's the reasoning,
+// apart from it (Step). The answer begins in a message header, as the chat
+// template's generation prompt leaves it (<|start|>assistant).
 func (t *Tokenizer) NewChatDecoder() *StreamDecoder { return &StreamDecoder{t: t, chat: true} }
 
 // StreamDecoder turns a stream of token ids into text pieces that never split
@@ -248,19 +248,44 @@ type StreamDecoder struct {
 	chat    bool            // a chat answer: harmony channels apply
 	state   int             // harmony: where in a message the answer is
 	channel strings.Builder // harmony: the channel name being read
-	shown   bool            // harmony: this message's text is shown
+	shown   bool            // harmony: this message's text is the answer
+	thought bool            // harmony: this message's text is reasoning
 }
 
-// Next decodes any generated token: control tokens give no text (harmony's
-// steer what is shown, NewChatDecoder), others as Add.
+// Next decodes any generated token as Step does and returns the answer's
+// text alone.
 func (d *StreamDecoder) Next(id int32) (string, error) {
+	text, _, err := d.Step(id)
+	return text, err
+}
+
+// Step decodes any generated token: control tokens give no text (harmony's
+// steer where the text goes, NewChatDecoder), others as Add. A chat
+// decoder returns the model's reasoning (harmony's analysis channel) as
+// reasoning, never as text; every other decoder returns text alone.
+func (d *StreamDecoder) Step(id int32) (text, reasoning string, err error) {
 	if h := d.t.harmony; h != nil && d.chat {
 		return d.harmonyNext(h, id)
 	}
 	if d.t.IsControl(id) {
-		return "", nil
+		return "", "", nil
 	}
-	return d.Add(id)
+	text, err = d.Add(id)
+	return text, "", err
+}
+
+// FlushStep is Flush for a decoder used through Step: the bytes left
+// belong to the answer's text or to its reasoning, as the message they
+// came from.
+func (d *StreamDecoder) FlushStep() (text, reasoning string) {
+	rest := d.Flush()
+	if d.t.harmony != nil && d.chat {
+		if d.state != harmonyText {
+			return "", ""
+		}
+		return d.route(rest)
+	}
+	return rest, ""
 }
 
 // Add decodes id and returns the text that is now complete (maybe "").
