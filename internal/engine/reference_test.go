@@ -13,6 +13,7 @@ import (
 	"github.com/ollama/ollama/model/models/gptoss"
 	"github.com/ollama/ollama/model/models/lfm2"
 	"github.com/ollama/ollama/model/models/llama4"
+	"github.com/ollama/ollama/model/models/nemotronh"
 	"github.com/ollama/ollama/model/models/olmo3"
 	"github.com/ollama/ollama/model/models/qwen3next"
 )
@@ -85,6 +86,8 @@ func setCacheForTest(t *testing.T, om model.Model, c kvcache.Cache) {
 	case *llama4.Model:
 		m.Cache = c
 	case *qwen3next.Model:
+		m.Cache = c
+	case *nemotronh.Model:
 		m.Cache = c
 	default:
 		t.Fatalf("no cache to set for %T", om)

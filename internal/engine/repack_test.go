@@ -80,6 +80,13 @@ func TestRepackSameTokens(t *testing.T) {
 				// (qkv, gate, beta/alpha, out); the experts' and the shared
 				// expert's gate and up (their down projections Q8_0)
 				want = 8 * packed.Info().Layers
+			case "nemotron_h":
+				// a Mamba-2 layer's input and output projections,
+				// attention's four, a feed-forward's up and down
+				want = 0
+				for _, c := range nemotronhLayouts["small"].pattern {
+					want += map[rune]int{'M': 2, '*': 4, '-': 2}[c]
+				}
 			}
 			if packed.Repacked() != want {
 				t.Fatalf("%d tensors repacked, want %d", packed.Repacked(), want)

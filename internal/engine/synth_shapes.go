@@ -108,6 +108,10 @@ var synthShapes = map[string]map[string]synthShape{
 		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, false},
 		"80b":   {2048, 48, 16, 2, 256, 5120, 151936, 151643, 262144, false, false},
 	},
+	"nemotron_h": { // ffn: the feed-forward layers' (nemotronhLayouts)
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, false},
+	},
 	"llama4": { // ffn: the dense layers' (intermediate_size_mlp); ctx: Scout's max_position_embeddings
 		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
 		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, false},
