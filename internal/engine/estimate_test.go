@@ -15,7 +15,8 @@ func TestEstimateMatchesLoad(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct{ arch, typ string }{{"qwen3", "f32"}, {"qwen3", "q8_0"}, {"qwen3moe", "f32"}, {"qwen3moe", "q8_0"},
 		{"llama4", "f32"}, {"llama4", "q8_0"}, {"lfm2", "q8_0"}, {"lfm2moe", "f32"}, {"lfm2moe", "q8_0"},
-		{"qwen3next", "f32"}, {"qwen3next", "q8_0"}} {
+		{"qwen3next", "f32"}, {"qwen3next", "q8_0"},
+		{"nemotron_h", "f32"}, {"nemotron_h", "q8_0"}} {
 		typ := c.arch + "-" + c.typ
 		p := filepath.Join(dir, typ+".gguf")
 		if err := Synth(context.Background(), p, SynthSpec{Arch: c.arch, Size: "tiny", Type: c.typ, Seed: 3}); err != nil {

@@ -37,6 +37,7 @@ func TestSynthTypes(t *testing.T) {
 		{"lfm2", "small", "q4_k", "Q4_K_M"},
 		{"lfm2moe", "small", "q4_k", "Q4_K_M"},
 		{"qwen3next", "small", "q4_k", "Q4_K_M"},
+		{"nemotron_h", "small", "q4_k", "Q4_K_M"},
 	}
 	for _, c := range cases {
 		p := synthFile(t, c.arch, c.size, c.typ)
@@ -214,6 +215,7 @@ func TestSynthSizes(t *testing.T) {
 		"glm4moelite": {"tiny", "small"},
 		"llama4":      {"tiny", "small", "109b"},
 		"qwen3next":   {"tiny", "small", "80b"},
+		"nemotron_h":  {"tiny", "small"},
 		"gpt2":        nil,
 	} {
 		if got := SynthSizesFor(arch); !slices.Equal(got, want) {

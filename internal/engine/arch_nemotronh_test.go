@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestNemotronHSessions: Nemotron-H's sessions run isolated (ollama runs
+// one sequence per graph); its recurrent state cannot go back but to
+// position 0, and says so; a replay from 0 recomputes the state: the same
+// logits bit for bit. The memory a session takes counts the Mamba-2
+// layers' convolution and SSM states with the KV.
+func TestNemotronHSessions(t *testing.T) {
+	m := loadT(t, synthFile(t, "nemotron_h", "tiny", "f32"), Options{Slots: 2, Context: 256})
+	if !m.Options().Isolated {
+		t.Fatal("nemotron_h sessions not isolated")
+	}
+	if NoRewind("nemotron_h") == "" || NoRewind(m.Tokenizer().Arch()) == "" {
+		t.Errorf("nemotron_h said to rewind (tokenizer's arch %q)", m.Tokenizer().Arch())
+	}
+	// tiny: 4 layers, KV of 2 heads of 16 at the most, 256 cells, f16; a
+	// Mamba-2 state of 3 inputs of 192 channels (x, B and C) and 8 heads
+	// of 16x16, f32
+	lay := nemotronhLayouts["tiny"]
+	state := int64((lay.kernel-1)*(lay.inner+2*lay.groups*lay.state) + lay.state*lay.inner)
+	if kv, want := m.Memory().KVPerSession, int64(4*256*2*(16+16)*2)+4*4*state; kv != want {
+		t.Errorf("KV per session %d bytes, want %d", kv, want)
+	}
+	if est, _, err := Estimate(synthFile(t, "nemotron_h", "tiny", "f32"), Options{Slots: 2, Context: 256}); err != nil || est.KVPerSession != m.Memory().KVPerSession {
+		t.Errorf("estimated KV per session %d (%v), loaded %d", est.KVPerSession, err, m.Memory().KVPerSession)
+	}
+	s, err := m.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	n := m.Info().Layers
+	run := func() [][]float32 {
+		var out [][]float32
+		in := splitPrompt
+		for range 4 {
+			l, err := s.RunRange(context.Background(), 0, n, in, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, l)
+			in = []int32{Greedy(l)}
+		}
+		return out
+	}
+	first := run()
+	err = s.Truncate(6)
+	if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "recurrent state") {
+		t.Errorf("truncate a recurrent state to 6: %v, want an error naming it", err)
+	}
+	if s.Pos() != len(splitPrompt)+3 {
+		t.Errorf("a refused truncate moved the session to %d", s.Pos())
+	}
+	if err := s.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	again := run()
+	for i := range first {
+		if !bitEqual(first[i], again[i]) {
+			t.Errorf("step %d: a replay from 0 differs (max |d| %g)", i, maxAbsDiff(first[i], again[i]))
+		}
+	}
+}
+
+// TestNemotronHSlices: every stage slice of a Nemotron-H model loads
+// through ollama's loader (nemotronh has no Validate), holding its layers,
+// the embedding in the first and the head in the last; a file that lacks
+// a tensor of a layer it holds, or the embedding or head its ends need, is
+// refused naming the tensors, rather than crash at its first step.
+// (tiny: Mamba-2, attention, Mamba-2, feed-forward.)
+func TestNemotronHSlices(t *testing.T) {
+	full := synthFile(t, "nemotron_h", "tiny", "f32")
+	checkSlices(t, full, []sliceHole{
+		{1, 3, []string{"blk.2.ssm_a"}, "blk.2.ssm_a"},
+		{1, 3, []string{"blk.1.attn_k.weight", "blk.2.ssm_in.weight"}, "blk.1.attn_k.weight, blk.2.ssm_in.weight"},
+		{0, 2, []string{"blk.0.ssm_dt.bias"}, "blk.0.ssm_dt.bias"},
+		{2, 4, []string{"blk.2.ssm_conv1d.weight"}, "blk.2.ssm_conv1d.weight"},
+		{0, 2, []string{"token_embd.weight"}, "token_embd.weight"},
+		{2, 4, []string{"output_norm.weight"}, "output_norm.weight"},
+		{0, 4, []string{"blk.3.ffn_down.weight"}, "blk.3.ffn_down.weight"},
+		{0, 4, []string{"blk.1.attn_norm.weight"}, "blk.1.attn_norm.weight"},
+	})
+}
+
+// TestNemotronHLongPrompt: a prompt of many positions (the Mamba-2 scan
+// and convolution over all of them at once) and the decode steps after
+// it give model.Forward's logits bit for bit.
+func TestNemotronHLongPrompt(t *testing.T) {
+	m := loadT(t, synthFile(t, "nemotron_h", "tiny", "f32"), Options{Context: 256, PrefillChunk: 256, Batch: 256})
+	in := make([]int32, 150)
+	for i := range in {
+		in[i] = int32(7 + i*13%500)
+	}
+	matchForward(t, m, in, 4)
+}
