@@ -267,3 +267,22 @@ func TestModelInfoQwen3Next(t *testing.T) {
 		}
 	}
 }
+
+// TestModelInfoNemotronH: a Nemotron-H file is run whole or split by
+// layers; it has no experts.
+func TestModelInfoNemotronH(t *testing.T) {
+	full := filepath.Join(t.TempDir(), "nemotron_h.gguf")
+	if code, _, errs := runCmd(modelCmd, "synth", "--arch", "nemotron_h", "--size", "tiny", "--type", "q8_0", "-o", full); code != 0 {
+		t.Fatalf("synth: %d %s", code, errs)
+	}
+	code, out, errs := runCmd(modelCmd, "info", full)
+	for _, want := range []string{"architecture:   nemotron_h", "engine:         runs it, whole or split by layers",
+		"layers:         4", "chat template:  the file's own (Jinja)"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("info: %d, no %q in %q %s", code, want, out, errs)
+		}
+	}
+	if strings.Contains(out, "experts:") {
+		t.Errorf("info lists experts of a model without them: %q", out)
+	}
+}
