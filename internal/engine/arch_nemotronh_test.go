@@ -3,8 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/llmswarm/llmswarm/shards"
 )
 
 // TestNemotronHSessions: Nemotron-H's sessions run isolated (ollama runs
@@ -99,4 +102,38 @@ func TestNemotronHLongPrompt(t *testing.T) {
 		in[i] = int32(7 + i*13%500)
 	}
 	matchForward(t, m, in, 4)
+}
+
+// TestNemotronHBadHeader: a Nemotron-H file whose SSM heads or groups do
+// not split the inner size (ollama would reshape by them) is refused at
+// load naming the keys; nemotron_h_moe, which ollama's package also
+// registers, is refused as an architecture the engine does not run.
+func TestNemotronHBadHeader(t *testing.T) {
+	full := synthFile(t, "nemotron_h", "tiny", "f32")
+	set := func(key string, v any) func(g *shards.GGUF) {
+		return func(g *shards.GGUF) {
+			for i := range g.KVs {
+				if g.KVs[i].Key == key {
+					g.KVs[i].Value = v
+				}
+			}
+		}
+	}
+	for name, c := range map[string]struct {
+		edit func(g *shards.GGUF)
+		is   error
+		want string
+	}{
+		"heads":   {set("nemotron_h.ssm.time_step_rank", uint32(3)), ErrNotGGUF, "ssm.time_step_rank 3"},
+		"noheads": {set("nemotron_h.ssm.time_step_rank", uint32(0)), ErrNotGGUF, "ssm.time_step_rank 0"},
+		"groups":  {set("nemotron_h.ssm.group_count", uint32(0)), ErrNotGGUF, "ssm.group_count 0"},
+		"moe":     {set("general.architecture", "nemotron_h_moe"), ErrUnsupportedArch, "nemotron_h_moe"},
+	} {
+		p := filepath.Join(t.TempDir(), name+".gguf")
+		rewriteHeader(t, full, p, c.edit)
+		_, err := Load(context.Background(), p, Options{Threads: 1})
+		if !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %v naming %q", name, err, c.is, c.want)
+		}
+	}
 }
