@@ -137,3 +137,32 @@ func TestNemotronHBadHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestNemotronHShape: every shape's pattern names each of its layers; the
+// 8b shape has Nemotron-H-8B-Base-8K's parameters, about 8.1B with the
+// embedding and head, and its layers: 24 Mamba-2, 4 attention, 24
+// feed-forward.
+func TestNemotronHShape(t *testing.T) {
+	for size, lay := range nemotronhLayouts {
+		if s := synthShapes["nemotron_h"][size]; len(lay.pattern) != s.layers || strings.Trim(lay.pattern, "M*-") != "" {
+			t.Errorf("%s: pattern %q for %d layers", size, lay.pattern, s.layers)
+		}
+	}
+	s, lay := synthShapes["nemotron_h"]["8b"], nemotronhLayouts["8b"]
+	channels := lay.inner + 2*lay.groups*lay.state
+	mamba := s.hidden*(channels+lay.inner+lay.heads) + lay.kernel*channels + channels + 3*lay.heads + lay.inner + lay.inner*s.hidden
+	attn := 2*s.hidden*s.heads*s.headDim + 2*s.hidden*s.kvHeads*s.headDim
+	ffn := 2 * s.hidden * s.ffn
+	total := float64(2 * s.vocab * s.hidden)
+	kinds := map[rune]int{}
+	for _, c := range lay.pattern {
+		kinds[c]++
+		total += float64(s.hidden + map[rune]int{'M': mamba, '*': attn, '-': ffn}[c])
+	}
+	if total < 8.0e9 || total > 8.2e9 {
+		t.Errorf("%.4g parameters, want about 8.1B", total)
+	}
+	if kinds['M'] != 24 || kinds['*'] != 4 || kinds['-'] != 24 || s.tied || lay.inner != lay.heads*64 {
+		t.Errorf("Nemotron-H-8B: 24 Mamba-2, 4 attention, 24 feed-forward layers, SSM heads of 64, its own head; have %v, %+v, tied %v", kinds, lay, s.tied)
+	}
+}

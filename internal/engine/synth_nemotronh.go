@@ -19,7 +19,11 @@ import (
 // (ssm.time_step_rank), groups of B and C (ssm.group_count), state size,
 // inner size (heads times their head dim) and the convolution's kernel.
 // tiny's 4 layers have every kind, and every cut of them a Mamba-2 layer
-// on one side and attention or the feed-forward on the other.
+// on one side and attention or the feed-forward on the other. 8b is
+// Nemotron-H-8B-Base-8K (config.json: 52 layers of 4096, pattern as here;
+// 32 query and 8 KV heads of 128, feed-forward 21504; 128 SSM heads of 64,
+// 8 groups, state 128, kernel 4; vocabulary 131072, 8192 positions, its
+// own head).
 type nemotronhLayout struct {
 	pattern                             string
 	heads, groups, state, inner, kernel int
@@ -28,6 +32,7 @@ type nemotronhLayout struct {
 var nemotronhLayouts = map[string]nemotronhLayout{
 	"tiny":  {"M*M-", 8, 2, 16, 128, 4},
 	"small": {"M-M-M*-M", 16, 4, 32, 512, 4},
+	"8b":    {"M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", 128, 8, 128, 8192, 4},
 }
 
 var nemotronhSpecials = []string{"<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"}

@@ -215,7 +215,7 @@ func TestSynthSizes(t *testing.T) {
 		"glm4moelite": {"tiny", "small"},
 		"llama4":      {"tiny", "small", "109b"},
 		"qwen3next":   {"tiny", "small", "80b"},
-		"nemotron_h":  {"tiny", "small"},
+		"nemotron_h":  {"tiny", "small", "8b"},
 		"gpt2":        nil,
 	} {
 		if got := SynthSizesFor(arch); !slices.Equal(got, want) {
