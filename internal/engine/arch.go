@@ -29,7 +29,8 @@ import (
 var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4",
 	"lfm2moe",
 	"qwen3next",
-	"nemotron_h"}
+	"nemotron_h",
+	"nemotron_h_moe"}
 
 // arch is the per-architecture view of a loaded ollama model that the layer
 // loop needs. The layer loop (run.go) mirrors each model's own Forward; the
@@ -70,6 +71,8 @@ var noRewind = map[string]string{
 	"qwen3next": "qwen3next's gated DeltaNet layers keep a recurrent state, which cannot drop positions",
 
 	"nemotron_h": "nemotron_h's Mamba-2 layers keep a recurrent state, which cannot drop positions",
+
+	"nemotron_h_moe": "nemotron_h_moe's Mamba-2 layers keep a recurrent state, which cannot drop positions",
 }
 
 // NoRewind says why sessions of arch cannot be truncated to an earlier

@@ -14,13 +14,19 @@ import (
 // one sequence per graph); its recurrent state cannot go back but to
 // position 0, and says so; a replay from 0 recomputes the state: the same
 // logits bit for bit. The memory a session takes counts the Mamba-2
-// layers' convolution and SSM states with the KV.
+// layers' convolution and SSM states with the KV. nemotron_h_moe's the same.
 func TestNemotronHSessions(t *testing.T) {
-	m := loadT(t, synthFile(t, "nemotron_h", "tiny", "f32"), Options{Slots: 2, Context: 256})
+	for _, arch := range []string{"nemotron_h", "nemotron_h_moe"} {
+		t.Run(arch, func(t *testing.T) { nemotronhSessions(t, arch) })
+	}
+}
+
+func nemotronhSessions(t *testing.T, arch string) {
+	m := loadT(t, synthFile(t, arch, "tiny", "f32"), Options{Slots: 2, Context: 256})
 	if !m.Options().Isolated {
 		t.Fatal("nemotron_h sessions not isolated")
 	}
-	if NoRewind("nemotron_h") == "" || NoRewind(m.Tokenizer().Arch()) == "" {
+	if NoRewind(arch) == "" || NoRewind(m.Tokenizer().Arch()) == "" {
 		t.Errorf("nemotron_h said to rewind (tokenizer's arch %q)", m.Tokenizer().Arch())
 	}
 	// tiny: 4 layers, KV of 2 heads of 16 at the most, 256 cells, f16; a
@@ -31,7 +37,7 @@ func TestNemotronHSessions(t *testing.T) {
 	if kv, want := m.Memory().KVPerSession, int64(4*256*2*(16+16)*2)+4*4*state; kv != want {
 		t.Errorf("KV per session %d bytes, want %d", kv, want)
 	}
-	if est, _, err := Estimate(synthFile(t, "nemotron_h", "tiny", "f32"), Options{Slots: 2, Context: 256}); err != nil || est.KVPerSession != m.Memory().KVPerSession {
+	if est, _, err := Estimate(synthFile(t, arch, "tiny", "f32"), Options{Slots: 2, Context: 256}); err != nil || est.KVPerSession != m.Memory().KVPerSession {
 		t.Errorf("estimated KV per session %d (%v), loaded %d", est.KVPerSession, err, m.Memory().KVPerSession)
 	}
 	s, err := m.NewSession()
@@ -90,6 +96,11 @@ func TestNemotronHSlices(t *testing.T) {
 		{0, 4, []string{"blk.3.ffn_down.weight"}, "blk.3.ffn_down.weight"},
 		{0, 4, []string{"blk.1.attn_norm.weight"}, "blk.1.attn_norm.weight"},
 	})
+	// nemotron_h_moe: its last layer experts
+	checkSlices(t, synthFile(t, "nemotron_h_moe", "tiny", "f32"), []sliceHole{
+		{2, 4, []string{"blk.3.ffn_gate_inp.weight", "blk.3.ffn_down_exps.weight"}, "blk.3.ffn_gate_inp.weight, blk.3.ffn_down_exps.weight"},
+		{3, 4, []string{"blk.3.ffn_up_exps.weight"}, "blk.3.ffn_up_exps.weight"},
+	})
 }
 
 // TestNemotronHLongPrompt: a prompt of many positions (the Mamba-2 scan
@@ -106,8 +117,7 @@ func TestNemotronHLongPrompt(t *testing.T) {
 
 // TestNemotronHBadHeader: a Nemotron-H file whose SSM heads or groups do
 // not split the inner size (ollama would reshape by them) is refused at
-// load naming the keys; nemotron_h_moe, which ollama's package also
-// registers, is refused as an architecture the engine does not run.
+// load naming the keys.
 func TestNemotronHBadHeader(t *testing.T) {
 	full := synthFile(t, "nemotron_h", "tiny", "f32")
 	set := func(key string, v any) func(g *shards.GGUF) {
@@ -127,7 +137,6 @@ func TestNemotronHBadHeader(t *testing.T) {
 		"heads":   {set("nemotron_h.ssm.time_step_rank", uint32(3)), ErrNotGGUF, "ssm.time_step_rank 3"},
 		"noheads": {set("nemotron_h.ssm.time_step_rank", uint32(0)), ErrNotGGUF, "ssm.time_step_rank 0"},
 		"groups":  {set("nemotron_h.ssm.group_count", uint32(0)), ErrNotGGUF, "ssm.group_count 0"},
-		"moe":     {set("general.architecture", "nemotron_h_moe"), ErrUnsupportedArch, "nemotron_h_moe"},
 	} {
 		p := filepath.Join(t.TempDir(), name+".gguf")
 		rewriteHeader(t, full, p, c.edit)

@@ -18,7 +18,8 @@ import (
 var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4",
 	"lfm2moe",
 	"qwen3next",
-	"nemotron_h"}
+	"nemotron_h",
+	"nemotron_h_moe"}
 
 // unsliceable: the architectures whose stages run on whole files.
 var unsliceable = sliceRefused

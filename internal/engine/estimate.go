@@ -107,6 +107,8 @@ func kvPerSession(cfg fs.Config, hidden, layers int64, ctx int) (int64, bool) {
 	stateOf := map[string]func(fs.Config) (int64, bool){
 		"qwen3next":  qwen3nextState,
 		"nemotron_h": nemotronhState,
+
+		"nemotron_h_moe": nemotronhState,
 	}[cfg.Architecture()]
 	if !ok || stateOf == nil {
 		return kv, ok

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math/rand/v2"
+	"strings"
 
 	fsggml "github.com/ollama/ollama/fs/ggml"
 )
@@ -35,6 +36,17 @@ var nemotronhLayouts = map[string]nemotronhLayout{
 	"8b":    {"M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", 128, 8, 128, 8192, 4},
 }
 
+// nemotronhLayoutOf is arch's layout of size: nemotron_h_moe's is
+// nemotron_h's with a mixture of experts (E) for every feed-forward, as
+// Nemotron 3 Nano's pattern has.
+func nemotronhLayoutOf(arch, size string) nemotronhLayout {
+	lay := nemotronhLayouts[size]
+	if arch == "nemotron_h_moe" {
+		lay.pattern = strings.ReplaceAll(lay.pattern, "-", "E")
+	}
+	return lay
+}
+
 var nemotronhSpecials = []string{"<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"}
 
 const nemotronhTemplate = "{{- bos_token -}}{%- for message in messages -%}" +
@@ -49,15 +61,20 @@ func nemotronhKV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
 	if err != nil {
 		return nil, err
 	}
-	lay := nemotronhLayouts[size]
+	lay := nemotronhLayoutOf(kv.Architecture(), size)
 	kvHeads, ffn := make([]uint32, s.layers), make([]uint32, s.layers)
 	for l, c := range lay.pattern[:s.layers] {
 		switch c {
 		case '*':
 			kvHeads[l] = uint32(s.kvHeads)
-		case '-':
+		case '-', 'E':
 			ffn[l] = uint32(s.ffn)
 		}
+	}
+	if kv.Architecture() == "nemotron_h_moe" {
+		// sigmoid router scores, the chosen ones renormalised and scaled
+		kv["expert_weights_norm"] = true
+		kv["expert_weights_scale"] = float32(2.5)
 	}
 	kv["attention.head_count_kv"] = kvHeads
 	kv["feed_forward_length"] = ffn
@@ -83,8 +100,8 @@ func nemotronhKV(kv fsggml.KV, s synthShape, size string) (*synthVocab, error) {
 // bias, dt's bias, the decay A and skip D F32, as in the real files; the
 // group norm, one weight row per group), the attention or the
 // feed-forward.
-func nemotronhLayer(k synthKit, p string, l int, size string, s synthShape) {
-	lay := nemotronhLayouts[size]
+func nemotronhLayer(k synthKit, p string, l int, arch, size string, s synthShape, m moeShape) {
+	lay := nemotronhLayoutOf(arch, size)
 	k.add(p+"attn_norm.weight", k.f32, k.norm, s.hidden)
 	switch lay.pattern[l] {
 	case 'M':
@@ -113,5 +130,14 @@ func nemotronhLayer(k synthKit, p string, l int, size string, s synthShape) {
 	case '-':
 		k.add(p+"ffn_up.weight", k.mat, k.normal(k.inv(s.hidden)), s.hidden, s.ffn)
 		k.add(p+"ffn_down.weight", k.mat, k.normal(k.inv(s.ffn)), s.ffn, s.hidden)
+	case 'E':
+		// the router (sigmoid scores; the bias only chooses), squared-ReLU
+		// experts of up and down only, a shared expert of twice their size
+		k.add(p+"ffn_gate_inp.weight", k.f32, k.normal(8*k.inv(s.hidden)), s.hidden, m.experts)
+		k.add(p+"exp_probs_b.bias", k.f32, k.normal(0.1), m.experts)
+		k.add(p+"ffn_up_exps.weight", k.mat, k.normal(k.inv(s.hidden)), s.hidden, m.expertFFN, m.experts)
+		k.add(p+"ffn_down_exps.weight", k.mat, k.normal(k.inv(m.expertFFN)), m.expertFFN, s.hidden, m.experts)
+		k.add(p+"ffn_up_shexp.weight", k.mat, k.normal(k.inv(s.hidden)), s.hidden, 2*m.expertFFN)
+		k.add(p+"ffn_down_shexp.weight", k.mat, k.normal(k.inv(2*m.expertFFN)), 2*m.expertFFN, s.hidden)
 	}
 }

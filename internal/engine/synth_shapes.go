@@ -114,6 +114,10 @@ var synthShapes = map[string]map[string]synthShape{
 		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, false},
 		"8b":    {4096, 52, 32, 8, 128, 21504, 131072, 0, 8192, false, false},
 	},
+	"nemotron_h_moe": { // ffn unused (its feed-forwards experts: synthExperts)
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, false},
+	},
 	"llama4": { // ffn: the dense layers' (intermediate_size_mlp); ctx: Scout's max_position_embeddings
 		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
 		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, false},

@@ -86,7 +86,7 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		m, err = gptoss.New(kv)
 	case "qwen3next":
 		m, err = qwen3next.New(kv)
-	case "nemotron_h":
+	case "nemotron_h", "nemotron_h_moe":
 		m, err = nemotronh.New(kv)
 	default:
 		err = fmt.Errorf("%w %q", ErrUnsupportedArch, kv.Architecture())
