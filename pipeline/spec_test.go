@@ -622,7 +622,8 @@ func tracedSpec(n int, fail map[string]func()) (Request, *[]answer.Trace) {
 func TestSpeculativeRecurrentRoute(t *testing.T) {
 	for _, arch := range []string{"lfm2", "lfm2moe",
 		"qwen3next",
-		"nemotron_h"} {
+		"nemotron_h",
+		"nemotron_h_moe"} {
 		t.Run(arch, func(t *testing.T) {
 			const n = 24
 			full, cid := model(t, arch)
