@@ -92,7 +92,9 @@ func TestSlowStageNotCutOff(t *testing.T) {
 func TestFailoverIdenticalEveryWeightType(t *testing.T) {
 	for _, arch := range []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "qwen3moe", "gptoss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4",
 		"lfm2", "lfm2moe",
-		"qwen3next"} {
+		"qwen3next",
+		"nemotron_h",
+		"nemotron_h_moe"} {
 		for _, typ := range []string{"f32", "f16", "q8_0", "q4_k"} {
 			t.Run(arch+"-"+typ, func(t *testing.T) {
 				size, layers := "tiny", 4

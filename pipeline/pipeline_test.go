@@ -310,7 +310,9 @@ func TestPipelineMatchesSingleNode(t *testing.T) {
 	think := false
 	for _, arch := range []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "qwen3moe", "gptoss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4",
 		"lfm2", "lfm2moe",
-		"qwen3next"} {
+		"qwen3next",
+		"nemotron_h",
+		"nemotron_h_moe"} {
 		splits := splits4
 		if arch == "gemma3" {
 			splits = splits6

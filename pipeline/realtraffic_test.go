@@ -306,8 +306,10 @@ func TestHonestMixedKernelsNeverConvict(t *testing.T) {
 		t.Skip("this build has no repacked Q4 kernels: every peer computes alike")
 	}
 	const gens = 12
-	moe := []string{"qwen3moe", "gptoss", "deepseek2", "glm4moelite", "llama4", "lfm2moe", "qwen3next"}
-	for _, arch := range append([]string{"qwen3", "gemma3", "lfm2"}, moe...) {
+	moe := []string{"qwen3moe", "gptoss", "deepseek2", "glm4moelite", "llama4", "lfm2moe", "qwen3next",
+		"nemotron_h_moe"}
+	for _, arch := range append([]string{"qwen3", "gemma3", "lfm2",
+		"nemotron_h"}, moe...) {
 		t.Run(arch, func(t *testing.T) {
 			full, cid := modelOf(t, arch, "small", "q4_k")
 			mi, err := shards.ReadModelInfo(full)

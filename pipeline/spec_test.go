@@ -613,14 +613,17 @@ func tracedSpec(n int, fail map[string]func()) (Request, *[]answer.Trace) {
 	return req, events
 }
 
-// TestSpeculativeRecurrentRoute: an LFM2 route (dense or MoE) or a
-// Qwen3-Next one cannot roll back a rejected draft (the short
-// convolutions' or the DeltaNet's recurrent state drops no positions): a speculating generation does not draft on it and gives one
+// TestSpeculativeRecurrentRoute: an LFM2 route (dense or MoE), a
+// Qwen3-Next or a Nemotron-H one cannot roll back a rejected draft (the
+// short convolutions', the DeltaNet's or the Mamba-2's recurrent state
+// drops no positions): a speculating generation does not draft on it and gives one
 // machine's greedy tokens, and a stage refuses a session opened for verify
 // steps, naming why, as a stage that predates them does.
 func TestSpeculativeRecurrentRoute(t *testing.T) {
 	for _, arch := range []string{"lfm2", "lfm2moe",
-		"qwen3next"} {
+		"qwen3next",
+		"nemotron_h",
+		"nemotron_h_moe"} {
 		t.Run(arch, func(t *testing.T) {
 			const n = 24
 			full, cid := model(t, arch)

@@ -25,8 +25,8 @@ Commands:
         write a random-weight GGUF with a valid tokenizer (deterministic from the seed);
         sizes: tiny and small (tests) for all; qwen3 0.6b 1.7b 4b 8b, qwen2 0.6b 1.5b 7b,
         llama 0.6b 1b 8b, gemma2 2b 9b, gemma3 1b 4b, mistral3 3b, olmo3 7b, qwen3moe 30b,
-        gptoss 20b, llama4 109b, qwen3next 80b (real shapes); gemma3n tiny and small
-        only; --layers keeps the first N layers of the shape
+        gptoss 20b, llama4 109b, qwen3next 80b, nemotron_h 8b (real shapes); gemma3n
+        tiny and small only; --layers keeps the first N layers of the shape
   info [--json] FILE
         print a GGUF's metadata and CID
   slice FILE --layers A-B [-o OUT]

@@ -291,3 +291,24 @@ func TestModelInfoGemma3n(t *testing.T) {
 		t.Fatalf("info --json: %d %v %q %s", code, err, out, errs)
 	}
 }
+
+// TestModelInfoNemotronH: a Nemotron-H file is run whole or split by
+// layers; nemotron_h has no experts, nemotron_h_moe's are listed.
+func TestModelInfoNemotronH(t *testing.T) {
+	for _, arch := range []string{"nemotron_h", "nemotron_h_moe"} {
+		full := filepath.Join(t.TempDir(), arch+".gguf")
+		if code, _, errs := runCmd(modelCmd, "synth", "--arch", arch, "--size", "tiny", "--type", "q8_0", "-o", full); code != 0 {
+			t.Fatalf("synth: %d %s", code, errs)
+		}
+		code, out, errs := runCmd(modelCmd, "info", full)
+		for _, want := range []string{"architecture:   " + arch + "\n", "engine:         runs it, whole or split by layers",
+			"layers:         4", "chat template:  the file's own (Jinja)"} {
+			if code != 0 || !strings.Contains(out, want) {
+				t.Fatalf("info: %d, no %q in %q %s", code, want, out, errs)
+			}
+		}
+		if experts := strings.Contains(out, "experts:        4 per expert layer, 2 used per token"); experts != (arch == "nemotron_h_moe") {
+			t.Errorf("%s: experts listed %v: %q", arch, experts, out)
+		}
+	}
+}

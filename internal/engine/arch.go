@@ -19,6 +19,7 @@ import (
 	"github.com/ollama/ollama/model/models/llama"
 	"github.com/ollama/ollama/model/models/llama4"
 	"github.com/ollama/ollama/model/models/mistral3"
+	"github.com/ollama/ollama/model/models/nemotronh"
 	"github.com/ollama/ollama/model/models/olmo3"
 	"github.com/ollama/ollama/model/models/qwen2"
 	"github.com/ollama/ollama/model/models/qwen3"
@@ -28,7 +29,9 @@ import (
 // Architectures lists the general.architecture values the engine runs.
 var Architectures = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4",
 	"lfm2moe",
-	"qwen3next", "gemma3n"}
+	"qwen3next", "gemma3n",
+	"nemotron_h",
+	"nemotron_h_moe"}
 
 // arch is the per-architecture view of a loaded ollama model that the layer
 // loop needs. The layer loop (run.go) mirrors each model's own Forward; the
@@ -69,6 +72,10 @@ var noRewind = map[string]string{
 	"lfm2moe": "lfm2moe's short convolutions keep a recurrent state, which cannot drop positions",
 
 	"qwen3next": "qwen3next's gated DeltaNet layers keep a recurrent state, which cannot drop positions",
+
+	"nemotron_h": "nemotron_h's Mamba-2 layers keep a recurrent state, which cannot drop positions",
+
+	"nemotron_h_moe": "nemotron_h_moe's Mamba-2 layers keep a recurrent state, which cannot drop positions",
 }
 
 // NoRewind says why sessions of arch cannot be truncated to an earlier
@@ -166,6 +173,8 @@ func newArch(m model.Model, cfg fs.Config) (arch, error) {
 		return newLFM2Arch(t, cfg), nil
 	case *qwen3next.Model:
 		return newQwen3NextArch(t, cfg)
+	case *nemotronh.Model:
+		return newNemotronHArch(t, cfg)
 	case *gptoss.Transformer:
 		return newGPTOSSArch(t, cfg), nil
 	case *qwen3.Model:

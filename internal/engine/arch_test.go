@@ -17,7 +17,9 @@ import (
 // over it.
 var archTable = []string{"qwen3", "qwen2", "llama", "gemma3", "mistral3", "lfm2", "qwen3moe", "gptoss", "gpt-oss", "gemma2", "olmo3", "deepseek2", "glm4moelite", "llama4",
 	"lfm2moe",
-	"qwen3next", "gemma3n"}
+	"qwen3next", "gemma3n",
+	"nemotron_h",
+	"nemotron_h_moe"}
 
 // unsliceable: the architectures whose stages run on whole files.
 var unsliceable = sliceRefused

@@ -109,10 +109,16 @@ func kvPerSession(cfg fs.Config, hidden, layers int64, ctx int) (int64, bool) {
 	}
 	ctxCells := int64((ctx + 255) / 256 * 256) // ggml pads the cache to 256 cells
 	kv, ok := mulBytes(layers, ctxCells, kvHeads, hk+hv, 2)
-	if !ok || cfg.Architecture() != "qwen3next" {
+	stateOf := map[string]func(fs.Config) (int64, bool){
+		"qwen3next":  qwen3nextState,
+		"nemotron_h": nemotronhState,
+
+		"nemotron_h_moe": nemotronhState,
+	}[cfg.Architecture()]
+	if !ok || stateOf == nil {
 		return kv, ok
 	}
-	per, ok := qwen3nextState(cfg)
+	per, ok := stateOf(cfg)
 	if !ok {
 		return 0, false
 	}
@@ -144,6 +150,23 @@ func qwen3nextState(cfg fs.Config) (int64, bool) {
 		return 0, false
 	}
 	return convFloats + delta, true
+}
+
+// nemotronhState is the floats of one session's recurrent state in a
+// Nemotron-H Mamba-2 layer (F32, as ollama keeps it): the convolution's
+// last ssm.conv_kernel-1 inputs over its channels (x, B and C), and a
+// state_size × head dim matrix per SSM head. Counted for every layer, as
+// the KV is (an overestimate); checkpoints not counted, as qwen3next's.
+func nemotronhState(cfg fs.Config) (int64, bool) {
+	inner, groups, state := int64(cfg.Uint("ssm.inner_size")), int64(cfg.Uint("ssm.group_count")), int64(cfg.Uint("ssm.state_size"))
+	conv := int64(cfg.Uint("ssm.conv_kernel"))
+	bc, ok1 := mulBytes(2, groups, state)
+	convFloats, ok2 := mulBytes(max(0, conv-1), inner+bc)
+	ssm, ok3 := mulBytes(state, inner)
+	if !ok1 || !ok2 || !ok3 || inner+bc < 0 || ssm > math.MaxInt64-convFloats {
+		return 0, false
+	}
+	return convFloats + ssm, true
 }
 
 // mulBytes is the product of non-negative xs; false where it overflows.

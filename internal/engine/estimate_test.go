@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -15,7 +16,9 @@ func TestEstimateMatchesLoad(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct{ arch, typ string }{{"qwen3", "f32"}, {"qwen3", "q8_0"}, {"qwen3moe", "f32"}, {"qwen3moe", "q8_0"},
 		{"llama4", "f32"}, {"llama4", "q8_0"}, {"lfm2", "q8_0"}, {"lfm2moe", "f32"}, {"lfm2moe", "q8_0"},
-		{"qwen3next", "f32"}, {"qwen3next", "q8_0"}, {"gemma3n", "f32"}, {"gemma3n", "q8_0"}} {
+		{"qwen3next", "f32"}, {"qwen3next", "q8_0"}, {"gemma3n", "f32"}, {"gemma3n", "q8_0"},
+		{"nemotron_h", "f32"}, {"nemotron_h", "q8_0"},
+		{"nemotron_h_moe", "f32"}, {"nemotron_h_moe", "q8_0"}} {
 		typ := c.arch + "-" + c.typ
 		p := filepath.Join(dir, typ+".gguf")
 		if err := Synth(context.Background(), p, SynthSpec{Arch: c.arch, Size: "tiny", Type: c.typ, Seed: 3}); err != nil {
@@ -40,15 +43,17 @@ func TestEstimateMatchesLoad(t *testing.T) {
 		}
 		if m := synthExperts[c.arch]["tiny"]; m.experts > 0 {
 			s := synthShapes[c.arch]["tiny"]
-			moeLayers := s.layers
+			moeLayers, projs := s.layers, 3
 			switch c.arch {
 			case "llama4": // every moeStep-th layer
 				moeLayers /= llama4Layouts["tiny"].moeStep
 			case "lfm2moe": // its leading layers are dense
 				moeLayers -= lfm2DenseLeading["tiny"]
+			case "nemotron_h_moe": // its E layers, experts of up and down only
+				moeLayers, projs = strings.Count(nemotronhLayoutOf(c.arch, "tiny").pattern, "E"), 2
 			}
 			bytesPer := map[string]int64{"f32": 4, "q8_0": 1}[c.typ] // q8_0: a little over one byte a weight
-			if experts := int64(moeLayers*3*s.hidden*m.expertFFN*m.experts) * bytesPer; est.Weights < experts {
+			if experts := int64(moeLayers*projs*s.hidden*m.expertFFN*m.experts) * bytesPer; est.Weights < experts {
 				t.Errorf("%s: estimated weights %d bytes, fewer than its experts' %d", typ, est.Weights, experts)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/ollama/ollama/model/models/gptoss"
 	"github.com/ollama/ollama/model/models/lfm2"
 	"github.com/ollama/ollama/model/models/llama4"
+	"github.com/ollama/ollama/model/models/nemotronh"
 	"github.com/ollama/ollama/model/models/olmo3"
 	"github.com/ollama/ollama/model/models/qwen3next"
 )
@@ -88,6 +89,8 @@ func setCacheForTest(t *testing.T, om model.Model, c kvcache.Cache) {
 	case *qwen3next.Model:
 		m.Cache = c
 	case *gemma3n.Model:
+		m.Cache = c
+	case *nemotronh.Model:
 		m.Cache = c
 	default:
 		t.Fatalf("no cache to set for %T", om)

@@ -192,6 +192,8 @@ var repackSuffixes = []string{
 	".ffn_gate_exps.weight", ".ffn_up_exps.weight", ".ffn_down_exps.weight",
 	// Qwen3-Next's gated DeltaNet (attn_qkv above)
 	".attn_gate.weight", ".ssm_ba.weight", ".ssm_out.weight",
+	// Nemotron-H's Mamba-2 input projection (ssm_out above)
+	".ssm_in.weight",
 }
 
 // repackable reports whether the weight named may be repacked.

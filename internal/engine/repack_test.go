@@ -80,6 +80,15 @@ func TestRepackSameTokens(t *testing.T) {
 				// (qkv, gate, beta/alpha, out); the experts' and the shared
 				// expert's gate and up (their down projections Q8_0)
 				want = 8 * packed.Info().Layers
+			case "nemotron_h", "nemotron_h_moe":
+				// a Mamba-2 layer's input and output projections,
+				// attention's four, a feed-forward's up and down; the
+				// experts' up and the shared expert's two (the experts'
+				// down projection Q8_0, rows of 128)
+				want = 0
+				for _, c := range nemotronhLayoutOf(arch, "small").pattern {
+					want += map[rune]int{'M': 2, '*': 4, '-': 2, 'E': 3}[c]
+				}
 			}
 			if packed.Repacked() != want {
 				t.Fatalf("%d tensors repacked, want %d", packed.Repacked(), want)

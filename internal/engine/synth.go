@@ -18,7 +18,7 @@ import (
 
 // SynthSpec describes a synthetic (random-weight) model.
 type SynthSpec struct {
-	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss (or gpt-oss) | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4 | qwen3next | gemma3n
+	Arch string // qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss (or gpt-oss) | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4 | qwen3next | nemotron_h | nemotron_h_moe | gemma3n
 	Size string // tiny | small | 0.6b | 1b | 1.5b | 1.7b | 2b | 3b | 4b | 7b | 8b | 9b | 20b | 30b | 70b | 80b | 109b (see SynthSizesFor)
 	Type string // f32 | f16 | q8_0 | q4_k
 	Seed uint64
@@ -149,7 +149,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 func Synth(ctx context.Context, path string, spec SynthSpec) error {
 	shapes, ok := synthShapes[synthArch(spec.Arch)]
 	if !ok {
-		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4 | qwen3next | gemma3n)", ErrUnsupportedArch, spec.Arch)
+		return fmt.Errorf("%w %q (synth: qwen3 | qwen2 | llama | gemma3 | mistral3 | lfm2 | lfm2moe | qwen3moe | gptoss | gemma2 | olmo3 | deepseek2 | glm4moelite | llama4 | qwen3next | nemotron_h | nemotron_h_moe | gemma3n)", ErrUnsupportedArch, spec.Arch)
 	}
 	s, ok := shapes[spec.Size]
 	if !ok {
@@ -277,6 +277,10 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 		}
 	case "qwen3next":
 		if voc, err = qwen3nextKV(kv, s, spec.Size); err != nil {
+			return err
+		}
+	case "nemotron_h", "nemotron_h_moe":
+		if voc, err = nemotronhKV(kv, s, spec.Size); err != nil {
 			return err
 		}
 	}
@@ -424,6 +428,9 @@ func synthShaped(ctx context.Context, path string, spec SynthSpec, s synthShape)
 			continue
 		case "qwen3next":
 			qwen3nextLayer(kit, p, l, spec.Size, s, moe)
+			continue
+		case "nemotron_h", "nemotron_h_moe":
+			nemotronhLayer(kit, p, l, arch, spec.Size, s, moe)
 			continue
 		}
 		dense := arch == "lfm2moe" && !lfm2MoE(spec.Size, l)

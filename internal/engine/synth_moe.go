@@ -45,6 +45,10 @@ var synthExperts = map[string]map[string]moeShape{
 		"small": {8, 2, 128},
 		"80b":   {512, 10, 512},
 	},
+	"nemotron_h_moe": { // its E layers' (nemotronhLayoutOf)
+		"tiny":  {4, 2, 32},
+		"small": {8, 2, 128},
+	},
 	"llama4": { // top-1, as Llama 4; 109b: Scout's 16 experts of 8192
 		"tiny":  {4, 1, 32},
 		"small": {8, 1, 128},

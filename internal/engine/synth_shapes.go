@@ -31,6 +31,7 @@ type synthShape struct {
 //	llama4: 109b Llama-4-Scout-17B-16E (text model; synth_llama4.go)
 //	gemma3n: tiny and small only (synth_gemma3n.go)
 //	qwen3next: 80b Qwen3-Next-80B-A3B (text model; synth_qwen3next.go)
+//	nemotron_h: 8b Nemotron-H-8B-Base-8K (synth_nemotronh.go)
 var synthShapes = map[string]map[string]synthShape{
 	//        hidden layers heads kv headDim ffn vocab normal ctx tied ropeFreqs
 	"qwen3": {
@@ -112,6 +113,15 @@ var synthShapes = map[string]map[string]synthShape{
 	"gemma3n": { // AltUp, per-layer inputs, KV sharing: synth_gemma3n.go
 		"tiny":  {64, 6, 4, 2, 16, 128, 512, 0, 4096, true, false},
 		"small": {256, 10, 8, 4, 32, 768, 4096, 0, 8192, true, false},
+	},
+	"nemotron_h": { // ffn: the feed-forward layers' (nemotronhLayouts)
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, false},
+		"8b":    {4096, 52, 32, 8, 128, 21504, 131072, 0, 8192, false, false},
+	},
+	"nemotron_h_moe": { // ffn unused (its feed-forwards experts: synthExperts)
+		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},
+		"small": {256, 8, 8, 4, 32, 768, 4096, 0, 8192, false, false},
 	},
 	"llama4": { // ffn: the dense layers' (intermediate_size_mlp); ctx: Scout's max_position_embeddings
 		"tiny":  {64, 4, 4, 2, 16, 128, 512, 0, 4096, false, false},

@@ -37,6 +37,8 @@ func TestSynthTypes(t *testing.T) {
 		{"lfm2", "small", "q4_k", "Q4_K_M"},
 		{"lfm2moe", "small", "q4_k", "Q4_K_M"},
 		{"qwen3next", "small", "q4_k", "Q4_K_M"},
+		{"nemotron_h", "small", "q4_k", "Q4_K_M"},
+		{"nemotron_h_moe", "small", "q4_k", "Q4_K_M"},
 	}
 	for _, c := range cases {
 		p := synthFile(t, c.arch, c.size, c.typ)
@@ -198,24 +200,26 @@ func TestSynthQuantizedFiles(t *testing.T) {
 // size another arch has is refused with the sizes this one offers.
 func TestSynthSizes(t *testing.T) {
 	for arch, want := range map[string][]string{
-		"qwen3":       {"tiny", "small", "0.6b", "1.7b", "4b", "8b"},
-		"qwen2":       {"tiny", "small", "0.6b", "1.5b", "7b"},
-		"llama":       {"tiny", "small", "0.6b", "1b", "8b", "70b"},
-		"gemma3":      {"tiny", "small", "1b", "4b"},
-		"mistral3":    {"tiny", "small", "3b"},
-		"lfm2":        {"tiny", "small"},
-		"lfm2moe":     {"tiny", "small"},
-		"qwen3moe":    {"tiny", "small", "30b"},
-		"gptoss":      {"tiny", "small", "20b"},
-		"gpt-oss":     {"tiny", "small", "20b"},
-		"gemma2":      {"tiny", "small", "2b", "9b"},
-		"olmo3":       {"tiny", "small", "7b"},
-		"deepseek2":   {"tiny", "small"},
-		"glm4moelite": {"tiny", "small"},
-		"llama4":      {"tiny", "small", "109b"},
-		"qwen3next":   {"tiny", "small", "80b"},
-		"gemma3n":     {"tiny", "small"},
-		"gpt2":        nil,
+		"qwen3":          {"tiny", "small", "0.6b", "1.7b", "4b", "8b"},
+		"qwen2":          {"tiny", "small", "0.6b", "1.5b", "7b"},
+		"llama":          {"tiny", "small", "0.6b", "1b", "8b", "70b"},
+		"gemma3":         {"tiny", "small", "1b", "4b"},
+		"mistral3":       {"tiny", "small", "3b"},
+		"lfm2":           {"tiny", "small"},
+		"lfm2moe":        {"tiny", "small"},
+		"qwen3moe":       {"tiny", "small", "30b"},
+		"gptoss":         {"tiny", "small", "20b"},
+		"gpt-oss":        {"tiny", "small", "20b"},
+		"gemma2":         {"tiny", "small", "2b", "9b"},
+		"olmo3":          {"tiny", "small", "7b"},
+		"deepseek2":      {"tiny", "small"},
+		"glm4moelite":    {"tiny", "small"},
+		"llama4":         {"tiny", "small", "109b"},
+		"qwen3next":      {"tiny", "small", "80b"},
+		"nemotron_h":     {"tiny", "small", "8b"},
+		"nemotron_h_moe": {"tiny", "small"},
+		"gemma3n":        {"tiny", "small"},
+		"gpt2":           nil,
 	} {
 		if got := SynthSizesFor(arch); !slices.Equal(got, want) {
 			t.Errorf("%s: sizes %v, want %v", arch, got, want)

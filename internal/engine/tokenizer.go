@@ -21,6 +21,7 @@ import (
 	"github.com/ollama/ollama/model/models/llama"
 	"github.com/ollama/ollama/model/models/llama4"
 	"github.com/ollama/ollama/model/models/mistral3"
+	"github.com/ollama/ollama/model/models/nemotronh"
 	"github.com/ollama/ollama/model/models/olmo3"
 	"github.com/ollama/ollama/model/models/qwen2"
 	"github.com/ollama/ollama/model/models/qwen3"
@@ -88,6 +89,8 @@ func LoadTokenizer(path string) (t *Tokenizer, err error) {
 		m, err = gptoss.New(kv)
 	case "qwen3next":
 		m, err = qwen3next.New(kv)
+	case "nemotron_h", "nemotron_h_moe":
+		m, err = nemotronh.New(kv)
 	default:
 		err = fmt.Errorf("%w %q", ErrUnsupportedArch, kv.Architecture())
 	}
