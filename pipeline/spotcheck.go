@@ -211,7 +211,7 @@ func (g *generation) mismatch(ctx context.Context, k int, what string, input []i
 	g.chain.st.Reset()
 	g.chain = nil
 	g.closeShadow()
-	g.o.log().Warn("pipeline: spot-check mismatch; finding the liar", "at_token", k, "disagreement", what, "route", a, "check_route", b)
+	g.o.log().Info("pipeline: the routes disagree; probing them", "at_token", k, "disagreement", what, "route", a, "check_route", b)
 	liars, suspects, where, last := g.bisect(ctx, a, b)
 	if chose != nil && len(liars) == 0 && where == [2]int{} && ctx.Err() == nil && g.nearTie(last, *chose, g.routesTolerance(a, b)) {
 		g.res.NearTies++
@@ -226,6 +226,7 @@ func (g *generation) mismatch(ctx context.Context, k int, what string, input []i
 		g.chain = c
 		return res, false, err
 	}
+	g.o.log().Warn("pipeline: spot-check mismatch; finding the liar", "at_token", k, "disagreement", what, "route", a, "check_route", b)
 	g.res.Mismatches++
 	if len(liars) == 0 && where == [2]int{} && ctx.Err() == nil {
 		// Every range agreed when probed: the liar lies on real traffic only.
