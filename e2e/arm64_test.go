@@ -121,7 +121,7 @@ func challengeErr(d *daemon, id string) (float64, bool) {
 }
 
 // mismatchLine is the originator's log line for routes that disagree.
-var mismatchLine = regexp.MustCompile(`msg="pipeline: spot-check mismatch; finding the liar" at_token=\d+ diff=(\S+)`)
+var mismatchLine = regexp.MustCompile(`msg="pipeline: spot-check mismatch; finding the liar" at_token=\d+ disagreement="by ([^,]+),`)
 
 // mismatchDiff is the largest difference between two routes' logits that
 // d logged as a spot-check mismatch (0: none).
