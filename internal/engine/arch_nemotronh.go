@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"reflect"
-	"strings"
 
 	"github.com/ollama/ollama/fs"
 	"github.com/ollama/ollama/kvcache"
@@ -102,40 +101,12 @@ func (a nemotronhArch) hasLayer(i int) bool { return len(nemotronhMissing(a.m, i
 // embedding or head its ends need, naming them: ollama's nemotronh has no
 // Validate, and its forward pass would dereference the missing tensors.
 func checkNemotronH(m *nemotronh.Model) error {
-	lo, hi := -1, -1
-	for i, l := range m.Layers {
-		if normOK(l.AttentionNorm) || holdsTensor(reflect.ValueOf(l.Operator)) || holdsTensor(reflect.ValueOf(l.MLP)) {
-			if lo < 0 {
-				lo = i
-			}
-			hi = i
-		}
+	has := func(i int) bool {
+		l := m.Layers[i]
+		return normOK(l.AttentionNorm) || holdsTensor(reflect.ValueOf(l.Operator)) || holdsTensor(reflect.ValueOf(l.MLP))
 	}
-	if lo < 0 {
-		return fmt.Errorf("%w: nemotron_h file with no layer", ErrMissingLayers)
-	}
-	var missing []string
-	if lo == 0 && !embedOK(m.TokenEmbedding) {
-		missing = append(missing, "token_embd.weight")
-	}
-	for i := lo; i <= hi; i++ {
-		missing = append(missing, nemotronhMissing(m, i)...)
-	}
-	if hi == len(m.Layers)-1 {
-		if !normOK(m.OutputNorm) {
-			missing = append(missing, "output_norm.weight")
-		}
-		if !linearOK(m.Output) {
-			missing = append(missing, "output.weight")
-		}
-	}
-	if len(missing) > 0 {
-		if len(missing) > 8 {
-			missing = append(missing[:8], fmt.Sprintf("and %d more", len(missing)-8))
-		}
-		return fmt.Errorf("%w: nemotron_h layers [%d,%d) lack %s", ErrMissingLayers, lo, hi+1, strings.Join(missing, ", "))
-	}
-	return nil
+	return heldLayers("nemotron_h", len(m.Layers), has, func(i int) []string { return nemotronhMissing(m, i) },
+		embedOK(m.TokenEmbedding), normOK(m.OutputNorm), linearOK(m.Output))
 }
 
 // nemotronhMissing names the tensors of layer i its forward pass reads

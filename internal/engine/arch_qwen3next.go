@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"reflect"
-	"strings"
 
 	"github.com/ollama/ollama/fs"
 	"github.com/ollama/ollama/kvcache"
@@ -110,40 +109,8 @@ func (a qwen3nextArch) hasLayer(i int) bool { return len(qwen3nextMissing(a.m, i
 // embedding or head its ends need, naming them: ollama's qwen3next has no
 // Validate, and its forward pass would dereference the missing tensors.
 func checkQwen3Next(m *qwen3next.Model) error {
-	lo, hi := -1, -1
-	for i := range m.Layers {
-		if qwen3nextHasAny(m, i) {
-			if lo < 0 {
-				lo = i
-			}
-			hi = i
-		}
-	}
-	if lo < 0 {
-		return fmt.Errorf("%w: qwen3next file with no layer", ErrMissingLayers)
-	}
-	var missing []string
-	if lo == 0 && !embedOK(m.TokenEmbedding) {
-		missing = append(missing, "token_embd.weight")
-	}
-	for i := lo; i <= hi; i++ {
-		missing = append(missing, qwen3nextMissing(m, i)...)
-	}
-	if hi == len(m.Layers)-1 {
-		if !normOK(m.OutputNorm) {
-			missing = append(missing, "output_norm.weight")
-		}
-		if !linearOK(m.Output) {
-			missing = append(missing, "output.weight")
-		}
-	}
-	if len(missing) > 0 {
-		if len(missing) > 8 {
-			missing = append(missing[:8], fmt.Sprintf("and %d more", len(missing)-8))
-		}
-		return fmt.Errorf("%w: qwen3next layers [%d,%d) lack %s", ErrMissingLayers, lo, hi+1, strings.Join(missing, ", "))
-	}
-	return nil
+	return heldLayers("qwen3next", len(m.Layers), func(i int) bool { return qwen3nextHasAny(m, i) },
+		func(i int) []string { return qwen3nextMissing(m, i) }, embedOK(m.TokenEmbedding), normOK(m.OutputNorm), linearOK(m.Output))
 }
 
 // qwen3nextFFN lists the tensor fields of a layer's feed-forward (a type
