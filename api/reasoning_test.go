@@ -1,16 +1,12 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/llmswarm/llmswarm/internal/engine"
-	"github.com/llmswarm/llmswarm/node"
 	"github.com/llmswarm/llmswarm/nodetest"
 )
 
@@ -20,21 +16,7 @@ import (
 // real peers, the role peer's answer the tokens of a harmony answer
 // (replayHarmony) sent over the real MoA wire.
 func TestReasoningContent(t *testing.T) {
-	model := filepath.Join(t.TempDir(), "gptoss.gguf")
-	if err := engine.Synth(context.Background(), model, engine.SynthSpec{Arch: "gptoss", Size: "tiny", Type: "f32", Seed: 3}); err != nil {
-		t.Fatal(err)
-	}
-	peers := nodetest.Cluster(t, 2, func(i int, c *node.Config) {
-		c.Engine.Threads, c.Engine.Context = 1, 256
-		if i == 0 {
-			c.MoA.Unverified = "ask" // no copy of the model to check the holder with
-		} else {
-			c.Roles = map[string]string{"reasoner": model}
-		}
-	})
-	api := peers[0].APIAddr()
-	waitModel(t, api, "reasoner")
-	nodetest.ReplayHarmony(t, peers[1], model)
+	api := nodetest.HarmonyReasoner(t)
 	body := `{"model":"reasoner","max_tokens":64,"messages":[{"role":"user","content":"The capital of France?"}]}`
 
 	whole := chat(t, api, body, false)

@@ -2,14 +2,19 @@ package nodetest
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/json"
+	"net/http"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/moa"
+	"github.com/llmswarm/llmswarm/node"
 )
 
 // HarmonyThought and HarmonyAnswer are a GPT-OSS chat answer in the
@@ -68,4 +73,35 @@ func ReplayHarmony(t testing.TB, p *Peer, model string) {
 		w.Write(b)
 		w.Flush()
 	})
+}
+
+// HarmonyReasoner starts two peers: the second serves a synthetic GPT-OSS
+// file as the reasoner and answers with HarmonyAnswer (ReplayHarmony);
+// the first, which has no copy to check it with, asks it (moa.unverified
+// ask) once it sees it. It returns the first peer's API address.
+func HarmonyReasoner(t testing.TB) string {
+	t.Helper()
+	model := filepath.Join(t.TempDir(), "gptoss.gguf")
+	if err := engine.Synth(context.Background(), model, engine.SynthSpec{Arch: "gptoss", Size: "tiny", Type: "f32", Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	peers := Cluster(t, 2, func(i int, c *node.Config) {
+		c.Engine.Threads, c.Engine.Context = 1, 256
+		if i == 0 {
+			c.MoA.Unverified = "ask" // no copy of the model to check the holder with
+		} else {
+			c.Roles = map[string]string{"reasoner": model}
+		}
+	})
+	api := peers[0].APIAddr()
+	Eventually(t, 30*time.Second, "the origin sees the reasoner", func() bool {
+		resp, err := http.Get("http://" + api + "/v1/models/reasoner")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	ReplayHarmony(t, peers[1], model)
+	return api
 }

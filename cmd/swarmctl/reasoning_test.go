@@ -1,15 +1,9 @@
 package main
 
 import (
-	"context"
-	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/llmswarm/llmswarm/internal/engine"
-	"github.com/llmswarm/llmswarm/node"
 	"github.com/llmswarm/llmswarm/nodetest"
 )
 
@@ -19,28 +13,7 @@ import (
 // role peer's answer the tokens of a harmony answer sent over the real
 // MoA wire (nodetest.ReplayHarmony: random weights write no harmony).
 func TestAskReasoning(t *testing.T) {
-	model := filepath.Join(t.TempDir(), "gptoss.gguf")
-	if err := engine.Synth(context.Background(), model, engine.SynthSpec{Arch: "gptoss", Size: "tiny", Type: "f32", Seed: 3}); err != nil {
-		t.Fatal(err)
-	}
-	peers := nodetest.Cluster(t, 2, func(i int, c *node.Config) {
-		c.Engine.Threads, c.Engine.Context = 1, 256
-		if i == 0 {
-			c.MoA.Unverified = "ask" // no copy of the model to check the holder with
-		} else {
-			c.Roles = map[string]string{"reasoner": model}
-		}
-	})
-	api := peers[0].APIAddr()
-	nodetest.Eventually(t, 30*time.Second, "the origin sees the reasoner", func() bool {
-		resp, err := http.Get("http://" + api + "/v1/models/reasoner")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
-	nodetest.ReplayHarmony(t, peers[1], model)
+	api := nodetest.HarmonyReasoner(t)
 	for _, tc := range []struct {
 		args        []string
 		out, stderr string // stdout wanted; stderr holds the reasoning or not
