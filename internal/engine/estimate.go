@@ -12,8 +12,9 @@ import (
 
 // Estimate is the memory Load(path, opts) will take, read from the file's
 // header without loading it: the bytes of its weight tensors and the KV
-// cache one session takes (opts.Slots sessions take Slots times that),
-// and opts with Load's defaults applied. The compute graph's buffers
+// cache one session takes (opts.Slots sessions take Slots times that), in
+// the host's memory and on a GPU (Memory.GPU, as Load would place them
+// now: opts.GPULayers), and opts with Load's defaults applied. The compute graph's buffers
 // (25-40 MiB measured on the 0.6b shape) are not counted. Errors are
 // Load's.
 func Estimate(path string, opts Options) (Memory, Options, error) {
@@ -50,8 +51,10 @@ func Estimate(path string, opts Options) (Memory, Options, error) {
 			return Memory{}, opts, &FileError{path, fmt.Errorf("%w: tied output head: %v", ErrNotGGUF, err)}
 		}
 	}
+	mem.GPU = planOffload(meta, opts, Devices())
+	mem.Weights -= mem.GPU.Weights
 	var ok bool
-	if mem.KVPerSession, ok = kvPerSession(kv, int64(kv.Uint("embedding_length")), int64(len(layers)), opts.Context); !ok {
+	if mem.KVPerSession, ok = kvPerSession(kv, int64(kv.Uint("embedding_length")), int64(len(layers)-len(mem.GPU.Layers)), opts.Context); !ok {
 		return Memory{}, opts, &FileError{path, fmt.Errorf("%w: its KV cache (%d layers of %d tokens, as the header shapes attention) is too large to count",
 			ErrNotGGUF, len(layers), opts.Context)}
 	}

@@ -25,6 +25,10 @@ func TestMain(m *testing.M) {
 	testDir = d
 	// ollama logs model loads at info level through the default logger
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err := setupVulkan(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(d)
 	os.Exit(code)

@@ -88,6 +88,15 @@ type Options struct {
 	// NoPool runs each graph on worker threads started for it alone, as
 	// ggml does by default, instead of the process's pool: for comparisons.
 	NoPool bool
+	// GPULayers is how many of the file's layers run on a GPU, where a
+	// loaded backend found one (InitBackends): 0 none, GPULayersAll as
+	// many as fit, n at most n; the last layers go first, the head with
+	// them when every layer fits (planOffload). The rest, the embedding
+	// and the inputs run on the CPU; each layer's KV is on its device.
+	GPULayers int
+	// GPUMemory bounds what the process's models take on a GPU, in
+	// bytes (0: the device's free memory, less a reserve for compute).
+	GPUMemory int64
 	// Logger receives load and session events (nil: discard).
 	Logger *slog.Logger
 	// LoadProgress, when set, sees Load's progress reading the weights, as
@@ -142,11 +151,14 @@ type Info struct {
 
 // Memory is what a loaded model holds.
 type Memory struct {
-	// Weights is the bytes of weight tensors held (ggml buffers).
+	// Weights is the bytes of weight tensors held in the host's memory
+	// (ggml buffers).
 	Weights int64
-	// KVPerSession is the KV cache bytes one session takes once it has run
-	// every layer present in the file.
+	// KVPerSession is the KV cache bytes one session takes in the host's
+	// memory once it has run every layer present in the file.
 	KVPerSession int64
+	// GPU is what the model holds on a GPU, and which layers.
+	GPU Offload
 }
 
 // Model is a loaded GGUF (whole model or stage slice). It is safe for
@@ -195,6 +207,7 @@ type Model struct {
 	waiters                []*waiter     // requests waiting for a slot, guarded by mu
 	closeErr               error
 	repacked               *repacked        // nil: not repacked
+	gpuTaken               int64            // bytes counted in gpuHeld for GPU.Device
 	cpu                    []unsafe.Pointer // the backend's CPU backends, for the thread pool (threads.go)
 }
 
@@ -208,6 +221,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	}
 	kv := meta.KV()
 	opts.defaults(int(kv.ContextLength()))
+	off := planOffload(meta, opts, Devices())
 	fa := ml.FlashAttentionDisabled
 	if opts.FlashAttention {
 		fa = ml.FlashAttentionEnabled
@@ -216,7 +230,8 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	var b ml.Backend // om's; a model the engine builds has it apart (sliceLoaders)
 	func() {
 		defer recoverErr(&err, "loading model")
-		params := ml.BackendParams{AllocMemory: true, NumThreads: opts.Threads, FlashAttention: fa}
+		params := ml.BackendParams{AllocMemory: true, NumThreads: opts.Threads, FlashAttention: fa,
+			GPULayers: off.gpuLayers(int(kv.BlockCount()))}
 		if load := sliceLoaders[kv.Architecture()]; load != nil && !wholeFile(meta) {
 			om, b, err = load(path, meta, params)
 			return
@@ -312,12 +327,18 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	for _, w := range bm.CPU.Weights {
 		m.mem.Weights += int64(w)
 	}
-	for _, g := range bm.GPUs {
-		for _, w := range g.Weights {
-			m.mem.Weights += int64(w)
+	m.mem.GPU = off
+	if off.Device != nil {
+		m.mem.GPU.Weights = 0
+		for _, g := range bm.GPUs {
+			for _, w := range g.Weights {
+				m.mem.GPU.Weights += int64(w)
+			}
 		}
+		m.gpuTaken = m.mem.GPU.Weights + m.mem.GPU.KVPerSession*int64(opts.Slots)
+		gpuTake(off.Device.Name, m.gpuTaken)
 	}
-	present := int64(m.info.LayerRange[1] - m.info.LayerRange[0])
+	present := int64(m.info.LayerRange[1]-m.info.LayerRange[0]) - int64(len(off.Layers))
 	kvBytes, ok := kvPerSession(cfg, int64(m.info.Hidden), present, opts.Context)
 	if !ok {
 		kvBytes = math.MaxInt64 // checkFile refused what would abort; this is but a count
@@ -325,7 +346,8 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	m.mem.KVPerSession = kvBytes
 	m.slots = make([]*slot, opts.Slots)
 	m.log.Info("model loaded", "model", path, "arch", m.info.Arch, "layers", fmt.Sprintf("%d-%d", m.info.LayerRange[0], m.info.LayerRange[1]),
-		"weights_bytes", m.mem.Weights, "repacked_tensors", m.Repacked(), "threads", opts.Threads, "slots", opts.Slots, "context", opts.Context)
+		"weights_bytes", m.mem.Weights, "repacked_tensors", m.Repacked(), "threads", opts.Threads, "slots", opts.Slots, "context", opts.Context,
+		"backend", off.Backend(int(present)+len(off.Layers)), "gpu_weights_bytes", m.mem.GPU.Weights)
 	if ct := tok.ChatTemplate(); ct.Note != "" {
 		m.log.Warn("chat template", "model", path, "source", ct.Source, "why", ct.Note)
 	} else {
@@ -439,6 +461,10 @@ func (m *Model) Close() error {
 	defer computeMu.Unlock()
 	func() {
 		defer recoverErr(&m.closeErr, "closing model")
+		// ollama's Close frees the weights and caches as they are; a GPU
+		// may still be running the last graph on them (its compute is
+		// asynchronous).
+		syncBackends(m.b)
 		for _, s := range m.slots {
 			if s != nil && s.sess != nil {
 				s.sess.closed = true
@@ -452,6 +478,9 @@ func (m *Model) Close() error {
 		}
 		m.b.Close()
 		m.repacked.free()
+		if m.gpuTaken > 0 {
+			gpuTake(m.mem.GPU.Device.Name, -m.gpuTaken)
+		}
 	}()
 	return m.closeErr
 }

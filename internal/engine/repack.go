@@ -156,6 +156,13 @@ static void swarm_repack_free(struct ggml_context * ctx, ggml_backend_buffer_t b
 	}
 }
 
+// swarm_on_cpu says whether t lives in the CPU backend's plain buffer
+// (not on a GPU, whose memory the host must not touch).
+static int swarm_on_cpu(const struct ggml_tensor * t) {
+	ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+	return t->buffer != NULL && dev != NULL && ggml_backend_buffer_get_type(t->buffer) == ggml_backend_dev_buffer_type(dev);
+}
+
 static int swarm_repackable_type(enum ggml_type t) {
 	return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K || t == GGML_TYPE_IQ4_NL || t == GGML_TYPE_Q2_K;
 }
@@ -244,7 +251,7 @@ func repackWeights(b ml.Backend, names []string) (*repacked, error) {
 		if strings.HasSuffix(name, "_exps.weight") {
 			dims = 3
 		}
-		if int(C.swarm_tensor_dims(ct)) != dims || C.swarm_repackable_type(C.swarm_tensor_type(ct)) == 0 {
+		if int(C.swarm_tensor_dims(ct)) != dims || C.swarm_repackable_type(C.swarm_tensor_type(ct)) == 0 || C.swarm_on_cpu(ct) == 0 {
 			continue
 		}
 		ws = append(ws, ct)
@@ -323,7 +330,7 @@ func hugePages(b ml.Backend, names []string) {
 		if t == nil {
 			continue
 		}
-		if ct, err := cTensor(t); err == nil {
+		if ct, err := cTensor(t); err == nil && C.swarm_on_cpu(ct) != 0 {
 			C.swarm_tensor_hugepages(ct)
 		}
 	}

@@ -130,11 +130,22 @@ func useThreads(cpu []unsafe.Pointer, n int, noPool bool) {
 }
 
 // cpuBackends are the CPU backends among the scheduler's backends of
-// ollama's ggml backend (ml/backend/ggml.Backend's schedBackends, read by
-// reflection, as tensorOf reads a tensor: an ollama upgrade that renames
-// the field leaves ggml's default of a pool per graph, and
-// TestThreadPoolKept fails). Load finds them once per model.
+// ollama's ggml backend (schedBackends). Load finds them once per model.
 func cpuBackends(b ml.Backend) []unsafe.Pointer {
+	var out []unsafe.Pointer
+	for _, e := range schedBackends(b) {
+		if C.swarm_is_cpu(C.ggml_backend_t(e)) != 0 {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// schedBackends are the backends ollama's ggml backend schedules its
+// graphs on (ml/backend/ggml.Backend's schedBackends, read by reflection,
+// as tensorOf reads a tensor: an ollama upgrade that renames the field
+// leaves ggml's default of a pool per graph, and TestThreadPoolKept fails).
+func schedBackends(b ml.Backend) []unsafe.Pointer {
 	v := reflect.ValueOf(b)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
 		return nil
@@ -145,7 +156,7 @@ func cpuBackends(b ml.Backend) []unsafe.Pointer {
 	}
 	out := make([]unsafe.Pointer, 0, f.Len())
 	for i := range f.Len() {
-		if e := f.Index(i); !e.IsNil() && C.swarm_is_cpu(C.ggml_backend_t(unsafe.Pointer(e.Pointer()))) != 0 {
+		if e := f.Index(i); !e.IsNil() {
 			out = append(out, unsafe.Pointer(e.Pointer()))
 		}
 	}
