@@ -96,6 +96,9 @@ type HopStat struct {
 	// this one: "local", "direct", "punched" or "relayed"; known, and set,
 	// only where that is this peer.
 	Conn string `json:"conn,omitempty"`
+	// Backend is where the hop's peer says it runs the hop's layers: "CPU",
+	// or a GPU backend with its share of them ("Vulkan 4/4+head").
+	Backend string `json:"backend,omitempty"`
 }
 
 // Reroute records a failover. DetectMS is how long the failed step ran

@@ -22,6 +22,38 @@ type Platform struct {
 	Cores    int    `json:"cores"`
 	RAMBytes uint64 `json:"ram_bytes"`
 	FreeRAM  uint64 `json:"free_ram_bytes,omitempty"`
+	GPUs     []GPU  `json:"gpus,omitempty"`
+}
+
+// GPU is a GPU a peer computes on.
+type GPU struct {
+	Backend   string `json:"backend"`
+	Name      string `json:"name"`
+	VRAMBytes uint64 `json:"vram_bytes"`
+	FreeVRAM  uint64 `json:"free_vram_bytes,omitempty"`
+}
+
+// GPUStatus is what this peer found of GPUs at start.
+type GPUStatus struct {
+	// Dirs are the folders GPU backends were looked for in (config
+	// engine.gpu_libs); Loaded the backends that loaded ("Vulkan").
+	Dirs   []string `json:"dirs"`
+	Loaded []string `json:"loaded,omitempty"`
+	// Devices are the GPUs they found, with their memory now.
+	Devices []GPUDevice `json:"devices,omitempty"`
+	// Layers is config engine.gpu_layers: -1 as many as fit, 0 none.
+	Layers int `json:"gpu_layers"`
+}
+
+// GPUDevice is one GPU.
+type GPUDevice struct {
+	Backend     string `json:"backend"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	TotalBytes  uint64 `json:"total_bytes"`
+	FreeBytes   uint64 `json:"free_bytes"`
+	// HeldBytes is what this peer's models hold on it.
+	HeldBytes int64 `json:"held_bytes"`
 }
 
 // Peers is GET /v1/swarm/peers.
@@ -75,6 +107,7 @@ type Role struct {
 	TokPerSec float64 `json:"tok_s,omitempty"`
 	Context   int     `json:"context,omitempty"`
 	Vocab     string  `json:"vocab,omitempty"` // tokenizer fingerprint
+	Backend   string  `json:"backend,omitempty"`
 }
 
 // Shard is layers [Start,End) of a model.
@@ -88,6 +121,9 @@ type Shard struct {
 	Hidden     int     `json:"hidden,omitempty"`
 	MemBytes   int64   `json:"mem_bytes,omitempty"`
 	MsPerLayer float64 `json:"ms_per_layer,omitempty"`
+	// Backend is where the peer runs the shard's layers: "CPU", or a GPU
+	// backend with its share of them ("Vulkan 8/8+head").
+	Backend string `json:"backend,omitempty"`
 }
 
 // Battery state where the device exposes it.
@@ -130,6 +166,8 @@ type Status struct {
 	Tasks []Task `json:"tasks"`
 	// Ledger sums this peer's accounts of give and take.
 	Ledger LedgerSummary `json:"ledger"`
+	// GPU is the GPUs this peer found and computes on.
+	GPU GPUStatus `json:"gpu"`
 }
 
 // RoleRequest is the body of POST /v1/swarm/roles: serve Role with the
@@ -192,6 +230,13 @@ type Loaded struct {
 	Batched bool  `json:"batched"`
 	Steps   int64 `json:"steps"`
 	Graphs  int64 `json:"graphs"`
+	// Backend is where its layers run: "CPU", or a GPU backend with its
+	// share of them ("Vulkan 8/8+head"); GPUWeightsBytes and
+	// GPUKVPerSessionBytes what it holds there (WeightsBytes and the KV
+	// figures above are the host's).
+	Backend              string `json:"backend"`
+	GPUWeightsBytes      int64  `json:"gpu_weights_bytes,omitempty"`
+	GPUKVPerSessionBytes int64  `json:"gpu_kv_per_session_bytes,omitempty"`
 }
 
 // MemoryStatus is a peer's serving memory budget.

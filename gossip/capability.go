@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
@@ -19,6 +20,7 @@ const (
 	maxShards      = 64
 	maxString      = 128
 	maxLayers      = 4096
+	maxGPUs        = 8
 )
 
 // CapabilityDomain is the signing domain of capability envelopes.
@@ -60,6 +62,23 @@ type Platform struct {
 	Cores    int    `json:"cores"`
 	RAMBytes uint64 `json:"ram_bytes"`
 	FreeRAM  uint64 `json:"free_ram_bytes,omitempty"`
+	// GPUs are the GPUs the peer's loaded backends found (none: it
+	// computes on its CPU).
+	GPUs []GPU `json:"gpus,omitempty"`
+}
+
+// Equal reports whether p and q say the same.
+func (p Platform) Equal(q Platform) bool {
+	return p.OS == q.OS && p.Arch == q.Arch && p.Device == q.Device && p.Cores == q.Cores &&
+		p.RAMBytes == q.RAMBytes && p.FreeRAM == q.FreeRAM && slices.Equal(p.GPUs, q.GPUs)
+}
+
+// GPU is a GPU a peer computes on.
+type GPU struct {
+	Backend   string `json:"backend"` // ggml's backend: "Vulkan", "CUDA"
+	Name      string `json:"name"`    // the device, as its driver names it
+	VRAMBytes uint64 `json:"vram_bytes"`
+	FreeVRAM  uint64 `json:"free_vram_bytes,omitempty"`
 }
 
 // Role is a whole model serving one Mixture-of-Agents role.
@@ -75,6 +94,8 @@ type Role struct {
 	// each other (speculative speed mode). A claim, checked again by the
 	// verifier when the drafter answers.
 	Vocab string `json:"vocab,omitempty"`
+	// Backend is where the peer runs the model's layers (Shard.Backend).
+	Backend string `json:"backend,omitempty"`
 }
 
 // Shard is layers [Start,End) of one model.
@@ -88,6 +109,9 @@ type Shard struct {
 	Hidden     int     `json:"hidden,omitempty"`
 	MemBytes   int64   `json:"mem_bytes,omitempty"`
 	MsPerLayer float64 `json:"ms_per_layer,omitempty"` // measured decode cost of one layer
+	// Backend is where the peer runs the shard's layers: "CPU", or a GPU
+	// backend with its share of them ("Vulkan 8/8+head"; engine.Offload).
+	Backend string `json:"backend,omitempty"`
 }
 
 // Load is how busy the peer is.
@@ -166,6 +190,14 @@ func (c *Capability) Validate() error {
 	if c.Platform.Cores < 0 || c.Platform.Cores > 4096 {
 		return bad("platform.cores %d", c.Platform.Cores)
 	}
+	if len(c.Platform.GPUs) > maxGPUs {
+		return bad("%d gpus (max %d)", len(c.Platform.GPUs), maxGPUs)
+	}
+	for i, g := range c.Platform.GPUs {
+		if len(g.Backend) > maxString || len(g.Name) > maxString {
+			return bad("platform.gpus[%d]: a name longer than %d bytes", i, maxString)
+		}
+	}
 	if len(c.Roles) > maxRoles {
 		return bad("%d roles (max %d)", len(c.Roles), maxRoles)
 	}
@@ -185,6 +217,9 @@ func (c *Capability) Validate() error {
 		if len(r.Vocab) > 64 || !isHex(r.Vocab) {
 			return bad("roles[%d].vocab %q is not a fingerprint", i, trunc(r.Vocab))
 		}
+		if len(r.Backend) > maxString {
+			return bad("roles[%d].backend longer than %d bytes", i, maxString)
+		}
 	}
 	if len(c.Shards) > maxShards {
 		return bad("%d shards (max %d)", len(c.Shards), maxShards)
@@ -198,6 +233,9 @@ func (c *Capability) Validate() error {
 		}
 		if s.Hidden < 0 || s.MemBytes < 0 || !finite(s.MsPerLayer) || s.MsPerLayer < 0 {
 			return bad("shards[%d]: negative or non-finite size or speed", i)
+		}
+		if len(s.Backend) > maxString {
+			return bad("shards[%d].backend longer than %d bytes", i, maxString)
 		}
 	}
 	if c.Load.Active < 0 || c.Load.Capacity < 0 || c.Load.Queued < 0 || c.Load.Queued > 1<<20 {

@@ -87,7 +87,7 @@ func measureSpeed(ctx context.Context, m *engine.Model) (float64, error) {
 // Capability is how the role is announced.
 func (rm *RoleModel) Capability() gossip.Role {
 	return gossip.Role{Role: rm.Role, ModelCID: rm.CID, ModelName: rm.Name, Quant: rm.Quant, TokPerSec: rm.TokPerSec,
-		Context: rm.Model.Options().Context, Vocab: rm.Model.Tokenizer().Fingerprint()}
+		Context: rm.Model.Options().Context, Vocab: rm.Model.Tokenizer().Fingerprint(), Backend: rm.Model.Backend()}
 }
 
 // Close unloads the model.

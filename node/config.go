@@ -151,6 +151,28 @@ type EngineConfig struct {
 	// runs. Default false: a model's sessions share one KV cache (all its
 	// slots', allocated at the first session) and batch their steps.
 	Isolate bool `json:"isolate,omitempty"`
+	// GPULayers is how many layers of each role model and shard run on a
+	// GPU, where a GPU backend found one (GPULibs): unset or -1, as many
+	// as fit; 0, none (the CPU only); n, at most n. The last layers go
+	// first, the output head with them when every layer fits.
+	GPULayers *int `json:"gpu_layers,omitempty"`
+	// GPUMemory bounds what this peer's models take of a GPU's memory
+	// (weights and KV caches; max_memory counts the host's only).
+	// Default: the device's free memory, less a reserve for compute.
+	GPUMemory ByteSize `json:"gpu_memory,omitempty"`
+	// GPULibs is the folder GPU backends (libggml-vulkan.so,
+	// libggml-cuda.so) are loaded from; it must end in lib/ollama.
+	// Default: lib/ollama beside the folder of the swarmd binary, where
+	// make build-vulkan puts the Vulkan backend.
+	GPULibs string `json:"gpu_libs,omitempty"`
+}
+
+// gpuLayers is engine.gpu_layers in the engine's terms.
+func (e EngineConfig) gpuLayers() int {
+	if e.GPULayers == nil || *e.GPULayers < 0 {
+		return engine.GPULayersAll
+	}
+	return *e.GPULayers
 }
 
 // PipelineConfig tunes the pipeline originator.
@@ -451,6 +473,15 @@ func (c Config) validate() error {
 	}
 	if c.Engine.Slots > 64 {
 		return fmt.Errorf("config: engine.slots %d: at most 64", c.Engine.Slots)
+	}
+	if g := c.Engine.GPULayers; g != nil && (*g < -1 || *g > 4096) {
+		return fmt.Errorf("config: engine.gpu_layers %d: want -1 (as many as fit, the default), 0 (none) .. 4096", *g)
+	}
+	if c.Engine.GPUMemory < 0 {
+		return fmt.Errorf("config: engine.gpu_memory must not be negative")
+	}
+	if d := c.Engine.GPULibs; d != "" && !strings.HasSuffix(filepath.ToSlash(filepath.Clean(d)), "lib/ollama") {
+		return fmt.Errorf("config: engine.gpu_libs %q: the folder must end in lib/ollama (ggml loads GPU backends from no other)", d)
 	}
 	for name, d := range map[string]Duration{"simple_timeout": c.MoA.SimpleTimeout,
 		"complex_timeout": c.MoA.ComplexTimeout, "speed_timeout": c.MoA.SpeedTimeout} {

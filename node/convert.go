@@ -21,7 +21,11 @@ func addrStrings(h host.Host) []string {
 }
 
 func platformOut(p gossip.Platform) client.Platform {
-	return client.Platform{OS: p.OS, Arch: p.Arch, Device: p.Device, Cores: p.Cores, RAMBytes: p.RAMBytes, FreeRAM: p.FreeRAM}
+	out := client.Platform{OS: p.OS, Arch: p.Arch, Device: p.Device, Cores: p.Cores, RAMBytes: p.RAMBytes, FreeRAM: p.FreeRAM}
+	for _, g := range p.GPUs {
+		out.GPUs = append(out.GPUs, client.GPU(g))
+	}
+	return out
 }
 
 func peerOut(p swarm.Peer, now time.Time, connected bool) client.Peer {

@@ -73,7 +73,7 @@ func (n *Node) Status() (client.Status, error) {
 		DeadAfterMS: s.View().Liveness().DeadAfter().Milliseconds(), Bootstrap: len(n.cfg.Bootstrap),
 		ListenAddrs: addrStrings(h), Warnings: n.Warnings(), Queue: queueOut(n.queue()),
 		NAT: n.nat.Status(), Power: n.powerStatus(), Memory: n.mem.status(), Tasks: n.tasks.list(),
-		Ledger: n.ledgerSummary(),
+		Ledger: n.ledgerSummary(), GPU: n.gpuStatus(),
 	}
 	for _, p := range s.View().Peers() {
 		st.PeersKnown++

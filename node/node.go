@@ -20,6 +20,7 @@ import (
 
 	"github.com/llmswarm/llmswarm/bmcauth"
 	"github.com/llmswarm/llmswarm/gossip"
+	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/ledger"
 	"github.com/llmswarm/llmswarm/moa"
 	"github.com/llmswarm/llmswarm/nat"
@@ -81,6 +82,8 @@ type Node struct {
 	tasks   taskList   // pulls, fetches and loads a user waits for
 	runMu   sync.Mutex // one run-time change of roles or shards at a time
 	loads   startLoads // Start's background loads of the configured roles and shards
+	gpuMu   sync.Mutex
+	gpu     engine.Backends // the GPU backends found at Start (gpu.go)
 }
 
 // APIAddrFile, in the data dir, holds the address the API listens on while
@@ -195,6 +198,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 		return err
 	}
+	n.initGPU()
 	if err = n.startPipeline(ctx); err != nil {
 		if apiLn != nil {
 			apiLn.Close()

@@ -22,7 +22,7 @@ func (n *Node) selfCapability() gossip.Capability {
 		Version: Version,
 		Platform: gossip.Platform{
 			OS: runtime.GOOS, Arch: n.computeArch(), Device: n.cfg.Device,
-			Cores: runtime.NumCPU(), RAMBytes: total, FreeRAM: free,
+			Cores: runtime.NumCPU(), RAMBytes: total, FreeRAM: free, GPUs: n.platformGPUs(),
 		},
 		Thermal: thermal,
 		Battery: bat,
@@ -133,10 +133,14 @@ func (n *Node) queue() engine.QueueStats {
 }
 
 // computeArch names how this peer computes: its build's (engine.ComputeArch),
-// with "+batch" where its stages batch sessions' steps (pipeline.batch), so
+// with its GPU backend ("+vulkan") where its models' layers may run on one
+// and "+batch" where its stages batch sessions' steps (pipeline.batch), so
 // that spot checks compare routes through it as across architectures.
 func (n *Node) computeArch() string {
 	a := engine.ComputeArch()
+	if g := n.gpuComputes(); g != "" {
+		a += "+" + g
+	}
 	if n.cfg.Pipeline.Batch && !n.cfg.Engine.Isolate {
 		a += "+batch"
 	}

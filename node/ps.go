@@ -50,7 +50,8 @@ func loadedOut(kind string, m *engine.Model) client.Loaded {
 	return client.Loaded{Kind: kind, Path: in.Path, Start: in.LayerRange[0], End: in.LayerRange[1],
 		WeightsBytes: mem.Weights, KVBytes: int64(m.CachedSlots()) * mem.KVPerSession, KVPerSessionBytes: mem.KVPerSession,
 		Context: opts.Context, Sessions: open, Slots: slots, Queued: m.Queue().Waiting,
-		Batched: !opts.Isolated, Steps: steps, Graphs: graphs}
+		Batched: !opts.Isolated, Steps: steps, Graphs: graphs,
+		Backend: m.Backend(), GPUWeightsBytes: mem.GPU.Weights, GPUKVPerSessionBytes: mem.GPU.KVPerSession}
 }
 
 // loadedOut lists the reference models loaded now, by path.

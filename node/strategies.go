@@ -17,7 +17,8 @@ import (
 // engineOptions are the engine settings of every model this peer loads.
 func (n *Node) engineOptions() engine.Options {
 	return engine.Options{Threads: n.cfg.Engine.Threads, Slots: n.cfg.Engine.Slots, Queue: n.cfg.Engine.Queue,
-		Context: n.cfg.Engine.Context, Isolated: n.cfg.Engine.Isolate, Logger: n.log}
+		Context: n.cfg.Engine.Context, Isolated: n.cfg.Engine.Isolate, Logger: n.log,
+		GPULayers: n.cfg.Engine.gpuLayers(), GPUMemory: int64(n.cfg.Engine.GPUMemory)}
 }
 
 // startMoA registers the MoA protocol, loads the configured role models and

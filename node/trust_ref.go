@@ -100,6 +100,9 @@ func (r *reference) load(ctx context.Context, se shards.SliceEntry, model string
 	r.mu.Unlock()
 	opts := r.n.engineOptions()
 	opts.Slots, opts.Queue, opts.Context = 2, 8, 256
+	// On the CPU: checks compare a peer with this peer's build (its arch
+	// without a GPU's), within the bounds measured for CPUs.
+	opts.GPULayers = 0
 	// A reference counts against max_memory like what the peer serves:
 	// one that does not fit leaves the claim unchecked, not the device
 	// out of memory.

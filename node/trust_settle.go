@@ -58,6 +58,7 @@ func (r *reference) settleLayers(ctx context.Context, model string, lo, hi int) 
 	// Two sessions (a replay, and one closing); isolated, so that the
 	// replay's numbers do not depend on anything beside it.
 	opts.Slots, opts.Isolated = 2, true
+	opts.GPULayers = 0 // the CPU's numbers: references are judged by the CPU bounds
 	mem, err := n.mem.reserve(fmt.Sprintf("layers [%d,%d) of %s, to settle a dispute", lo, hi, model), se.Path, opts)
 	if err != nil {
 		drop()

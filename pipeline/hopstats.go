@@ -34,7 +34,7 @@ func (g *generation) account(res *Result, took time.Duration) {
 // stats folds the current route's accounting into the result.
 func (g *generation) stats() {
 	for i, h := range g.hops {
-		hs := answer.HopStat{Peer: h.Peer, Start: h.Start, End: h.End}
+		hs := answer.HopStat{Peer: h.Peer, Start: h.Start, End: h.End, Backend: g.backendOf(h)}
 		if i < len(g.conns) {
 			hs.Conn = g.conns[i]
 		}
@@ -46,4 +46,16 @@ func (g *generation) stats() {
 		g.res.Hops = append(g.res.Hops, hs)
 	}
 	g.decodes = 0
+}
+
+// backendOf is where hop h's peer says it runs the hop's layers (the
+// backend of its announced shard holding them: "CPU", "Vulkan 4/4+head");
+// "" where its record names none.
+func (g *generation) backendOf(h Hop) string {
+	for _, sh := range g.holders {
+		if sh.Peer.ID.String() == h.Peer && sh.Shard.Start <= h.Start && h.End <= sh.Shard.End {
+			return sh.Shard.Backend
+		}
+	}
+	return ""
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/llmswarm/llmswarm/answer"
 	"github.com/llmswarm/llmswarm/gossip"
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/internal/gputest"
 	"github.com/llmswarm/llmswarm/internal/nettest"
 	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/swarm"
@@ -42,6 +43,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testDir = d
+	if err := gputest.Setup(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(d)
 	os.Exit(code)
@@ -83,6 +88,7 @@ type stagePeer struct {
 	proxy *nettest.Proxy // when set, the only way others reach this peer
 	batch bool           // serve shards batching sessions' steps (a node's pipeline.batch)
 	plain bool           // serve Q4 weights unrepacked, naming a build without the repacked kernels
+	gpu   bool           // serve shards with every layer that fits on the GPU (gputest)
 }
 
 // addrs is where others dial this peer.
@@ -136,7 +142,11 @@ func (p *stagePeer) serveFile(t testing.TB, full, cid string, a, b int) {
 	if _, err := shards.Slice(full, out, a, b); err != nil {
 		t.Fatal(err)
 	}
-	sh, err := LoadShard(context.Background(), out, cid, a, b, engine.Options{Threads: 1, Slots: 4, Context: 1024, Isolated: !p.batch, NoRepack: p.plain})
+	opts := engine.Options{Threads: 1, Slots: 4, Context: 1024, Isolated: !p.batch, NoRepack: p.plain}
+	if p.gpu {
+		opts.GPULayers = engine.GPULayersAll
+	}
+	sh, err := LoadShard(context.Background(), out, cid, a, b, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

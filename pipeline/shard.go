@@ -96,7 +96,7 @@ func median(ds []time.Duration) time.Duration {
 // Capability is how the shard is announced.
 func (sh *Shard) Capability() gossip.Shard {
 	return gossip.Shard{ModelCID: sh.ModelCID, ModelName: sh.Name, Quant: sh.Quant, Start: sh.Start, End: sh.End,
-		Layers: sh.Layers, Hidden: sh.Hidden, MemBytes: sh.MemBytes, MsPerLayer: sh.MsPerLayer}
+		Layers: sh.Layers, Hidden: sh.Hidden, MemBytes: sh.MemBytes, MsPerLayer: sh.MsPerLayer, Backend: sh.Model.Backend()}
 }
 
 // holds reports whether the shard can run layers [a,b) of model.

@@ -323,5 +323,5 @@ func (v *View) HoldersOf(model string) []ShardHolder {
 // number, clock and load.
 func changed(old, c *gossip.Capability) bool {
 	return !slices.Equal(old.Addrs, c.Addrs) || !slices.Equal(old.Roles, c.Roles) ||
-		!slices.Equal(old.Shards, c.Shards) || old.Platform != c.Platform || old.Thermal != c.Thermal
+		!slices.Equal(old.Shards, c.Shards) || !old.Platform.Equal(c.Platform) || old.Thermal != c.Thermal
 }

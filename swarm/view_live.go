@@ -120,6 +120,10 @@ func material(old, cur *gossip.Capability) bool {
 
 func platformNoFree(p gossip.Platform) gossip.Platform {
 	p.FreeRAM = 0
+	p.GPUs = append([]gossip.GPU(nil), p.GPUs...)
+	for i := range p.GPUs {
+		p.GPUs[i].FreeVRAM = 0
+	}
 	return p
 }
 

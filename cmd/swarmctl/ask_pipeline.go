@@ -64,6 +64,9 @@ func pipelineFooter(e *env, res *answer.Result, trace bool) error {
 			if h.Conn != "" {
 				conn = ", " + h.Conn
 			}
+			if h.Backend != "" {
+				conn += ", on " + h.Backend
+			}
 			fmt.Fprintf(e.stderr, "hop %-6d %-12s layers [%d,%d): compute %.2f ms/token, transfer %.3f ms/token%s\n",
 				i, shortID(h.Peer), h.Start, h.End, h.ComputeMS, h.TransferMS, conn)
 		}

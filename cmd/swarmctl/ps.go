@@ -41,7 +41,7 @@ func printPS(e *env, ps client.PS) error {
 // printLoaded is a table of loaded models.
 func printLoaded(e *env, models []client.Loaded) {
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "KIND\tSERVES\tMODEL\tLAYERS\tWEIGHTS\tKV CACHE\tSESSIONS\tQUEUED\tSPEED\tBATCH")
+	fmt.Fprintln(w, "KIND\tSERVES\tMODEL\tLAYERS\tBACKEND\tWEIGHTS\tKV CACHE\tSESSIONS\tQUEUED\tSPEED\tBATCH")
 	for _, m := range models {
 		serves := strings.Join(m.Roles, ",")
 		if serves == "" {
@@ -65,8 +65,15 @@ func printLoaded(e *env, models []client.Loaded) {
 				batch = fmt.Sprintf("%.2f steps/graph", float64(m.Steps)/float64(m.Graphs))
 			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t[%d,%d)\t%s\t%s of %s\t%d/%d\t%d\t%s\t%s\n", m.Kind, serves, name, m.Start, m.End,
-			size(m.WeightsBytes), size(m.KVBytes), size(int64(m.Slots)*m.KVPerSessionBytes), m.Sessions, m.Slots, m.Queued, speed, batch)
+		backend, weights := m.Backend, size(m.WeightsBytes)
+		if backend == "" {
+			backend = "-" // a swarmd from before GPUs
+		}
+		if m.GPUWeightsBytes > 0 {
+			weights += " + " + size(m.GPUWeightsBytes) + " GPU"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t[%d,%d)\t%s\t%s\t%s of %s\t%d/%d\t%d\t%s\t%s\n", m.Kind, serves, name, m.Start, m.End, backend,
+			weights, size(m.KVBytes), size(int64(m.Slots)*m.KVPerSessionBytes), m.Sessions, m.Slots, m.Queued, speed, batch)
 	}
 	w.Flush()
 }

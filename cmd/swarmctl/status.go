@@ -48,6 +48,13 @@ func printStatus(e *env, st client.Status) error {
 	if m := st.Memory; m.MaxBytes > 0 {
 		row("memory", fmt.Sprintf("%s of %s serving budget used (%s)", size(m.UsedBytes), size(m.MaxBytes), m.Source))
 	}
+	for i, line := range gpuLines(st.GPU) {
+		k := ""
+		if i == 0 {
+			k = "gpu"
+		}
+		row(k, line)
+	}
 	for i, t := range st.Tasks {
 		k := ""
 		if i == 0 {
@@ -102,6 +109,29 @@ func printStatus(e *env, st client.Status) error {
 		row(k, warn)
 	}
 	return w.Flush()
+}
+
+// gpuLines are the gpu rows: each device with its memory, or where the
+// peer looked for GPU backends; none for a swarmd from before GPUs.
+func gpuLines(g client.GPUStatus) []string {
+	if len(g.Dirs) == 0 && len(g.Devices) == 0 {
+		return nil
+	}
+	if len(g.Devices) == 0 {
+		return []string{"none: layers run on the CPU (GPU backends looked for in " + strings.Join(g.Dirs, ", ") + ")"}
+	}
+	var out []string
+	for _, d := range g.Devices {
+		out = append(out, fmt.Sprintf("%s %s: %s, %s free of %s, %s held by this peer's models",
+			d.Backend, d.Name, d.Description, size(int64(d.FreeBytes)), size(int64(d.TotalBytes)), size(d.HeldBytes)))
+	}
+	switch {
+	case g.Layers == 0:
+		out = append(out, "engine.gpu_layers 0: every layer runs on the CPU")
+	case g.Layers > 0:
+		out = append(out, fmt.Sprintf("engine.gpu_layers %d a model", g.Layers))
+	}
+	return out
 }
 
 func onOff(b bool) string {

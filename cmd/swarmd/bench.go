@@ -27,6 +27,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	flash := fs.Bool("flash", false, "ggml's fused flash-attention kernel (peers keep it off; compare)")
 	noRepack := fs.Bool("no-repack", false, "keep Q4 weights in ggml's plain layout (compare with the repacked kernels)")
 	noPool := fs.Bool("no-pool", false, "start ggml's worker threads for each graph, ggml's default (compare with the kept pool)")
+	gpu := fs.Bool("gpu", false, "run every layer that fits on the GPU (--gpu-layers for fewer)")
+	gpuLayers := fs.Int("gpu-layers", 0, "run at most `N` layers on the GPU (the last ones)")
+	gpuLibs := fs.String("gpu-libs", "", "load GPU backends from `DIR` (ending in lib/ollama; default: lib/ollama beside the binary's folder)")
 	pos, code, done := parseFlags(fs, args)
 	if done {
 		return code
@@ -40,6 +43,12 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return usageErr(stderr, cmd, "--threads must be at least 1")
 	case *prompt < 1 || *gen < 1 || *reps < 1:
 		return usageErr(stderr, cmd, "--prompt, --gen and --reps must be at least 1")
+	case *gpuLayers < 0:
+		return usageErr(stderr, cmd, "--gpu-layers must not be negative")
+	}
+	layers := *gpuLayers
+	if *gpu && layers == 0 {
+		layers = engine.GPULayersAll
 	}
 	if why := cpuMissing(); why != "" {
 		fmt.Fprintf(stderr, "%s: %s\n", cmd, why)
@@ -53,7 +62,20 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	// keep the report to the figures.
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx := context.Background()
-	m, err := engine.Load(ctx, *path, engine.Options{Threads: *threads, Slots: 1, Context: *prompt + *gen + 8, Batch: max(512, *prompt), PrefillChunk: max(512, *prompt), FlashAttention: *flash, NoRepack: *noRepack, NoPool: *noPool})
+	backends, err := engine.InitBackends(*gpuLibs)
+	if err != nil {
+		return usageErr(stderr, cmd, "--gpu-libs: %v", err)
+	}
+	if layers != 0 {
+		for _, w := range backends.Warnings {
+			fmt.Fprintf(stderr, "%s: warning: %s\n", cmd, w)
+		}
+		if len(backends.Devices) == 0 {
+			fmt.Fprintf(stderr, "%s: warning: no GPU found in %v: running on the CPU (make build-vulkan builds the Vulkan backend)\n", cmd, backends.Dirs)
+		}
+	}
+	m, err := engine.Load(ctx, *path, engine.Options{Threads: *threads, Slots: 1, Context: *prompt + *gen + 8, Batch: max(512, *prompt), PrefillChunk: max(512, *prompt), FlashAttention: *flash, NoRepack: *noRepack, NoPool: *noPool,
+		GPULayers: layers})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return 1
@@ -105,6 +127,12 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "model:   %s (%s, %s, %d layers)\n", *path, info.Arch, info.Name, info.Layers)
 	fmt.Fprintf(stdout, "engine:  %d threads, ggml SIMD: %s, weights %.1f MiB, %d tensors repacked\n", *threads, feats,
 		float64(mem.Weights)/(1<<20), m.Repacked())
+	if g := mem.GPU; g.Device != nil {
+		fmt.Fprintf(stdout, "gpu:     %s on %s (%s), weights %.1f MiB there\n", m.Backend(), g.Device.Name, g.Device.Description,
+			float64(g.Weights)/(1<<20))
+	} else {
+		fmt.Fprintf(stdout, "gpu:     none (CPU)\n")
+	}
 	fmt.Fprintf(stdout, "prefill: pp%-4d %8.1f tok/s  (median of %d; runs %s)\n", *prompt, median(pp), *reps, fmtRuns(pp))
 	fmt.Fprintf(stdout, "decode:  tg%-4d %8.2f tok/s  (median of %d; runs %s)\n", *gen, median(tg), *reps, fmtRuns(tg))
 	n := time.Duration(*gen * *reps)
