@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/ollama/ollama/kvcache"
 	"github.com/ollama/ollama/ml"
 	"github.com/ollama/ollama/model/input"
 )
@@ -221,39 +222,22 @@ func (m *Model) forward(round []*step) {
 			outs = append(outs, int32(i))
 		}
 	}
-	batch := input.Batch{Positions: pos, Sequences: seqs}
-	if last {
-		batch.Outputs = ctx.Input().FromInts(outs, len(outs))
-	}
 	started = true
-	if err := cache.StartForward(ctx, batch, false); err != nil {
-		fail(fmt.Errorf("engine: KV cache: %w", err))
-		return
-	}
-	positions := ctx.Input().FromInts(pos, total)
-	var h ml.Tensor
-	layer := m.a.layer
-	if p, ok := m.a.(positioned); ok {
-		layer = p.withPositions(ctx, pos)
-	}
-	switch e, ok := m.a.(perLayerInputs); {
-	case a == 0 && ok:
-		h, layer = e.embedLayers(ctx, ctx.Input().FromInts(tokens, total))
-	case a == 0:
-		h = m.a.embed(ctx, ctx.Input().FromInts(tokens, total))
-	default:
-		h = ctx.Input().FromFloats(hidden, H, total)
-	}
-	for i := a; i < b; i++ {
-		cache.SetLayer(i)
-		var outputs ml.Tensor
-		if i == N-1 {
-			outputs = batch.Outputs
+	if m.reserveOnce {
+		// ollama's scheduler grows a device's compute buffer when a graph
+		// needs more than the last, freeing the old one under work the
+		// device may still reference (Mesa 22.3's lavapipe corrupts its
+		// heap so): a model on a GPU reserves its largest graph first.
+		m.reserveOnce = false
+		if err := m.reserve(cache, round[0].s.seq); err != nil {
+			fail(err)
+			return
 		}
-		h = layer(ctx, i, h, positions, outputs, cache)
 	}
-	if last {
-		h = m.a.head(ctx, h)
+	h, err := m.graph(ctx, cache, a, b, pos, seqs, tokens, hidden, outs, false)
+	if err != nil {
+		fail(err)
+		return
 	}
 	ctx.Forward(h)
 	t1 := time.Now()
@@ -297,4 +281,77 @@ func (m *Model) clearReleased() {
 	for _, seq := range seqs {
 		_ = m.cache.Remove(seq, 0, math.MaxInt32)
 	}
+}
+
+// graph builds layers [a,b) over the positions pos of sequences seqs
+// (tokens from the embedding, or hidden states), with the head's rows outs
+// where b is the last layer, in ctx; reserve builds it over the whole of
+// the cache (kvcache's reserve) without changing the cache.
+func (m *Model) graph(ctx ml.Context, cache kvcache.Cache, a, b int, pos []int32, seqs []int, tokens []int32, hidden []float32,
+	outs []int32, reserve bool) (ml.Tensor, error) {
+	N, H, total := m.info.Layers, m.info.Hidden, len(pos)
+	last := b == N
+	batch := input.Batch{Positions: pos, Sequences: seqs}
+	if last {
+		batch.Outputs = ctx.Input().FromInts(outs, len(outs))
+	}
+	if err := cache.StartForward(ctx, batch, reserve); err != nil {
+		return nil, fmt.Errorf("engine: KV cache: %w", err)
+	}
+	positions := ctx.Input().FromInts(pos, total)
+	var h ml.Tensor
+	layer := m.a.layer
+	if p, ok := m.a.(positioned); ok {
+		layer = p.withPositions(ctx, pos)
+	}
+	switch e, ok := m.a.(perLayerInputs); {
+	case a == 0 && ok:
+		h, layer = e.embedLayers(ctx, ctx.Input().FromInts(tokens, total))
+	case a == 0:
+		h = m.a.embed(ctx, ctx.Input().FromInts(tokens, total))
+	default:
+		h = ctx.Input().FromFloats(hidden, H, total)
+	}
+	for i := a; i < b; i++ {
+		cache.SetLayer(i)
+		var outputs ml.Tensor
+		if i == N-1 {
+			outputs = batch.Outputs
+		}
+		h = layer(ctx, i, h, positions, outputs, cache)
+	}
+	if last {
+		h = m.a.head(ctx, h)
+	}
+	return h, nil
+}
+
+// reserve has ollama's scheduler allocate the compute buffers of the
+// largest graph the model runs: Batch positions of sequence seq through
+// every layer of the file, over the whole of the cache, with the head's
+// logits for every position. It runs under computeMu, once.
+func (m *Model) reserve(cache kvcache.Cache, seq int) (err error) {
+	defer recoverErr(&err, "reserving the compute graph")
+	n := m.opts.Batch
+	pos, seqs, outs := make([]int32, n), make([]int, n), make([]int32, n)
+	for i := range n {
+		pos[i], seqs[i], outs[i] = int32(i), seq, int32(i)
+	}
+	var tokens []int32
+	var hidden []float32
+	a, b := m.info.LayerRange[0], m.info.LayerRange[1]
+	if a == 0 {
+		tokens = make([]int32, n)
+	} else {
+		hidden = make([]float32, n*m.info.Hidden)
+	}
+	ctx := m.b.NewContext()
+	defer ctx.Close()
+	h, err := m.graph(ctx, cache, a, b, pos, seqs, tokens, hidden, outs, true)
+	if err != nil {
+		return err
+	}
+	ctx.Forward(h)
+	ctx.Reserve()
+	return nil
 }

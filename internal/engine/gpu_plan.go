@@ -77,10 +77,17 @@ func gpuHeldOn(dev string) int64 {
 }
 
 // gpuReserve is what a device keeps free beside a model's weights and KV:
-// the compute graph's buffers (a batch's activations and logits) and the
-// driver's own, with room.
-func gpuReserve(opts Options, hidden, vocab int64) int64 {
-	return 256<<20 + 4*int64(opts.Batch)*(vocab+16*hidden)
+// the compute graph's buffers, as the model reserves them for its largest
+// graph (Batch positions over every cell of the cache: the attention
+// scores, f32, dominate; then activations and logits), and the driver's
+// own, with room.
+func gpuReserve(opts Options, hidden, vocab, heads int64) int64 {
+	cells := int64(max(opts.Slots, 1)) * int64((opts.Context+255)/256*256)
+	if opts.Isolated {
+		cells = int64((opts.Context + 255) / 256 * 256)
+	}
+	batch := int64(opts.Batch)
+	return 256<<20 + 4*batch*(vocab+16*hidden) + 4*batch*cells*max(heads, 1)
 }
 
 // planOffload picks the layers of meta (the file at path) that go to a
@@ -135,7 +142,7 @@ func planOffload(meta *fsggml.GGML, opts Options, devs []Device) Offload {
 		if opts.GPUMemory > 0 {
 			left = min(left, opts.GPUMemory-held)
 		}
-		left -= gpuReserve(opts, hidden, vocab)
+		left -= gpuReserve(opts, hidden, vocab, int64(kv.Uint("attention.head_count")))
 		if left > room {
 			best, room = i, left
 		}

@@ -208,6 +208,7 @@ type Model struct {
 	closeErr               error
 	repacked               *repacked        // nil: not repacked
 	gpuTaken               int64            // bytes counted in gpuHeld for GPU.Device
+	reserveOnce            bool             // the first round reserves the largest graph (batch.go); under computeMu
 	cpu                    []unsafe.Pointer // the backend's CPU backends, for the thread pool (threads.go)
 }
 
@@ -291,8 +292,9 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 		return fail(err)
 	}
 	m = &Model{path: path, opts: opts, log: opts.Logger, m: om, b: b, a: a, tok: tok, now: time.Now, repacked: rp,
-		cpu:     cpuBackends(b),
-		arrived: make(chan struct{}, 1)}
+		cpu:         cpuBackends(b),
+		reserveOnce: off.Device != nil,
+		arrived:     make(chan struct{}, 1)}
 	m.info = Info{
 		Path:          path,
 		Arch:          cfg.Architecture(),
