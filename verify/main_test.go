@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/internal/gputest"
 	"github.com/llmswarm/llmswarm/internal/nettest"
 	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/swarm"
@@ -35,6 +36,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testDir = d
+	if err := gputest.Setup(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(d)
 	if code == 0 {
