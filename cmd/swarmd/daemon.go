@@ -32,7 +32,7 @@ func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 type daemonFlags struct {
 	config, data, api, swarmKey, logFormat, logLevel, dhtMode, device string
 	listen, bootstrap, roles, shards                                  listFlag
-	threads, slots                                                    int
+	threads, slots, gpuLayers                                         int
 	noMDNS                                                            bool
 	heartbeat                                                         time.Duration
 	bmcSerial, bmcKey                                                 string
@@ -40,7 +40,7 @@ type daemonFlags struct {
 	bmcDTR                                                            bool
 	relays                                                            listFlag
 	relayService, reachability                                        string
-	maxMemory                                                         string
+	maxMemory, gpuLibs                                                string
 	join                                                              string
 	open                                                              bool
 	given                                                             map[string]bool // flags set on the command line
@@ -76,6 +76,8 @@ func parseDaemonFlags(args []string, stderr io.Writer) (*daemonFlags, *flag.Flag
 	fs.Var(&f.shards, "shard", "serve layers [A,B) of a model: `PATH.gguf:A-B` or MODEL_CID:A-B (repeatable)")
 	fs.IntVar(&f.threads, "threads", 0, "inference threads (default: all cores)")
 	fs.IntVar(&f.slots, "slots", 0, "concurrent requests per loaded model (default 4)")
+	fs.IntVar(&f.gpuLayers, "gpu-layers", -1, "layers of each model on a GPU: -1 as many as fit, 0 none (default -1)")
+	fs.StringVar(&f.gpuLibs, "gpu-libs", "", "load GPU backends from `DIR`, ending in lib/ollama (default: lib/ollama beside the binary's folder)")
 	fs.StringVar(&f.bmcSerial, "bmc-serial", "", "be the BMC bridge of the board on serial `PATH` (e.g. /dev/ttyACM0)")
 	fs.StringVar(&f.bmcKey, "bmc-key", "", "BMC HMAC key `FILE`, 64 hex chars (default DATA/bmc.key, created if missing)")
 	fs.BoolVar(&f.bmcDTR, "bmc-dtr", false, "pulse DTR when opening the BMC port (resets a real Uno)")
@@ -131,6 +133,8 @@ func (f *daemonFlags) mergeConfig() (node.Config, error) {
 		return cfg, fmt.Errorf("--slots %d: want 1..64 concurrent requests per model", f.slots)
 	case f.given["threads"] && f.threads < 1:
 		return cfg, fmt.Errorf("--threads %d: want at least 1", f.threads)
+	case f.given["gpu-layers"] && (f.gpuLayers < -1 || f.gpuLayers > 4096):
+		return cfg, fmt.Errorf("--gpu-layers %d: want -1 (as many as fit), 0 (none) .. 4096", f.gpuLayers)
 	case f.given["heartbeat"] && f.heartbeat <= 0:
 		return cfg, fmt.Errorf("--heartbeat %s: want a positive duration such as 2s", f.heartbeat)
 	}
@@ -187,6 +191,12 @@ func (f *daemonFlags) mergeConfig() (node.Config, error) {
 	}
 	if f.given["slots"] {
 		cfg.Engine.Slots = f.slots
+	}
+	if f.given["gpu-layers"] {
+		cfg.Engine.GPULayers = &f.gpuLayers
+	}
+	if f.gpuLibs != "" {
+		cfg.Engine.GPULibs = f.gpuLibs
 	}
 	if f.bmcSerial != "" {
 		cfg.BMCSerial = f.bmcSerial
