@@ -20,7 +20,7 @@ export CGO_CXXFLAGS := $(SIMD_FLAGS) $(QUIET_FLAGS)
 REPACK_FLAGS ?= -DGGML_USE_CPU_REPACK
 export CGO_CPPFLAGS := $(REPACK_FLAGS)
 
-.PHONY: build test demo deps clean arm64
+.PHONY: build build-vulkan test demo deps clean arm64
 
 build:
 	go build -o bin/swarmd ./cmd/swarmd
@@ -28,6 +28,11 @@ build:
 
 deps:
 	scripts/install-deps.sh
+
+# ggml's Vulkan backend into lib/ollama, where bin/swarmd loads it from
+# (docs/gpu.md): about 7 minutes on 2 cores, once.
+build-vulkan:
+	scripts/build-vulkan.sh
 
 # Cross-build for linux/arm64 into bin/linux-arm64 (docs/install.md, "On a
 # Raspberry Pi"). ARM64_FLAGS is ggml's: the default needs ARMv8.2 with the dot

@@ -13,6 +13,11 @@ simd="$simd -Wno-stringop-overflow"
 export CGO_CFLAGS="${CGO_CFLAGS:-$simd}" CGO_CXXFLAGS="${CGO_CXXFLAGS:-$simd}"
 # ggml's repacked kernels for Q4 weights (internal/engine/repack.go)
 export CGO_CPPFLAGS="${CGO_CPPFLAGS:--DGGML_USE_CPU_REPACK}"
+# ggml's Vulkan backend, built from the ollama module's sources (about 7
+# minutes the first time, then kept): the GPU tests run it on Mesa's
+# software GPU (lavapipe). internal/gputest reads the folder from here.
+SWARM_VULKAN_LIB=$(scripts/build-vulkan.sh "${XDG_CACHE_HOME:-$HOME/.cache}/swarm/test-vulkan/lib/ollama")
+export SWARM_VULKAN_LIB
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
   echo "gofmt needed on:"; echo "$unformatted"; exit 1
