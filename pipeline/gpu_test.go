@@ -61,6 +61,14 @@ func TestGPUStageRoute(t *testing.T) {
 		}
 		routes[r.File] = route{originatorForFile(t, full, newStagePeer(t), cpu, gpu), cpu, gpu}
 	}
+	// and a synthetic q4_k model (the small qwen3 shape), where the
+	// Vulkan stage's greedy tokens are the CPU's but at near ties
+	q4, q4cid := modelOf(t, "qwen3", "small", "q4_k")
+	q4cpu, q4gpu := newStagePeer(t), newStagePeer(t)
+	q4gpu.gpu = true
+	q4cpu.serveFile(t, q4, q4cid, 0, 4)
+	q4gpu.serveFile(t, q4, q4cid, 4, 8)
+	q4o := originatorForFile(t, q4, newStagePeer(t), q4cpu, q4gpu)
 	keep := t // GPU models close at the end of the whole test
 	for _, r := range doc.Completions {
 		t.Run(fmt.Sprintf("%s/%s", r.File, r.Prompt), func(t *testing.T) {
@@ -90,6 +98,24 @@ func TestGPUStageRoute(t *testing.T) {
 			}
 		})
 	}
+	t.Run("qwen3-small-q4_k", func(t *testing.T) {
+		for _, prompt := range []string{"The swarm", "A peer"} {
+			res, err := q4o.Generate(t.Context(), Request{Prompt: prompt, MaxTokens: 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Hops) != 2 || res.Hops[1].Backend != "Vulkan 4/4+head" || res.Hops[0].Backend != "CPU" {
+				t.Fatalf("hops %+v, want a CPU stage then a Vulkan one", res.Hops)
+			}
+			one := referenceOne(t, q4, prompt, 16)
+			if sameTokens(res.Tokens, one.Tokens) {
+				t.Logf("%q: %d tokens equal to the CPU's", prompt, len(one.Tokens))
+				continue
+			}
+			gap, diff := nearTie(t, keep, q4, prompt, one.Tokens, res.Tokens)
+			t.Logf("%q: parts from the CPU's tokens at a near tie (the CPU's two picks %.3g apart, the GPU's logits up to %.3g off)", prompt, gap, diff)
+		}
+	})
 }
 
 // nearTie finds the first token where got parts from want (the CPU's
@@ -122,8 +148,14 @@ func nearTie(t, keep *testing.T, full, prompt string, want, got []int32) (gap, d
 		if err != nil {
 			t.Fatal(err)
 		}
-		if logits[i], err = s.RunRange(t.Context(), 0, m.Info().Layers, append(in, want[:k]...), nil); err != nil {
-			t.Fatal(err)
+		// as a generation runs: the prompt, then one token a step
+		for step := 0; step <= k; step++ {
+			if step > 0 {
+				in = want[step-1 : step]
+			}
+			if logits[i], err = s.RunRange(t.Context(), 0, m.Info().Layers, in, nil); err != nil {
+				t.Fatal(err)
+			}
 		}
 		s.Close()
 	}

@@ -86,6 +86,10 @@ func TestGPUOffloadMatchesCPU(t *testing.T) {
 				if off.Device == nil || len(off.Layers) != wantLayers || off.Head != (n == GPULayersAll) || off.Weights <= 0 {
 					t.Fatalf("GPULayers %d: offload %+v, want %d layers (head %v)", n, off, wantLayers, n == GPULayersAll)
 				}
+				// each layer's KV is on the device of its layer
+				if hostKV := gpu.Memory().KVPerSession; off.KVPerSession <= 0 || hostKV+off.KVPerSession != p.cpu.Memory().KVPerSession {
+					t.Fatalf("GPULayers %d: KV a session %d on the GPU + %d on the host, want %d in all", n, off.KVPerSession, hostKV, p.cpu.Memory().KVPerSession)
+				}
 				if off.Layers[len(off.Layers)-1] != L-1 {
 					t.Fatalf("GPULayers %d: layers %v, want the last ones", n, off.Layers)
 				}
