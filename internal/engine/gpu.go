@@ -32,6 +32,33 @@ static char * swarm_dlerror(const char * path) {
 
 static void swarm_sync(ggml_backend_t b) { ggml_backend_synchronize(b); }
 
+// sink is ollama's log callback (ml/backend/ggml/ggml/src), which writes
+// ggml's messages at the default logger's level.
+extern void sink(int level, char * text, void * user_data);
+static void swarm_sink(enum ggml_log_level level, const char * text, void * user_data) {
+	sink((int) level, (char *) text, user_data);
+}
+
+typedef void (*swarm_log_set_fn)(ggml_log_callback, void *);
+
+// swarm_route_logs gives the ggml of the GPU backends (their own
+// libggml-base.so, loaded beside them) ollama's log callback, as the
+// ggml compiled into this binary has: without it, its debug messages (a
+// line per memory query) go to stderr whatever the log level. It returns
+// 0 where that library is not loaded.
+static int swarm_route_logs(void) {
+	void * h = dlopen("libggml-base.so.0", RTLD_NOW | RTLD_NOLOAD);
+	if (h == NULL) {
+		return 0;
+	}
+	swarm_log_set_fn set = (swarm_log_set_fn) dlsym(h, "ggml_log_set");
+	if (set != NULL) {
+		set(swarm_sink, NULL);
+	}
+	dlclose(h);
+	return set != NULL;
+}
+
 static int swarm_is_gpu(ggml_backend_dev_t d) {
 	enum ggml_backend_dev_type t = ggml_backend_dev_type(d);
 	return t == GGML_BACKEND_DEVICE_TYPE_GPU || t == GGML_BACKEND_DEVICE_TYPE_IGPU;
@@ -135,6 +162,7 @@ func loadBackends(dir string) Backends {
 		}
 		os.Setenv(LibraryPathEnv, dir)
 		ggmlsrc.OnceLoad()
+		C.swarm_route_logs()
 		r := &backends.r
 		r.Dirs = []string{dir}
 		for i := range C.ggml_backend_reg_count() {
