@@ -105,6 +105,17 @@ func startDaemonExe(t *testing.T, exe []string, extra ...string) *daemon {
 	return d
 }
 
+// noLiarLogged fails where d's log says it took a peer for a liar: the
+// tests that call it run honest peers only.
+func noLiarLogged(t *testing.T, d *daemon) {
+	t.Helper()
+	for _, bad := range []string{"failed a challenge", "peer banned", "proven liar"} {
+		if strings.Contains(d.log.String(), bad) {
+			t.Fatalf("the originator logged %q: an honest peer was taken for a liar:\n%s", bad, tail(d.log.String(), 60))
+		}
+	}
+}
+
 // challengeLine is the checker's log line for a passed challenge.
 var challengeLine = regexp.MustCompile(`msg="verify: peer passed a challenge" peer=(\S+) .*worst_rel_err=(\S+)`)
 
@@ -223,11 +234,7 @@ func TestArm64StageInAmd64Swarm(t *testing.T) {
 					tc.typ, p2.SpotChecked, len(want), p2.Mismatches, diff)
 			}
 			bErr, _ := challengeErr(a, bID)
-			for _, bad := range []string{"failed a challenge", "peer banned", "proven liar"} {
-				if strings.Contains(a.log.String(), bad) {
-					t.Fatalf("the originator logged %q: an honest peer was taken for a liar:\n%s", bad, tail(a.log.String(), 60))
-				}
-			}
+			noLiarLogged(t, a)
 			if !a.peers()[rID] {
 				t.Fatal("the arm64 peer is no longer alive in the originator's table")
 			}

@@ -1,10 +1,8 @@
 package pipeline
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -21,20 +19,7 @@ import (
 // backend as its stage announces it.
 func TestGPUStageRoute(t *testing.T) {
 	gputest.Device(t)
-	dir := "../internal/engine/testdata/trained"
-	b, err := os.ReadFile(filepath.Join(dir, "llama-cpp.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Completions []struct {
-			File, Prompt, Text string
-			N                  int
-		} `json:"completions"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
+	dir, doc := trainedDir, llamaCompletions(t)
 	// Every route is set up before any runs and lives to the test's end:
 	// Mesa 22.3's lavapipe corrupts its heap when a GPU model is freed and
 	// another then runs (docs/gpu.md).

@@ -15,20 +15,7 @@ import (
 // testdata/trained fixtures), a route of two stages writes the greedy text
 // of one machine and of llama.cpp on the same file, in f32 and q8_0.
 func TestTrainedWeightsRoute(t *testing.T) {
-	dir := "../internal/engine/testdata/trained"
-	b, err := os.ReadFile(filepath.Join(dir, "llama-cpp.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Completions []struct {
-			File, Prompt, Text string
-			N                  int
-		} `json:"completions"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
+	dir, doc := trainedDir, llamaCompletions(t)
 	// one route per file, its peers living as long as the whole test
 	origins := map[string]*Originator{}
 	for _, r := range doc.Completions {
@@ -62,6 +49,30 @@ func TestTrainedWeightsRoute(t *testing.T) {
 			}
 		})
 	}
+}
+
+// trainedDir holds the trained fixtures and llama.cpp's text on them.
+const trainedDir = "../internal/engine/testdata/trained"
+
+// completion is one of llama.cpp's greedy completions on a trained fixture.
+type completion struct {
+	File, Prompt, Text string
+	N                  int
+}
+
+// llamaCompletions reads llama.cpp's completions (llama-cpp.json).
+func llamaCompletions(t *testing.T) (doc struct {
+	Completions []completion `json:"completions"`
+}) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(trainedDir, "llama-cpp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
 }
 
 // referenceOne is one machine's greedy raw completion of prompt.
