@@ -222,7 +222,13 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	}
 	kv := meta.KV()
 	opts.defaults(int(kv.ContextLength()))
-	off := planOffload(meta, opts, Devices())
+	devs := Devices()
+	off := planOffload(meta, opts, devs)
+	if opts.GPULayers != 0 && len(devs) > 0 && off.Device == nil {
+		opts.Logger.Warn("no layer fits on a GPU: the model runs on the CPU", "model", path, "gpus", fmt.Sprint(devs),
+			"reserve_bytes", gpuReserve(opts, int64(kv.Uint("embedding_length")), 0, int64(kv.Uint("attention.head_count"))),
+			"gpu_memory", opts.GPUMemory)
+	}
 	fa := ml.FlashAttentionDisabled
 	if opts.FlashAttention {
 		fa = ml.FlashAttentionEnabled
