@@ -60,15 +60,15 @@ func pipelineFooter(e *env, res *answer.Result, trace bool) error {
 	}
 	if trace {
 		for i, h := range p.Hops {
-			conn := ""
+			conn, on := "", ""
 			if h.Conn != "" {
 				conn = ", " + h.Conn
 			}
 			if h.Backend != "" {
-				conn += ", on " + h.Backend
+				on = " on " + h.Backend
 			}
-			fmt.Fprintf(e.stderr, "hop %-6d %-12s layers [%d,%d): compute %.2f ms/token, transfer %.3f ms/token%s\n",
-				i, shortID(h.Peer), h.Start, h.End, h.ComputeMS, h.TransferMS, conn)
+			fmt.Fprintf(e.stderr, "hop %-6d %-12s layers [%d,%d)%s: compute %.2f ms/token, transfer %.3f ms/token%s\n",
+				i, shortID(h.Peer), h.Start, h.End, on, h.ComputeMS, h.TransferMS, conn)
 		}
 	}
 	s := fmt.Sprintf("— pipeline, %s: %d prompt + %d generated tokens (%s hidden states), first token %s, %.1f tok/s, total %s",
