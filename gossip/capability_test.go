@@ -119,6 +119,10 @@ func TestValidateLimits(t *testing.T) {
 		{"thermal", func(c *Capability) { c.Thermal = "hot" }, "thermal"},
 		{"battery", func(c *Capability) { c.Battery.Percent = 101 }, "battery"},
 		{"long version", func(c *Capability) { c.Version = strings.Repeat("v", 200) }, "version"},
+		{"too many gpus", func(c *Capability) { c.Platform.GPUs = make([]GPU, maxGPUs+1) }, "gpus"},
+		{"long gpu name", func(c *Capability) { c.Platform.GPUs = []GPU{{Backend: "Vulkan", Name: strings.Repeat("g", 200)}} }, "gpus[0]"},
+		{"long shard backend", func(c *Capability) { c.Shards[0].Backend = strings.Repeat("b", 200) }, "backend"},
+		{"long role backend", func(c *Capability) { c.Roles[0].Backend = strings.Repeat("b", 200) }, "backend"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,6 +136,12 @@ func TestValidateLimits(t *testing.T) {
 	}
 	if err := sampleCap(id, 1).Validate(); err != nil {
 		t.Fatalf("valid record rejected: %v", err)
+	}
+	gpu := sampleCap(id, 1)
+	gpu.Platform.GPUs = []GPU{{Backend: "Vulkan", Name: "NVIDIA H200", VRAMBytes: 141 << 30, FreeVRAM: 140 << 30}}
+	gpu.Shards[0].Backend, gpu.Roles[0].Backend = "Vulkan 28/28+head", "CPU"
+	if err := gpu.Validate(); err != nil {
+		t.Fatalf("a GPU peer's record rejected: %v", err)
 	}
 }
 
