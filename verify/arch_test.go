@@ -38,21 +38,9 @@ func TestHonestPeersOfEveryArch(t *testing.T) {
 			{"small", "q4_k", true, quantTolerance},
 		} {
 			t.Run(fmt.Sprintf("%s/%s", arch, c.typ), func(t *testing.T) {
-				full := filepath.Join(t.TempDir(), arch+".gguf")
-				if err := engine.Synth(context.Background(), full, engine.SynthSpec{Arch: arch, Size: c.size, Type: c.typ, Seed: 1}); err != nil {
-					t.Fatal(err)
-				}
-				cid, err := shards.FileCID(full)
-				if err != nil {
-					t.Fatal(err)
-				}
 				opts := testOpts
 				opts.NoRepack = c.plain
-				m, err := engine.Load(context.Background(), full, opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { m.Close() })
+				full, cid, m := synthLoaded(t, arch, c.size, c.typ, opts)
 				if c.plain {
 					ref := load(t, full)
 					if ref.Repacked() == 0 {
@@ -64,12 +52,12 @@ func TestHonestPeersOfEveryArch(t *testing.T) {
 				h := newHost(t)
 				link(h, lr.h)
 				n := m.Info().Layers
-				ck := newChecker(h, newFileRef(t, cid.String()).add(0, n, full))
+				ck := newChecker(h, newFileRef(t, cid).add(0, n, full))
 				ck.CheckLayers = n
 				ck.Arch = func(peer.ID) string { return "another build" }
 				worst := &Report{WorstLayer: -1}
 				for range challenges { // each on an input of its own
-					rep, err := ck.Check(t.Context(), lr.h.ID(), swarm.Claim{Model: cid.String(), Start: 0, End: n})
+					rep, err := ck.Check(t.Context(), lr.h.ID(), swarm.Claim{Model: cid, Start: 0, End: n})
 					if err != nil {
 						t.Fatalf("an honest %s peer: %v", c.typ, err)
 					}
@@ -145,4 +133,23 @@ func TestWholeOnlyChallenge(t *testing.T) {
 func banned(ck *Checker, lr *liar) bool {
 	b, _ := ck.Trust.Banned(lr.h.ID())
 	return b
+}
+
+// synthLoaded writes the synthetic model of arch, size and type (seed 1)
+// and loads it with opts for the test's duration.
+func synthLoaded(t *testing.T, arch, size, typ string, opts engine.Options) (full, cid string, m *engine.Model) {
+	t.Helper()
+	full = filepath.Join(t.TempDir(), arch+"-"+size+"-"+typ+".gguf")
+	if err := engine.Synth(context.Background(), full, engine.SynthSpec{Arch: arch, Size: size, Type: typ, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := shards.FileCID(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err = engine.Load(context.Background(), full, opts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return full, c.String(), m
 }

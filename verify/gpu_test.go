@@ -1,9 +1,7 @@
 package verify
 
 import (
-	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,7 +9,6 @@ import (
 
 	"github.com/llmswarm/llmswarm/internal/engine"
 	"github.com/llmswarm/llmswarm/internal/gputest"
-	"github.com/llmswarm/llmswarm/shards"
 	"github.com/llmswarm/llmswarm/swarm"
 )
 
@@ -38,25 +35,13 @@ func TestGPUPeerPassesChallenge(t *testing.T) {
 			size, typ string
 			bound     float64
 		}{{"tiny", "f32", floatTolerance}, {"small", "q8_0", quantTolerance}, {"small", "q4_k", quantTolerance}} {
-			full := filepath.Join(t.TempDir(), arch+"-"+c.typ+".gguf")
-			if err := engine.Synth(context.Background(), full, engine.SynthSpec{Arch: arch, Size: c.size, Type: c.typ, Seed: 1}); err != nil {
-				t.Fatal(err)
-			}
-			cid, err := shards.FileCID(full)
-			if err != nil {
-				t.Fatal(err)
-			}
 			opts := testOpts
 			opts.GPULayers = engine.GPULayersAll
-			m, err := engine.Load(context.Background(), full, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { m.Close() })
+			full, cid, m := synthLoaded(t, arch, c.size, c.typ, opts)
 			if m.Memory().GPU.Device == nil {
 				t.Fatalf("%s %s: not on the GPU", arch, c.typ)
 			}
-			peers = append(peers, peerModel{arch + "/" + c.typ, full, cid.String(), m, c.bound})
+			peers = append(peers, peerModel{arch + "/" + c.typ, full, cid, m, c.bound})
 		}
 	}
 	for _, p := range peers {
