@@ -40,12 +40,11 @@ ours() {
     --gpu-libs "$GPU_LIBS" "${@:2}" |
     awk '/^prefill:/ {p=$3} /^decode:/ {d=$3} /^gpu:/ {b=$2" "$3} END {print p, d, b}'
 }
-# llama FILE -> "prefill decode"
+# llama FILE -> "prefill decode" (JSON lines: a GPU's name may hold a comma)
 llama() {
-  "$LLAMA_BENCH" -m "$1" -t "$THREADS" -ngl 99 -fa 0 -p "$PROMPT" -n "$GEN" -r "$REPS" -o csv 2>/dev/null |
-    awk -F, 'NR==1 {for (i=1;i<=NF;i++) {gsub(/"/,"",$i); col[$i]=i}; next}
-             {gsub(/"/,""); if ($col["n_prompt"]>0) p=$col["avg_ts"]; else d=$col["avg_ts"]}
-             END {print p, d}'
+  "$LLAMA_BENCH" -m "$1" -t "$THREADS" -ngl 99 -fa 0 -p "$PROMPT" -n "$GEN" -r "$REPS" -o jsonl 2>/dev/null |
+    sed -n 's/.*"n_prompt": *\([0-9]*\).*"avg_ts": *\([0-9.e+-]*\).*/\1 \2/p' |
+    awk '$1 > 0 {p=$2} $1 == 0 {d=$2} END {print p, d}'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}'; }
 

@@ -23,4 +23,11 @@ for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulka
 done
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
 "$T/bin/swarmd" bench --help >/dev/null
+if [ -f "$DIR/llama.tar.xz" ] && [ -z "${LLAMA_BENCH:-}" ]; then
+  mkdir -p "$T/llama"
+  tar -C "$T/llama" -xJf "$DIR/llama.tar.xz"
+  printf '#!/bin/sh\nexec %s/llama/run-vulkan llama-bench "$@"\n' "$T" >"$T/llama-bench"
+  chmod +x "$T/llama-bench"
+  export LLAMA_BENCH=$T/llama-bench
+fi
 BIN=$T/bin GPU_LIBS=$T/lib/ollama scripts/bench-gpu.sh ${MODELS:-} | tee "${OUT:-$T}/gpu.md"
