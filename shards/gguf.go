@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -122,6 +123,54 @@ func (g *GGUF) Uint(key string) uint64 {
 		return uint64(max(x, 0))
 	}
 	return 0
+}
+
+// Uints returns an integer value as a list: an array's elements (negative
+// ones as 0), a scalar as one element, nil when absent or not integers.
+// Keys such as attention.head_count_kv are arrays, one per layer, in
+// models whose layers differ (LFM2, Nemotron-H, Qwen3-Next).
+func (g *GGUF) Uints(key string) []uint64 {
+	v, ok := g.Get(key)
+	if !ok {
+		return nil
+	}
+	conv := func(n int, at func(int) int64) []uint64 {
+		out := make([]uint64, n)
+		for i := range out {
+			out[i] = uint64(max(at(i), 0))
+		}
+		return out
+	}
+	switch x := v.(type) {
+	case []uint8:
+		return conv(len(x), func(i int) int64 { return int64(x[i]) })
+	case []int8:
+		return conv(len(x), func(i int) int64 { return int64(x[i]) })
+	case []uint16:
+		return conv(len(x), func(i int) int64 { return int64(x[i]) })
+	case []int16:
+		return conv(len(x), func(i int) int64 { return int64(x[i]) })
+	case []uint32:
+		return conv(len(x), func(i int) int64 { return int64(x[i]) })
+	case []int32:
+		return conv(len(x), func(i int) int64 { return int64(x[i]) })
+	case []uint64:
+		return slices.Clone(x)
+	case []int64:
+		return conv(len(x), func(i int) int64 { return x[i] })
+	}
+	if n := g.Uint(key); n > 0 || isInteger(v) {
+		return []uint64{n}
+	}
+	return nil
+}
+
+func isInteger(v any) bool {
+	switch v.(type) {
+	case uint8, uint16, uint32, uint64, int8, int16, int32, int64:
+		return true
+	}
+	return false
 }
 
 // ArrayLen returns the length of an array value, or 0.

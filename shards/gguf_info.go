@@ -18,11 +18,16 @@ type ModelInfo struct {
 	VocabSize     int    `json:"vocab_size"`
 	HeadCount     int    `json:"head_count"`
 	HeadCountKV   int    `json:"head_count_kv"`
-	LayerRange    [2]int `json:"layer_range"` // layers [a,b) present (a slice holds fewer than Layers)
-	HasEmbedding  bool   `json:"has_embedding"`
-	HasHead       bool   `json:"has_head"`
-	TensorBytes   int64  `json:"tensor_bytes"` // total tensor data bytes
-	LayerBytes    int64  `json:"layer_bytes"`  // mean bytes of one blk.N (for the partitioner)
+	// AttentionLayers, when the header gives KV heads per layer and some
+	// layers have none (LFM2's convolutions, Qwen3-Next's linear attention,
+	// Nemotron-H's Mamba layers), is how many layers attend and keep a KV
+	// cache; HeadCount and HeadCountKV are then the most any layer has.
+	AttentionLayers int    `json:"attention_layers,omitempty"`
+	LayerRange      [2]int `json:"layer_range"` // layers [a,b) present (a slice holds fewer than Layers)
+	HasEmbedding    bool   `json:"has_embedding"`
+	HasHead         bool   `json:"has_head"`
+	TensorBytes     int64  `json:"tensor_bytes"` // total tensor data bytes
+	LayerBytes      int64  `json:"layer_bytes"`  // mean bytes of one blk.N (for the partitioner)
 	// Experts and ExpertsUsed are a mixture-of-experts model's experts per
 	// layer and those each token runs (<arch>.expert_count and
 	// .expert_used_count; 0 for a dense model). LayerBytes counts every
@@ -67,11 +72,22 @@ func (g *GGUF) ModelInfo() ModelInfo {
 		Layers:        int(min(g.Uint(arch+".block_count"), math.MaxInt32)),
 		Hidden:        int(min(g.Uint(arch+".embedding_length"), math.MaxInt32)),
 		ContextLength: int(min(g.Uint(arch+".context_length"), math.MaxInt32)),
-		HeadCount:     int(min(g.Uint(arch+".attention.head_count"), math.MaxInt32)),
-		HeadCountKV:   int(min(g.Uint(arch+".attention.head_count_kv"), math.MaxInt32)),
+		HeadCount:     maxInt(g.Uints(arch + ".attention.head_count")),
+		HeadCountKV:   maxInt(g.Uints(arch + ".attention.head_count_kv")),
 		VocabSize:     g.ArrayLen("tokenizer.ggml.tokens"),
 		Experts:       int(min(g.Uint(arch+".expert_count"), math.MaxInt32)),
 		ExpertsUsed:   int(min(g.Uint(arch+".expert_used_count"), math.MaxInt32)),
+	}
+	if kv := g.Uints(arch + ".attention.head_count_kv"); len(kv) > 1 {
+		attn := 0
+		for _, x := range kv {
+			if x > 0 {
+				attn++
+			}
+		}
+		if attn < len(kv) {
+			mi.AttentionLayers = attn
+		}
 	}
 	byType := map[GGMLType]int64{}
 	perLayer := map[int]int64{}
@@ -128,4 +144,13 @@ func (g *GGUF) ModelInfo() ModelInfo {
 		mi.Quant = best.String()
 	}
 	return mi
+}
+
+// maxInt is the largest of xs as an int (0 for none), capped at MaxInt32.
+func maxInt(xs []uint64) int {
+	var m uint64
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return int(min(m, math.MaxInt32))
 }

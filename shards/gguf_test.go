@@ -223,3 +223,38 @@ func FuzzReadGGUF(f *testing.F) {
 		}
 	})
 }
+
+// TestUints: integer arrays come back element by element (negatives as 0),
+// a scalar as one element, anything else as nil.
+func TestUints(t *testing.T) {
+	g := &GGUF{KVs: []KV{
+		{Key: "a.i32s", Type: TypeArray, ArrayType: TypeInt32, Value: []int32{0, 2, -1, 8}},
+		{Key: "a.u64s", Type: TypeArray, ArrayType: TypeUint64, Value: []uint64{1, 1 << 40}},
+		{Key: "a.u32", Type: TypeUint32, Value: uint32(7)},
+		{Key: "a.zero", Type: TypeUint32, Value: uint32(0)},
+		{Key: "a.f32", Type: TypeFloat32, Value: float32(2)},
+		{Key: "a.strs", Type: TypeArray, ArrayType: TypeString, Value: []string{"x"}},
+	}}
+	for key, want := range map[string][]uint64{
+		"a.i32s": {0, 2, 0, 8}, "a.u64s": {1, 1 << 40}, "a.u32": {7}, "a.zero": {0},
+		"a.f32": nil, "a.strs": nil, "a.absent": nil,
+	} {
+		if got := g.Uints(key); fmt.Sprint(got) != fmt.Sprint(want) || (got == nil) != (want == nil) {
+			t.Errorf("Uints(%s) = %v, want %v", key, got, want)
+		}
+	}
+}
+
+// TestModelInfoPerLayerKV: KV heads given per layer are counted as the
+// most any layer has, with the layers that attend.
+func TestModelInfoPerLayerKV(t *testing.T) {
+	g := testModel{arch: "lfm2", layers: 4, hidden: 64, tied: true}.gguf()
+	for i, kv := range g.KVs {
+		if kv.Key == "lfm2.attention.head_count_kv" {
+			g.KVs[i] = KV{Key: kv.Key, Type: TypeArray, ArrayType: TypeUint32, Value: []uint32{0, 0, 4, 0}}
+		}
+	}
+	if mi := g.ModelInfo(); mi.HeadCountKV != 4 || mi.AttentionLayers != 1 || mi.HeadCount != 4 {
+		t.Errorf("per-layer KV heads: head_count %d, head_count_kv %d, attention_layers %d; want 4, 4, 1", mi.HeadCount, mi.HeadCountKV, mi.AttentionLayers)
+	}
+}

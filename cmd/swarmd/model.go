@@ -247,7 +247,12 @@ func modelInfo(args []string, stdout, stderr io.Writer) int {
 	w("embedding", mi.HasEmbedding)
 	w("output head", mi.HasHead)
 	w("hidden", mi.Hidden)
-	w("heads", fmt.Sprintf("%d (kv %d)", mi.HeadCount, mi.HeadCountKV))
+	if mi.AttentionLayers > 0 {
+		w("heads", fmt.Sprintf("%d (kv %d) in %d of %d layers; the others have no attention and keep no KV cache",
+			mi.HeadCount, mi.HeadCountKV, mi.AttentionLayers, mi.Layers))
+	} else {
+		w("heads", fmt.Sprintf("%d (kv %d)", mi.HeadCount, mi.HeadCountKV))
+	}
 	w("context", mi.ContextLength)
 	w("vocabulary", mi.VocabSize)
 	w("tensor bytes", fmt.Sprintf("%d (%s)", mi.TensorBytes, humanBytes(mi.TensorBytes)))

@@ -312,3 +312,40 @@ func TestModelInfoNemotronH(t *testing.T) {
 		}
 	}
 }
+
+// TestModelInfoPerLayerHeads: models whose header gives KV heads per layer
+// (an array, 0 on the layers without attention) are said to have the KV
+// heads of the layers that attend and how many those are, not "kv 0"; a
+// model with one count for every layer has no such line.
+func TestModelInfoPerLayerHeads(t *testing.T) {
+	for _, c := range []struct {
+		arch       string
+		attn, kv   int
+		wantInText string
+	}{
+		{"lfm2", 2, 2, "heads:          4 (kv 2) in 2 of 4 layers; the others have no attention"},
+		{"nemotron_h", 1, 2, "heads:          4 (kv 2) in 1 of 4 layers; the others have no attention"},
+		{"qwen3next", 2, 2, "heads:          4 (kv 2) in 2 of 4 layers; the others have no attention"},
+		{"qwen3", 0, 2, "heads:          4 (kv 2)\n"},
+	} {
+		full := filepath.Join(t.TempDir(), c.arch+".gguf")
+		if code, _, errs := runCmd(modelCmd, "synth", "--arch", c.arch, "--size", "tiny", "-o", full); code != 0 {
+			t.Fatalf("synth %s: %d %s", c.arch, code, errs)
+		}
+		code, out, errs := runCmd(modelCmd, "info", full)
+		if code != 0 || !strings.Contains(out, c.wantInText) {
+			t.Errorf("%s info: %d %s, want %q in\n%s", c.arch, code, errs, c.wantInText, out)
+		}
+		code, out, errs = runCmd(modelCmd, "info", "--json", full)
+		var v struct {
+			KV   int  `json:"head_count_kv"`
+			Attn *int `json:"attention_layers"`
+		}
+		if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil {
+			t.Fatalf("%s info --json: %d %v %s", c.arch, code, err, errs)
+		}
+		if v.KV != c.kv || (c.attn == 0) != (v.Attn == nil) || (v.Attn != nil && *v.Attn != c.attn) {
+			t.Errorf("%s info --json: head_count_kv %d attention_layers %v, want %d and %d", c.arch, v.KV, v.Attn, c.kv, c.attn)
+		}
+	}
+}
