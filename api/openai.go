@@ -148,7 +148,8 @@ func (a *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !streamed {
-		// A MoA answer's reasoning comes whole, with the answer's end.
+		// Reasoning the stream did not carry as it was written comes
+		// whole, with the answer's end.
 		reasoning(out.Reasoning)
 	}
 	content("")

@@ -94,21 +94,22 @@ func (o *Originator) expect(c candidate) (time.Duration, float64) {
 
 // askRole asks the best live holder of role, moving to the next one when a
 // peer is busy, unreachable or hung, until ctx ends. final says whether
-// onToken's text reaches the user (then, once text was sent, a failure
-// stands: another peer's answer cannot follow it without garbling it).
-func (o *Originator) askRole(ctx context.Context, role string, req *Request, onToken func(peer, text string), final bool) answer.Agent {
+// onToken's text and reasoning reach the user (then, once either was sent,
+// a failure stands: another peer's answer cannot follow it without
+// garbling it).
+func (o *Originator) askRole(ctx context.Context, role string, req *Request, onToken func(peer, text, reasoning string), final bool) answer.Agent {
 	return o.askModel(ctx, role, "", req, onToken, final)
 }
 
 // askModel is askRole restricted to peers running model ("" for any). A
 // partial answer (cut off by a deadline, or by a peer that hung mid-answer)
 // is kept when no other peer does better.
-func (o *Originator) askModel(ctx context.Context, role, model string, req *Request, onToken func(peer, text string), final bool) answer.Agent {
+func (o *Originator) askModel(ctx context.Context, role, model string, req *Request, onToken func(peer, text, reasoning string), final bool) answer.Agent {
 	return o.askAmong(ctx, role, o.modelCandidates(role, model), req, onToken, final)
 }
 
 // askAmong is askModel over the given holders of role, best first.
-func (o *Originator) askAmong(ctx context.Context, role string, cands []candidate, req *Request, onToken func(peer, text string), final bool) answer.Agent {
+func (o *Originator) askAmong(ctx context.Context, role string, cands []candidate, req *Request, onToken func(peer, text, reasoning string), final bool) answer.Agent {
 	a := answer.Agent{Role: role, Error: "no live peer serves " + role}
 	var partial *answer.Agent
 	var skipped []string
@@ -125,10 +126,10 @@ func (o *Originator) askAmong(ctx context.Context, role string, cands []candidat
 			break
 		}
 		streamed := false
-		a = o.askPeer(ctx, c, req, func(t string) {
+		a = o.askPeer(ctx, c, req, func(t, r string) {
 			streamed = true
 			if onToken != nil {
-				onToken(c.peer.ID.String(), t)
+				onToken(c.peer.ID.String(), t, r)
 			}
 		})
 		if a.Error != "" && strings.TrimSpace(a.Content) != "" && (partial == nil || len(a.Content) > len(partial.Content)) {
@@ -156,7 +157,7 @@ func (o *Originator) askAmong(ctx context.Context, role string, cands []candidat
 // askPeer asks one peer, within the caller's deadline, under a progress
 // watch that resets the call when the peer goes silent and stops answering
 // pings.
-func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onToken func(string)) answer.Agent {
+func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onToken func(text, reasoning string)) answer.Agent {
 	a := answer.Agent{Role: c.role.Role, Peer: c.peer.ID.String(), Model: c.role.ModelName, ModelCID: c.role.ModelCID,
 		Weight: c.weight, Thermal: c.peer.Cap.Thermal, Unverified: !c.verified}
 	if !c.peer.Self || o.Local == nil {
@@ -204,9 +205,9 @@ func (o *Originator) askPeer(ctx context.Context, c candidate, req *Request, onT
 		rate.token()
 		w.Progress(perToken)
 		text.WriteString(t)
-		thought.WriteString(r) // the agent's own, never its answer: not streamed as one
-		if onToken != nil && t != "" {
-			onToken(t)
+		thought.WriteString(r) // the agent's own, never its answer
+		if onToken != nil && (t != "" || r != "") {
+			onToken(t, r)
 		}
 	}
 	start := time.Now()

@@ -80,6 +80,59 @@ type Query struct {
 	// after the first one failed.
 	OnAgentToken func(role, peer, text string)
 	OnToken      func(string) // the final answer's text as it is produced (serialized)
+	// OnReasoning receives the final answer's reasoning as its writer
+	// produces it, apart from its text (GPT-OSS's analysis channel;
+	// serialized with OnToken). Agents' reasoning is never streamed: it
+	// is in their answer.Agent.
+	OnReasoning func(string)
+}
+
+// finalStream streams the final answer as its writers produce it: their
+// reasoning and their text, apart. When a writer fails after writing, what
+// it wrote stays written, and the next writer's text (and reasoning)
+// follows after a blank line.
+type finalStream struct {
+	q                       Query
+	text, reasoning         bool // something was written
+	textOwed, reasoningOwed bool // a blank line, before the next writer's first piece
+}
+
+// write is an askRole callback for the final answer's writer.
+func (f *finalStream) write(_, t, r string) {
+	if r != "" {
+		if f.reasoningOwed {
+			emit(f.q.OnReasoning, "\n\n")
+			f.reasoningOwed = false
+		}
+		f.reasoning = true
+		emit(f.q.OnReasoning, r)
+	}
+	if t != "" {
+		if f.textOwed {
+			emit(f.q.OnToken, "\n\n")
+			f.textOwed = false
+		}
+		f.text = true
+		emit(f.q.OnToken, t)
+	}
+}
+
+// next says the writer failed: another writer follows.
+func (f *finalStream) next() { f.textOwed, f.reasoningOwed = f.text, f.reasoning }
+
+// whole writes an answer that was not streamed, after the writers before it.
+func (f *finalStream) whole(a answer.Agent) {
+	f.next()
+	f.write("", a.Content, a.Reasoning)
+}
+
+// agentTokens streams an agent's text (not its reasoning) to OnAgentToken.
+func (q Query) agentTokens(role string) func(peer, text, reasoning string) {
+	return func(p, t, _ string) {
+		if t != "" {
+			q.OnAgentToken(role, p, t)
+		}
+	}
 }
 
 func (o *Originator) log() *slog.Logger {
@@ -155,7 +208,7 @@ func (o *Originator) Direct(ctx context.Context, role string, q Query) (*answer.
 	res := &answer.Result{Query: q.Prompt, Mode: role, QueryType: string(qt), Classifier: "rules"}
 	dctx, cancel := o.deadline(ctx, q, ModeMoA, qt)
 	defer cancel()
-	a := o.askModel(dctx, role, q.Model, o.request(role, q, q.Prompt), func(_, t string) { emit(q.OnToken, t) }, true)
+	a := o.askModel(dctx, role, q.Model, o.request(role, q, q.Prompt), (&finalStream{q: q}).write, true)
 	if q.OnAgent != nil {
 		q.OnAgent(a)
 	}
@@ -196,7 +249,7 @@ func (o *Originator) mixture(ctx context.Context, q Query, res *answer.Result) e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			answers[i] = o.askRole(fctx, role, o.request(role, q, q.Prompt), func(p, t string) { q.OnAgentToken(role, p, t) }, false)
+			answers[i] = o.askRole(fctx, role, o.request(role, q, q.Prompt), q.agentTokens(role), false)
 			q.OnAgent(answers[i])
 		}()
 	}
@@ -212,24 +265,18 @@ func (o *Originator) mixture(ctx context.Context, q Query, res *answer.Result) e
 		return noResponse(res.FailedAgents)
 	}
 	best := bestAnswer(res.AgentResponses)
+	out := &finalStream{q: q}
 	if len(nonEmpty(res.AgentResponses)) > 1 && len(o.candidates(Aggregator)) > 0 && fctx.Err() == nil {
-		var final strings.Builder
-		agg := o.aggregate(fctx, q, res.AgentResponses, func(t string) {
-			final.WriteString(t)
-			emit(q.OnToken, t)
-		})
+		agg := o.aggregate(fctx, q, res.AgentResponses, func(t, r string) { out.write("", t, r) })
 		res.Aggregator = &agg
 		if agg.Error == "" && strings.TrimSpace(agg.Content) != "" {
 			res.FinalAnswer = agg.Content
 			return nil
 		}
 		o.log().Info("aggregator failed; returning the best agent answer", "err", agg.Error)
-		if final.Len() > 0 {
-			emit(q.OnToken, "\n\n")
-		}
 	}
 	res.FinalAnswer = best.Content
-	emit(q.OnToken, best.Content)
+	out.whole(best)
 	return nil
 }
 

@@ -35,6 +35,14 @@ func gptossModel(t *testing.T) string {
 // replayed in place of sampling. Each request is sent to reqs.
 func replayHarmony(t *testing.T, p *testPeer, reqs chan<- *Request, ids ...protocol.ID) {
 	t.Helper()
+	replayHarmonyCut(t, p, reqs, 0, ids...)
+}
+
+// replayHarmonyCut is replayHarmony that, when cut > 0, ends the stream
+// after sending cut frames, with no done frame: a peer that dies
+// mid-answer.
+func replayHarmonyCut(t *testing.T, p *testPeer, reqs chan<- *Request, cut int, ids ...protocol.ID) {
+	t.Helper()
 	tok, err := engine.LoadTokenizer(gptossModel(t))
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +65,7 @@ func replayHarmony(t *testing.T, p *testPeer, reqs chan<- *Request, ids ...proto
 		w := bufio.NewWriter(st)
 		send := TokenWriter(w, st.Protocol())
 		dec := tok.NewChatDecoder()
-		n := 0
+		n, sent := 0, 0
 		for _, id := range tokens {
 			n++
 			if tok.IsEOG(id) {
@@ -71,9 +79,15 @@ func replayHarmony(t *testing.T, p *testPeer, reqs chan<- *Request, ids ...proto
 			if text == "" && reasoning == "" {
 				continue
 			}
+			if cut > 0 && sent == cut {
+				w.Flush()
+				st.CloseWrite() // the frames sent arrive; no done frame follows
+				return
+			}
 			if err := send(text, reasoning); err != nil {
 				return
 			}
+			sent++
 		}
 		writeFrame(w, &Reply{Type: ReplyDone, Done: &Done{Role: req.Role, Model: "gpt-oss", ModelCID: cid, Tokens: n, Reason: "stop"}})
 		w.Flush()
@@ -86,7 +100,9 @@ func replayHarmony(t *testing.T, p *testPeer, reqs chan<- *Request, ids ...proto
 // TestReasoningOverTheWire: a role model's reasoning (GPT-OSS's analysis
 // channel) reaches the originator apart from its answer, on
 // /swarm/moa/1.1.0: each agent's in Agent.Reasoning, never in its content,
-// never streamed as the answer, never given to the aggregator.
+// never streamed as the answer, never given to the aggregator; the
+// aggregator's, the final answer's, streamed to OnReasoning as it is
+// written, piece by piece, before the answer's first piece.
 func TestReasoningOverTheWire(t *testing.T) {
 	origin := newTestPeer(t, 4)
 	b := newTestPeerWith(t, gptossModel, 4, Reasoner, Concise)
@@ -95,9 +111,17 @@ func TestReasoningOverTheWire(t *testing.T) {
 	replayHarmony(t, b, nil, ReasoningProtocolID, ProtocolID)
 	replayHarmony(t, c, reqs, ReasoningProtocolID, ProtocolID)
 	o := &Originator{Host: origin.h, View: viewOf(origin, b, c)}
-	var streamed strings.Builder
+	var streamed, thought strings.Builder
+	pieces, early := 0, 0 // reasoning pieces, those before any text
 	res, err := o.Ask(t.Context(), Query{Prompt: "What is the capital of France?", MaxTokens: 64,
-		OnToken: func(s string) { streamed.WriteString(s) }})
+		OnToken: func(s string) { streamed.WriteString(s) },
+		OnReasoning: func(s string) {
+			pieces++
+			if streamed.Len() == 0 {
+				early++
+			}
+			thought.WriteString(s)
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +136,10 @@ func TestReasoningOverTheWire(t *testing.T) {
 	if res.FinalAnswer != "Paris." || streamed.String() != "Paris." {
 		t.Errorf("final answer %q, streamed %q; want the answer alone", res.FinalAnswer, streamed.String())
 	}
+	if thought.String() != harmonyThought || pieces < 5 || early != pieces {
+		t.Errorf("streamed reasoning %q in %d pieces, %d before the answer; want %q as it is written, before the answer",
+			thought.String(), pieces, early, harmonyThought)
+	}
 	agg := <-reqs
 	var prompt strings.Builder
 	for _, m := range agg.Messages {
@@ -119,6 +147,35 @@ func TestReasoningOverTheWire(t *testing.T) {
 	}
 	if agg.Role != Aggregator || strings.Contains(prompt.String(), "capital of France; it is") || !strings.Contains(prompt.String(), "Paris.") {
 		t.Errorf("the aggregator was asked (%s):\n%s\nwant the agents' answers without their reasoning", agg.Role, prompt.String())
+	}
+}
+
+// TestReasoningAggregatorFails: an aggregator that dies after writing part
+// of its reasoning leaves the best agent's answer final; its reasoning is
+// streamed whole after what the aggregator wrote and a blank line, and the
+// result's reasoning is the final answer's writer's alone.
+func TestReasoningAggregatorFails(t *testing.T) {
+	origin := newTestPeer(t, 4)
+	b := newTestPeerWith(t, gptossModel, 4, Reasoner, Concise)
+	c := newTestPeerWith(t, gptossModel, 4, Aggregator)
+	replayHarmony(t, b, nil, ReasoningProtocolID, ProtocolID)
+	replayHarmonyCut(t, c, nil, 3, ReasoningProtocolID, ProtocolID)
+	o := &Originator{Host: origin.h, View: viewOf(origin, b, c)}
+	var streamed, thought strings.Builder
+	res, err := o.Ask(t.Context(), Query{Prompt: "What is the capital of France?", MaxTokens: 64,
+		OnToken: func(s string) { streamed.WriteString(s) }, OnReasoning: func(s string) { thought.WriteString(s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Aggregator == nil || res.Aggregator.Error == "" {
+		t.Fatalf("aggregator: %+v; want it failed", res.Aggregator)
+	}
+	partial, best, ok := strings.Cut(thought.String(), "\n\n")
+	if !ok || partial == "" || !strings.HasPrefix(harmonyThought, partial) || best != harmonyThought {
+		t.Errorf("streamed reasoning %q; want a prefix of %q, a blank line, then it whole", thought.String(), harmonyThought)
+	}
+	if res.FinalAnswer != "Paris." || streamed.String() != "Paris." {
+		t.Errorf("final answer %q, streamed %q", res.FinalAnswer, streamed.String())
 	}
 }
 

@@ -30,42 +30,36 @@ func (o *Originator) speed(ctx context.Context, q Query, res *answer.Result) err
 		return o.speculativeSpeed(sctx, q, res, dc, reasoners)
 	}
 	if !hasDrafter { // no draft to verify: the reasoner answers alone
-		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), func(_, t string) { emit(q.OnToken, t) }, true)
+		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), (&finalStream{q: q}).write, true)
 		q.OnAgent(a)
 		return o.finishSingle(res, a)
 	}
-	draft := o.askRole(sctx, Drafter, o.request(Drafter, q, q.Prompt), func(p, t string) { q.OnAgentToken(Drafter, p, t) }, false)
+	draft := o.askRole(sctx, Drafter, o.request(Drafter, q, q.Prompt), q.agentTokens(Drafter), false)
 	q.OnAgent(draft)
 	if draft.Error != "" {
 		res.FailedAgents = append(res.FailedAgents, draft)
 		if !hasReasoner {
 			return noResponse(res.FailedAgents)
 		}
-		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), func(_, t string) { emit(q.OnToken, t) }, true)
+		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), (&finalStream{q: q}).write, true)
 		q.OnAgent(a)
 		return o.finishSingle(res, a)
 	}
 	res.AgentResponses = append(res.AgentResponses, draft)
+	out := &finalStream{q: q}
 	if !hasReasoner {
 		res.FinalAnswer = draft.Content
-		emit(q.OnToken, draft.Content)
+		out.whole(draft)
 		return nil
 	}
-	var streamed bool
-	check := o.askRole(sctx, Reasoner, o.request(Reasoner, q, verifyPrompt(q.Prompt, draft.Content)), func(_, t string) {
-		streamed = true
-		emit(q.OnToken, t)
-	}, true)
+	check := o.askRole(sctx, Reasoner, o.request(Reasoner, q, verifyPrompt(q.Prompt, draft.Content)), out.write, true)
 	q.OnAgent(check)
 	if check.Error != "" || strings.TrimSpace(check.Content) == "" {
 		if check.Error != "" {
 			res.FailedAgents = append(res.FailedAgents, check)
 		}
-		if streamed {
-			emit(q.OnToken, "\n\n")
-		}
 		res.FinalAnswer = draft.Content
-		emit(q.OnToken, draft.Content)
+		out.whole(draft)
 		return nil
 	}
 	res.AgentResponses = append(res.AgentResponses, check)
@@ -110,11 +104,8 @@ func (o *Originator) speculativeSpeed(ctx context.Context, q Query, res *answer.
 			}
 		}
 	}
-	var streamed bool
-	a := o.askAmong(ctx, Reasoner, reasoners, req, func(_, t string) {
-		streamed = true
-		emit(q.OnToken, t)
-	}, true)
+	out := &finalStream{q: q}
+	a := o.askAmong(ctx, Reasoner, reasoners, req, out.write, true)
 	q.OnAgent(a)
 	if a.Draft != nil && a.Draft.Error != "" {
 		// The reasoner gave up on this drafter: the next speed questions
@@ -127,10 +118,8 @@ func (o *Originator) speculativeSpeed(ctx context.Context, q Query, res *answer.
 		return nil
 	}
 	res.FailedAgents = append(res.FailedAgents, a)
-	if streamed {
-		emit(q.OnToken, "\n\n")
-	}
-	d := o.askRole(ctx, Drafter, o.request(Drafter, q, q.Prompt), func(_, t string) { emit(q.OnToken, t) }, true)
+	out.next()
+	d := o.askRole(ctx, Drafter, o.request(Drafter, q, q.Prompt), out.write, true)
 	q.OnAgent(d)
 	return o.finishSingle(res, d)
 }

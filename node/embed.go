@@ -110,7 +110,7 @@ type Answer struct {
 // what a streaming call sends as it happens, by event name: "agent" (a
 // answer.Agent), "agent_token" (client.AgentToken), "token" (the text, a
 // string), "reasoning" (the final answer's reasoning as it is written, a
-// string: pipeline answers; a MoA answer's is in the result) and "trace"
+// string: its writer's, pipeline or MoA) and "trace"
 // (answer.Trace, a pipeline's progress). Cancelling ctx
 // stops the generation. An error says its kind (answer.KindOf).
 func (n *Node) Query(ctx context.Context, req client.QueryRequest, on func(event string, v any)) (*Answer, error) {

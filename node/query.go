@@ -35,8 +35,8 @@ type querySpec struct {
 	onToken      func(string)
 	onTrace      func(event string, v any)
 	// onReasoning sees the final answer's reasoning as it is written,
-	// apart from its text (a pipeline answer; MoA's comes whole, in the
-	// result).
+	// apart from its text (its writer's: a pipeline's model, the
+	// aggregator, a role asked directly).
 	onReasoning func(string)
 }
 
@@ -63,7 +63,7 @@ func (n *Node) answer(ctx context.Context, q querySpec) (*outcome, error) {
 		return nil, answer.Wrap(answer.Unavailable, errors.New("peer is shutting down"))
 	}
 	mq := moa.Query{Prompt: q.prompt, History: q.history, MaxTokens: q.maxTokens, Sampling: q.sampling,
-		Timeout: q.timeout, OnAgent: q.onAgent, OnAgentToken: q.onAgentToken, OnToken: q.onToken}
+		Timeout: q.timeout, OnAgent: q.onAgent, OnAgentToken: q.onAgentToken, OnToken: q.onToken, OnReasoning: q.onReasoning}
 	var res *answer.Result
 	var err error
 	switch mode := q.mode; {

@@ -168,7 +168,8 @@ func (e *env) queryFooter(res *answer.Result, trace bool) error {
 // pipeline hop's) line to stderr as it finishes, the aggregator's last.
 // The footer is the caller's. With reasoning, the final answer's reasoning
 // goes to stderr as it comes (whole, after the answer, when only the
-// result holds it: a MoA answer).
+// result holds it: a MoA answer from a peer older than the streaming of
+// its reasoning).
 func (e *env) streamQuery(ctx context.Context, req client.QueryRequest, trace, reasoning bool) (*answer.Result, error) {
 	req.Stream = true
 	wrote, thought := false, false
