@@ -8,8 +8,12 @@ import (
 )
 
 // shortNames map the names people know from ollama to GGUF repos on
-// Hugging Face, of the architectures the engine runs (Qwen3 and its
-// mixture of experts, Qwen2.5, Llama 3, Gemma 2 and 3, GPT-OSS; LFM2 and its mixture of experts).
+// Hugging Face, of the architectures the engine runs whose hub files
+// (written by llama.cpp's converter) carry the names ollama's Go models
+// read: Qwen3 and its mixture of experts, Qwen2.5, Llama 3, Mistral Small
+// 3.2 (a llama file), Gemma 2, 3 and 3n, GPT-OSS, LFM2 and its mixture of
+// experts, Nemotron-H and its mixture of experts. Families the engine runs
+// but whose hub files it cannot, and why: docs/models.md.
 var shortNames = map[string]string{
 	"qwen3:0.6b":    "unsloth/Qwen3-0.6B-GGUF",
 	"qwen3:1.7b":    "unsloth/Qwen3-1.7B-GGUF",
@@ -34,6 +38,12 @@ var shortNames = map[string]string{
 	"lfm2:1.2b":     "LiquidAI/LFM2-1.2B-GGUF",
 	"lfm2:8b-a1b":   "LiquidAI/LFM2-8B-A1B-GGUF",
 	"gpt-oss:20b":   "unsloth/gpt-oss-20b-GGUF",
+	"gemma3n:e2b":   "unsloth/gemma-3n-E2B-it-GGUF",
+	"gemma3n:e4b":   "unsloth/gemma-3n-E4B-it-GGUF",
+
+	"mistral-small3.2:24b": "unsloth/Mistral-Small-3.2-24B-Instruct-2506-GGUF",
+	"nemotron-nano:9b":     "bartowski/nvidia_NVIDIA-Nemotron-Nano-9B-v2-GGUF",
+	"nemotron-3-nano:30b":  "unsloth/Nemotron-3-Nano-30B-A3B-GGUF",
 }
 
 // ShortNames lists the short names ParseModelRef knows, sorted.

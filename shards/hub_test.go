@@ -26,6 +26,9 @@ func TestParseModelRef(t *testing.T) {
 		"qwen3:30b-a3b-q4_k_m":                            {Repo: "unsloth/Qwen3-30B-A3B-GGUF", Quant: "Q4_K_M"},
 		"gpt-oss:20b-f16":                                 {Repo: "unsloth/gpt-oss-20b-GGUF", Quant: "F16"},
 		"lfm2:8b-a1b-q4_k_m":                              {Repo: "LiquidAI/LFM2-8B-A1B-GGUF", Quant: "Q4_K_M"},
+		"gemma3n:e2b-q8_0":                                {Repo: "unsloth/gemma-3n-E2B-it-GGUF", Quant: "Q8_0"},
+		"nemotron-3-nano:30b-q4_k_m":                      {Repo: "unsloth/Nemotron-3-Nano-30B-A3B-GGUF", Quant: "Q4_K_M"},
+		"mistral-small3.2:24b-q4_k_m":                     {Repo: "unsloth/Mistral-Small-3.2-24B-Instruct-2506-GGUF", Quant: "Q4_K_M"},
 		"hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_0": {Repo: "bartowski/Llama-3.2-1B-Instruct-GGUF", Quant: "Q4_0"},
 	}
 	for in, want := range ok {
@@ -35,7 +38,8 @@ func TestParseModelRef(t *testing.T) {
 		}
 	}
 	for name, repo := range map[string]string{"Qwen3:0.6B": "unsloth/Qwen3-0.6B-GGUF", "gemma3:4b": "unsloth/gemma-3-4b-it-GGUF",
-		"LFM2:1.2B": "LiquidAI/LFM2-1.2B-GGUF"} {
+		"LFM2:1.2B": "LiquidAI/LFM2-1.2B-GGUF", "gemma3n:E4B": "unsloth/gemma-3n-E4B-it-GGUF",
+		"nemotron-nano:9b": "bartowski/nvidia_NVIDIA-Nemotron-Nano-9B-v2-GGUF"} {
 		if got, short, err := shards.ParseModelRef(name); err != nil || !short || got.Repo != repo {
 			t.Errorf("short name %s: %+v %v %v", name, got, short, err)
 		}

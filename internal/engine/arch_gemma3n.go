@@ -68,7 +68,10 @@ func checkGemma3n(meta *fsggml.GGML) error {
 	if got := len(kv.Floats("activation_sparsity_scale")); got != n {
 		return fmt.Errorf("%w: gemma3n activation_sparsity_scale has %d entries for %d layers", ErrNotGGUF, got, n)
 	}
-	if s := int(kv.Uint("attention.shared_kv_layers")); s > n-2 {
+	if f := kv.Float("attention.shared_kv_layers", 0); f != 0 && (f < 0 || f != float32(math.Trunc(float64(f)))) {
+		return fmt.Errorf("%w: gemma3n attention.shared_kv_layers %g is not a count of layers", ErrNotGGUF, f)
+	}
+	if s := sharedKVLayers(kv); s > n-2 {
 		return fmt.Errorf("%w: gemma3n attention.shared_kv_layers %d of %d layers (the shared layers read two layers before them)", ErrNotGGUF, s, n)
 	}
 	if in, act := kv.Uint("altup.num_inputs"), kv.Uint("altup.active_idx"); in < 2 || act >= in {
@@ -84,7 +87,7 @@ func newGemma3nArch(m *gemma3n.Model, cfg fs.Config) gemma3nArch {
 	a := gemma3nArch{
 		m:      m,
 		n:      int(cfg.Uint("block_count")),
-		shared: int(cfg.Uint("attention.shared_kv_layers")),
+		shared: sharedKVLayers(cfg),
 		scale:  math.Sqrt(float64(cfg.Uint("embedding_length"))),
 		eps:    cfg.Float("attention.layer_norm_rms_epsilon", 1e-06),
 		window: int32(cfg.Uint("attention.sliding_window")),
@@ -218,4 +221,19 @@ func (a gemma3nArch) hasLayer(i int) bool {
 		linearOK(up.Router) && normOK(up.RouterNorm) &&
 		linearOK(la.LinearLeft) && linearOK(la.LinearRight) && normOK(la.PostLaurelNorm) &&
 		linearOK(mlp.Gate) && linearOK(mlp.Up) && linearOK(mlp.Down)
+}
+
+// sharedKVLayers is gemma3n's attention.shared_kv_layers: an unsigned
+// integer as ollama's converter writes it, or a float32 holding a whole
+// number, as llama.cpp's converter wrote it in Gemma 3n files on the hub
+// (ollama's gemma3n reads only the integer: from such a file it would
+// share no KV, every layer reading a cache nothing wrote).
+func sharedKVLayers(cfg fs.Config) int {
+	if s := cfg.Uint("attention.shared_kv_layers"); s > 0 {
+		return int(min(s, 1<<20))
+	}
+	if f := cfg.Float("attention.shared_kv_layers", 0); f > 0 && f < 1<<20 && f == float32(math.Trunc(float64(f))) {
+		return int(f)
+	}
+	return 0
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -173,5 +174,46 @@ func TestGemma3nBadMetadata(t *testing.T) {
 		if !errors.Is(err, ErrNotGGUF) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s = %v: %v, want ErrNotGGUF saying %q", c.key, c.val, err, c.want)
 		}
+	}
+}
+
+// TestGemma3nSharedKVAsFloat: a Gemma 3n header whose
+// attention.shared_kv_layers is a float32 holding a whole number (as
+// llama.cpp's converter wrote hub files) runs as the same file with the
+// integer: the same KV estimate and the same greedy tokens; a fraction is
+// refused naming the key.
+func TestGemma3nSharedKVAsFloat(t *testing.T) {
+	full := synthFile(t, "gemma3n", "tiny", "f32")
+	asFloat := func(v float32) string {
+		p := filepath.Join(t.TempDir(), "float.gguf")
+		rewriteHeader(t, full, p, func(g *shards.GGUF) {
+			for i := range g.KVs {
+				if g.KVs[i].Key == "gemma3n.attention.shared_kv_layers" {
+					g.KVs[i].Type, g.KVs[i].Value = shards.TypeFloat32, v
+				}
+			}
+		})
+		return p
+	}
+	greedy := func(path string) ([]int32, Memory) {
+		t.Helper()
+		m, err := Load(context.Background(), path, Options{Threads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		res, err := m.Generate(context.Background(), Request{Prompt: "Once upon a time", MaxTokens: 12}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Tokens, m.Memory()
+	}
+	want, wantMem := greedy(full)
+	got, gotMem := greedy(asFloat(3))
+	if !slices.Equal(got, want) || gotMem.KVPerSession != wantMem.KVPerSession {
+		t.Errorf("shared_kv_layers as float32 3: tokens %v, KV per session %d; with the integer: %v, %d", got, gotMem.KVPerSession, want, wantMem.KVPerSession)
+	}
+	if _, err := Load(context.Background(), asFloat(2.5), Options{Threads: 1}); !errors.Is(err, ErrNotGGUF) || !strings.Contains(err.Error(), "shared_kv_layers 2.5 is not a count of layers") {
+		t.Errorf("shared_kv_layers 2.5: %v, want ErrNotGGUF naming it", err)
 	}
 }

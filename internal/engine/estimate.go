@@ -95,7 +95,7 @@ func kvShape(cfg fs.Config, hidden int64) (kvHeads, hk, hv int64) {
 // numbers multiply past an int64.
 func kvPerSession(cfg fs.Config, hidden, layers int64, ctx int) (int64, bool) {
 	kvHeads, hk, hv := kvShape(cfg, hidden)
-	if s := int64(cfg.Uint("attention.shared_kv_layers")); s > 0 && s < layers {
+	if s := int64(sharedKVLayers(cfg)); s > 0 && s < layers {
 		// gemma3n: its last layers read earlier layers' KV and keep none
 		// (a whole model: its slices are refused)
 		layers -= s
