@@ -282,6 +282,7 @@ func (e *exchange) ask1(ctx context.Context, id peer.ID) (*gossip.Capability, er
 		return nil, fmt.Errorf("%w: %s answered with a record of %s", ErrRecords, id, signer)
 	}
 	got := time.Now()
+	defer e.s.heardFirst() // after the sample is in the view
 	e.s.learnAddrs(c)
 	e.s.view.observe(c, ans.Self, got, remoteAddr(e.s.host, id), e.s.keep.currentLease())
 	bad := 0

@@ -224,12 +224,16 @@ func (v *View) Room(id peer.ID, c *gossip.Capability, now time.Time) bool {
 
 // Full reports whether the table holds as many peers it does not need as
 // its bound of neighbours: the swarm is larger than its neighbourhood.
-func (v *View) Full() bool {
+func (v *View) Full() bool { return v.fullWith(0) }
+
+// fullWith is Full counting pending more peers not yet alive (leads being
+// probed: a newcomer's sample from its contact) as neighbours.
+func (v *View) fullWith(pending int) bool {
 	bound := v.opts.admission.Neighbours
 	if bound < 0 {
 		return false
 	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	return v.neighboursLocked(v.needsLocked(time.Now())) >= bound
+	return v.neighboursLocked(v.needsLocked(time.Now()))+pending >= bound
 }

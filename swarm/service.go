@@ -39,6 +39,8 @@ type Service struct {
 	log    *slog.Logger
 
 	changed chan struct{} // Changed's nudge to the publisher
+	heard   chan struct{} // closed at the first answer of the record exchange
+	hearOne sync.Once
 
 	mu      sync.Mutex
 	lastSeq uint64
@@ -61,7 +63,8 @@ func New(h host.Host, router *gossip.Router, kad *dht.IpfsDHT, self SelfFunc, li
 	}
 	v := NewView(h.ID(), live, opts...)
 	s := &Service{host: h, router: router, dht: kad, self: self, view: v, probe: newProber(h, v, log),
-		keep: newKeeper(h, v, log), log: log, changed: make(chan struct{}, 1), tagged: map[peer.ID]bool{}}
+		keep: newKeeper(h, v, log), log: log, changed: make(chan struct{}, 1), heard: make(chan struct{}),
+		tagged: map[peer.ID]bool{}}
 	s.xchg = newExchange(s)
 	s.probe.lease = s.keep.currentLease
 	s.probe.ask = func(ctx context.Context, id peer.ID) error {
@@ -175,10 +178,46 @@ func (s *Service) Changed() {
 // publishWait bounds how long a record waits for a peer in the gossip mesh.
 const publishWait = 5 * time.Second
 
+// firstRecordWait bounds how long this peer's first record waits for the
+// first answer of the record exchange (heardFirst).
+const firstRecordWait = 3 * time.Second
+
+// heardFirst says that a peer answered this one's record exchange: its
+// table now holds what the answer brought (a newcomer's contact hands it
+// a sample of up to MaxSample records), so whether the table is full, and
+// its record goes to gossip or is pushed (Beat), is known. Before that, a
+// newcomer that published at once sent its first record to the whole
+// swarm whatever the swarm's size: at a start of many peers at once, N²
+// relays and signature checks (500 simulated peers did not get through
+// their start: docs/scale.md).
+func (s *Service) heardFirst() {
+	s.hearOne.Do(func() {
+		close(s.heard)
+		s.Changed()
+	})
+}
+
+// mayPublish says whether this peer's records may go out: once the
+// exchange answered, or firstRecordWait after the start (a swarm's first
+// peer, whom nobody answers until others join).
+func (s *Service) mayPublish() bool {
+	select {
+	case <-s.heard:
+		return true
+	default:
+	}
+	s.mu.Lock()
+	started := s.started
+	s.mu.Unlock()
+	return !started.IsZero() && time.Since(started) >= firstRecordWait
+}
+
 // Beat seals this peer's record now, changed or not: from then on it is
 // the record the record exchange hands out, whether or not gossip takes
-// it. Once this peer's table is full (View.Full) it pushes it to the
-// peers that hold this one (push.go); else it publishes it: with no peer
+// it. Before the record exchange's first answer (or firstRecordWait) it
+// sends nothing (heardFirst). Once this peer's table is full (View.Full)
+// it pushes it to the peers that hold this one (push.go); else it
+// publishes it: with no peer
 // on the capability topic not yet (it goes out when the first topic peer
 // appears), else waiting up to publishWait for a mesh peer; if that fails
 // it is published again at the next heartbeat.
@@ -194,9 +233,17 @@ func (s *Service) Beat(ctx context.Context) error {
 	// This peer's row holds the record as sealed (the record exchange
 	// hands it out).
 	s.view.observe(&c, b, time.Now(), netip.Addr{}, 0)
-	if s.view.Full() {
+	if !s.mayPublish() {
+		// Sealed and handed out by the exchange; sent once the first
+		// answer says how large the swarm is (unsent stays true).
+		return nil
+	}
+	if s.view.fullWith(s.probe.pending()) {
 		// Past the bound of neighbours: to the peers holding this one,
-		// not to the whole swarm (push.go).
+		// not to the whole swarm (push.go). A newcomer counts the leads
+		// its contact's sample brought, which it is still probing: each
+		// answers a question that carries this peer's record, and takes
+		// it if its table would.
 		s.push(ctx, b)
 		s.mu.Lock()
 		if s.pub.Seq == c.Seq {

@@ -248,3 +248,48 @@ func TestUnpublishedRecordHandedOut(t *testing.T) {
 		t.Fatalf("a handed out a record with %d shards: want the one it sealed last, with 1", len(c.Shards))
 	}
 }
+
+// TestNewcomerPastBoundPublishesNothing: a newcomer whose contact's sample
+// fills its table of neighbours (a swarm larger than its bound) sends its
+// first record to no gossip topic: the peers it probes take it from its
+// questions. A newcomer to the same swarm with room for all publishes it
+// once, as before. Both wait for the record exchange's first answer.
+func TestNewcomerPastBoundPublishesNothing(t *testing.T) {
+	small := WithAdmission(Admission{Neighbours: 3})
+	var ms []*member
+	for range 5 {
+		ms = append(ms, newMember(t, fastLive, nil, small))
+	}
+	for i := 1; i < len(ms); i++ {
+		link(t, ms[i], ms[0])
+	}
+	alive := func(m *member) int {
+		n := 0
+		for _, p := range m.s.View().Peers() {
+			if p.Alive && !p.Self {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, 20*time.Second, "the first member's table fills", func() bool { return alive(ms[0]) >= 3 })
+	seen := countRecords(t, ms[1])
+	past := newMember(t, fastLive, nil, small)
+	roomy := newMember(t, fastLive, nil)
+	link(t, past, ms[0])
+	link(t, roomy, ms[0])
+	waitFor(t, 20*time.Second, "the newcomers' tables fill", func() bool {
+		return alive(past) >= 3 && alive(roomy) >= 4
+	})
+	waitFor(t, 20*time.Second, "the roomy newcomer's record published", func() bool { return roomy.s.Published() == 1 })
+	time.Sleep(10 * fastLive.Heartbeat)
+	if got := past.s.Published(); got != 0 {
+		t.Errorf("the newcomer past its bound published %d records: want none", got)
+	}
+	if got := seen(past.h.ID()); got != 0 {
+		t.Errorf("a member got %d gossiped records of the newcomer past its bound: want none", got)
+	}
+	if got := seen(roomy.h.ID()); got != 1 {
+		t.Errorf("a member got %d gossiped records of the newcomer with room: want 1", got)
+	}
+}

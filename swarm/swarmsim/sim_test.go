@@ -176,9 +176,13 @@ func TestIdleScale(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				var published uint64
+				for _, p := range s.Peers() {
+					published += p.Service.Published()
+				}
 				// Past the DHT loop's first lookups (2, 4, 8, 16 s), as the
 				// real daemons are when idle-traffic.sh measures them.
-				t.Logf("N=%d settled in %s", n, d)
+				t.Logf("N=%d settled in %s, %d records published to gossip", n, d, published)
 				time.Sleep(idleWarmup)
 				r := s.Measure(idleWindow)
 				heap, gs := PerPeer(n)
