@@ -2,6 +2,7 @@ package swarmsim
 
 import (
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -144,8 +145,10 @@ func envDuration(name string, def time.Duration) time.Duration {
 // TestIdleScale measures the idle control plane's traffic at each N of
 // SWARMSIM_SCALE (e.g. 10,20,40,200): the curves of docs/scale.md.
 // SWARMSIM_JOIN (as TestSwarm's) starts the peers one every so long
-// rather than all at once. SWARMSIM_REFRESH sets record_refresh (default 5 min, longer than the
-// warm-up and window: a shorter one puts the refreshes in the window).
+// rather than all at once. SWARMSIM_REFRESH sets record_refresh (default
+// 5 min, longer than the warm-up and window: a shorter one puts the
+// refreshes in the window). SWARMSIM_GOROUTINES=FILE writes the idle
+// swarm's goroutines there, counted by stack (pprof's debug=1 text).
 func TestIdleScale(t *testing.T) {
 	ns := envInts(t, "SWARMSIM_SCALE")
 	if len(ns) == 0 {
@@ -187,6 +190,17 @@ func TestIdleScale(t *testing.T) {
 				r := s.Measure(idleWindow)
 				heap, gs := PerPeer(n)
 				t.Logf("SIMIDLE N=%d settle=%s %s; %s; heap %.1f MiB and %.0f goroutines per peer", n, d, r, s.Tables(), heap/(1<<20), gs)
+				if path := os.Getenv("SWARMSIM_GOROUTINES"); path != "" {
+					// What the goroutines per peer are, by stack, idle.
+					f, err := os.Create(path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer f.Close()
+					if err := pprof.Lookup("goroutine").WriteTo(f, 1); err != nil {
+						t.Fatal(err)
+					}
+				}
 			})
 		})
 	}
