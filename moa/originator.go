@@ -92,33 +92,39 @@ type Query struct {
 // it wrote stays written, and the next writer's text (and reasoning)
 // follows after a blank line.
 type finalStream struct {
-	q                       Query
-	text, reasoning         bool // something was written
-	textOwed, reasoningOwed bool // a blank line, before the next writer's first piece
+	text, reasoning streamed
+}
+
+// streamed is one of a final answer's streams.
+type streamed struct {
+	emit        func(string) // may be nil
+	wrote, owed bool         // something was written; a blank line is owed before the next piece
+}
+
+func (s *streamed) put(piece string) {
+	if piece == "" {
+		return
+	}
+	if s.owed {
+		emit(s.emit, "\n\n")
+		s.owed = false
+	}
+	s.wrote = true
+	emit(s.emit, piece)
+}
+
+func newFinalStream(q Query) *finalStream {
+	return &finalStream{text: streamed{emit: q.OnToken}, reasoning: streamed{emit: q.OnReasoning}}
 }
 
 // write is an askRole callback for the final answer's writer.
 func (f *finalStream) write(_, t, r string) {
-	if r != "" {
-		if f.reasoningOwed {
-			emit(f.q.OnReasoning, "\n\n")
-			f.reasoningOwed = false
-		}
-		f.reasoning = true
-		emit(f.q.OnReasoning, r)
-	}
-	if t != "" {
-		if f.textOwed {
-			emit(f.q.OnToken, "\n\n")
-			f.textOwed = false
-		}
-		f.text = true
-		emit(f.q.OnToken, t)
-	}
+	f.reasoning.put(r)
+	f.text.put(t)
 }
 
 // next says the writer failed: another writer follows.
-func (f *finalStream) next() { f.textOwed, f.reasoningOwed = f.text, f.reasoning }
+func (f *finalStream) next() { f.text.owed, f.reasoning.owed = f.text.wrote, f.reasoning.wrote }
 
 // whole writes an answer that was not streamed, after the writers before it.
 func (f *finalStream) whole(a answer.Agent) {
@@ -208,7 +214,7 @@ func (o *Originator) Direct(ctx context.Context, role string, q Query) (*answer.
 	res := &answer.Result{Query: q.Prompt, Mode: role, QueryType: string(qt), Classifier: "rules"}
 	dctx, cancel := o.deadline(ctx, q, ModeMoA, qt)
 	defer cancel()
-	a := o.askModel(dctx, role, q.Model, o.request(role, q, q.Prompt), (&finalStream{q: q}).write, true)
+	a := o.askModel(dctx, role, q.Model, o.request(role, q, q.Prompt), newFinalStream(q).write, true)
 	if q.OnAgent != nil {
 		q.OnAgent(a)
 	}
@@ -265,7 +271,7 @@ func (o *Originator) mixture(ctx context.Context, q Query, res *answer.Result) e
 		return noResponse(res.FailedAgents)
 	}
 	best := bestAnswer(res.AgentResponses)
-	out := &finalStream{q: q}
+	out := newFinalStream(q)
 	if len(nonEmpty(res.AgentResponses)) > 1 && len(o.candidates(Aggregator)) > 0 && fctx.Err() == nil {
 		agg := o.aggregate(fctx, q, res.AgentResponses, func(t, r string) { out.write("", t, r) })
 		res.Aggregator = &agg

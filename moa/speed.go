@@ -30,7 +30,7 @@ func (o *Originator) speed(ctx context.Context, q Query, res *answer.Result) err
 		return o.speculativeSpeed(sctx, q, res, dc, reasoners)
 	}
 	if !hasDrafter { // no draft to verify: the reasoner answers alone
-		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), (&finalStream{q: q}).write, true)
+		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), newFinalStream(q).write, true)
 		q.OnAgent(a)
 		return o.finishSingle(res, a)
 	}
@@ -41,12 +41,12 @@ func (o *Originator) speed(ctx context.Context, q Query, res *answer.Result) err
 		if !hasReasoner {
 			return noResponse(res.FailedAgents)
 		}
-		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), (&finalStream{q: q}).write, true)
+		a := o.askRole(sctx, Reasoner, o.request(Reasoner, q, q.Prompt), newFinalStream(q).write, true)
 		q.OnAgent(a)
 		return o.finishSingle(res, a)
 	}
 	res.AgentResponses = append(res.AgentResponses, draft)
-	out := &finalStream{q: q}
+	out := newFinalStream(q)
 	if !hasReasoner {
 		res.FinalAnswer = draft.Content
 		out.whole(draft)
@@ -104,7 +104,7 @@ func (o *Originator) speculativeSpeed(ctx context.Context, q Query, res *answer.
 			}
 		}
 	}
-	out := &finalStream{q: q}
+	out := newFinalStream(q)
 	a := o.askAmong(ctx, Reasoner, reasoners, req, out.write, true)
 	q.OnAgent(a)
 	if a.Draft != nil && a.Draft.Error != "" {
