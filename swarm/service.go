@@ -188,8 +188,8 @@ const firstRecordWait = 3 * time.Second
 // its record goes to gossip or is pushed (Beat), is known. Before that, a
 // newcomer that published at once sent its first record to the whole
 // swarm whatever the swarm's size: at a start of many peers at once, N²
-// relays and signature checks (500 simulated peers did not get through
-// their start: docs/scale.md).
+// relays and signature checks (until this waited, 500 simulated peers did
+// not get through their start: docs/scale.md).
 func (s *Service) heardFirst() {
 	s.hearOne.Do(func() {
 		close(s.heard)
@@ -215,10 +215,10 @@ func (s *Service) mayPublish() bool {
 // Beat seals this peer's record now, changed or not: from then on it is
 // the record the record exchange hands out, whether or not gossip takes
 // it. Before the record exchange's first answer (or firstRecordWait) it
-// sends nothing (heardFirst). Once this peer's table is full (View.Full)
-// it pushes it to the peers that hold this one (push.go); else it
-// publishes it: with no peer
-// on the capability topic not yet (it goes out when the first topic peer
+// sends nothing (heardFirst). Once this peer's table is full (View.Full,
+// counting the leads it is probing) it pushes it to the peers that hold
+// this one (push.go); else it publishes it: with no peer on the
+// capability topic not yet (it goes out when the first topic peer
 // appears), else waiting up to publishWait for a mesh peer; if that fails
 // it is published again at the next heartbeat.
 func (s *Service) Beat(ctx context.Context) error {
