@@ -27,15 +27,15 @@ const (
 )
 
 // aggregate asks the aggregator to merge the answers into one.
-func (o *Originator) aggregate(ctx context.Context, q Query, answers []answer.Agent, onToken func(text, reasoning string)) answer.Agent {
+func (o *Originator) aggregate(ctx context.Context, q Query, answers []answer.Agent, onToken func(peer, text, reasoning string)) answer.Agent {
 	budget := o.answerBudget(q)
 	var agg answer.Agent
 	for range fitAttempts {
 		prompt := aggregationPrompt(q.Prompt, answers, budget)
 		streamed := false
-		agg = o.askRole(ctx, Aggregator, o.request(Aggregator, q, prompt), func(_, t, r string) {
+		agg = o.askRole(ctx, Aggregator, o.request(Aggregator, q, prompt), func(p, t, r string) {
 			streamed = true
-			onToken(t, r)
+			onToken(p, t, r)
 		}, true)
 		var tl *TooLongError
 		if streamed || !errors.As(agg.Err, &tl) || tl.Prompt <= 0 || tl.Context <= 0 {

@@ -94,9 +94,10 @@ func (o *Originator) expect(c candidate) (time.Duration, float64) {
 
 // askRole asks the best live holder of role, moving to the next one when a
 // peer is busy, unreachable or hung, until ctx ends. final says whether
-// onToken's text and reasoning reach the user (then, once either was sent,
-// a failure stands: another peer's answer cannot follow it without
-// garbling it).
+// onToken's text and reasoning reach the user: then, once text was sent, a
+// failure stands (another peer's answer cannot follow it without garbling
+// it); reasoning alone does not bind (the next peer's follows it, a new
+// writer's: finalStream).
 func (o *Originator) askRole(ctx context.Context, role string, req *Request, onToken func(peer, text, reasoning string), final bool) answer.Agent {
 	return o.askModel(ctx, role, "", req, onToken, final)
 }
@@ -127,7 +128,7 @@ func (o *Originator) askAmong(ctx context.Context, role string, cands []candidat
 		}
 		streamed := false
 		a = o.askPeer(ctx, c, req, func(t, r string) {
-			streamed = true
+			streamed = streamed || t != ""
 			if onToken != nil {
 				onToken(c.peer.ID.String(), t, r)
 			}

@@ -93,6 +93,7 @@ type Query struct {
 // follows after a blank line.
 type finalStream struct {
 	text, reasoning streamed
+	peer            string // the writer of the last piece
 }
 
 // streamed is one of a final answer's streams.
@@ -117,8 +118,13 @@ func newFinalStream(q Query) *finalStream {
 	return &finalStream{text: streamed{emit: q.OnToken}, reasoning: streamed{emit: q.OnReasoning}}
 }
 
-// write is an askRole callback for the final answer's writer.
-func (f *finalStream) write(_, t, r string) {
+// write is an askRole callback for the final answer's writers: a piece
+// from another peer than the last one's is a new writer's.
+func (f *finalStream) write(peer, t, r string) {
+	if peer != f.peer {
+		f.next()
+		f.peer = peer
+	}
 	f.reasoning.put(r)
 	f.text.put(t)
 }
@@ -129,7 +135,7 @@ func (f *finalStream) next() { f.text.owed, f.reasoning.owed = f.text.wrote, f.r
 // whole writes an answer that was not streamed, after the writers before it.
 func (f *finalStream) whole(a answer.Agent) {
 	f.next()
-	f.write("", a.Content, a.Reasoning)
+	f.write(a.Peer, a.Content, a.Reasoning)
 }
 
 // agentTokens streams an agent's text (not its reasoning) to OnAgentToken.
@@ -273,7 +279,7 @@ func (o *Originator) mixture(ctx context.Context, q Query, res *answer.Result) e
 	best := bestAnswer(res.AgentResponses)
 	out := newFinalStream(q)
 	if len(nonEmpty(res.AgentResponses)) > 1 && len(o.candidates(Aggregator)) > 0 && fctx.Err() == nil {
-		agg := o.aggregate(fctx, q, res.AgentResponses, func(t, r string) { out.write("", t, r) })
+		agg := o.aggregate(fctx, q, res.AgentResponses, out.write)
 		res.Aggregator = &agg
 		if agg.Error == "" && strings.TrimSpace(agg.Content) != "" {
 			res.FinalAnswer = agg.Content

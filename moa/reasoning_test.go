@@ -179,6 +179,39 @@ func TestReasoningAggregatorFails(t *testing.T) {
 	}
 }
 
+// TestReasoningFailover: a role asked directly whose best holder dies
+// after writing only reasoning (no answer text yet) is asked of its next
+// holder: its reasoning streams after what the first wrote and a blank
+// line, and its answer is the answer; the result's reasoning is the
+// answering holder's alone.
+func TestReasoningFailover(t *testing.T) {
+	origin := newTestPeer(t, 4)
+	dies := newTestPeerWith(t, gptossModel, 4, Reasoner)
+	lives := newTestPeerWith(t, gptossModel, 4, Reasoner)
+	replayHarmonyCut(t, dies, nil, 3, ReasoningProtocolID, ProtocolID)
+	replayHarmony(t, lives, nil, ReasoningProtocolID, ProtocolID)
+	o := &Originator{Host: origin.h, View: viewOf(origin, dies, lives)}
+	o.stats.observe(dies.h.ID(), 0, 1000) // ranked first
+	o.stats.observe(lives.h.ID(), 0, 4)
+	var streamed, thought strings.Builder
+	res, err := o.Direct(t.Context(), Reasoner, Query{Prompt: "What is the capital of France?", MaxTokens: 64,
+		OnToken: func(s string) { streamed.WriteString(s) }, OnReasoning: func(s string) { thought.WriteString(s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := res.AgentResponses[0]
+	if a.Peer != lives.h.ID().String() || len(a.Skipped) != 1 || a.Content != "Paris." || a.Reasoning != harmonyThought {
+		t.Fatalf("answered by %s (skipped %q): %q, reasoning %q; want the second holder's", a.Peer, a.Skipped, a.Content, a.Reasoning)
+	}
+	partial, rest, ok := strings.Cut(thought.String(), "\n\n")
+	if !ok || partial == "" || !strings.HasPrefix(harmonyThought, partial) || rest != harmonyThought {
+		t.Errorf("streamed reasoning %q; want the first holder's start, a blank line, then the second's whole", thought.String())
+	}
+	if streamed.String() != "Paris." {
+		t.Errorf("streamed answer %q, want the second holder's alone", streamed.String())
+	}
+}
+
 // TestReasoningOldPeers: peers of /swarm/moa/1.0.0 and of 1.1.0 answer
 // each other both ways. A new caller offers 1.1.0 first and an old server
 // answers on 1.0.0, without reasoning; an old caller opens 1.0.0 and gets
