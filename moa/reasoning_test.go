@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/llmswarm/llmswarm/internal/engine"
+	"github.com/llmswarm/llmswarm/swarm"
 )
 
 // harmonyAnswer is a GPT-OSS chat answer in the harmony format: its
@@ -40,7 +41,9 @@ func replayHarmony(t *testing.T, p *testPeer, reqs chan<- *Request, ids ...proto
 
 // replayHarmonyCut is replayHarmony that, when cut > 0, ends the stream
 // after sending cut frames, with no done frame: a peer that dies
-// mid-answer.
+// mid-answer; when cut < 0, it stops writing after -cut frames and holds
+// the stream open until the caller resets it: a peer stuck mid-answer
+// (its process alive, answering pings).
 func replayHarmonyCut(t *testing.T, p *testPeer, reqs chan<- *Request, cut int, ids ...protocol.ID) {
 	t.Helper()
 	tok, err := engine.LoadTokenizer(gptossModel(t))
@@ -82,6 +85,11 @@ func replayHarmonyCut(t *testing.T, p *testPeer, reqs chan<- *Request, cut int, 
 			if cut > 0 && sent == cut {
 				w.Flush()
 				st.CloseWrite() // the frames sent arrive; no done frame follows
+				return
+			}
+			if cut < 0 && sent == -cut {
+				w.Flush()
+				<-t.Context().Done() // stuck: the caller gives up on it
 				return
 			}
 			if err := send(text, reasoning); err != nil {
@@ -179,36 +187,45 @@ func TestReasoningAggregatorFails(t *testing.T) {
 	}
 }
 
-// TestReasoningFailover: a role asked directly whose best holder dies
-// after writing only reasoning (no answer text yet) is asked of its next
-// holder: its reasoning streams after what the first wrote and a blank
-// line, and its answer is the answer; the result's reasoning is the
+// TestReasoningFailover: a role asked directly whose best holder dies, or
+// is stuck, after writing only reasoning (no answer text yet) is asked of
+// its next holder: its reasoning streams after what the first wrote and a
+// blank line, and its answer is the answer; the result's reasoning is the
 // answering holder's alone.
 func TestReasoningFailover(t *testing.T) {
-	origin := newTestPeer(t, 4)
-	dies := newTestPeerWith(t, gptossModel, 4, Reasoner)
-	lives := newTestPeerWith(t, gptossModel, 4, Reasoner)
-	replayHarmonyCut(t, dies, nil, 3, ReasoningProtocolID, ProtocolID)
-	replayHarmony(t, lives, nil, ReasoningProtocolID, ProtocolID)
-	o := &Originator{Host: origin.h, View: viewOf(origin, dies, lives)}
-	o.stats.observe(dies.h.ID(), 0, 1000) // ranked first
-	o.stats.observe(lives.h.ID(), 0, 4)
-	var streamed, thought strings.Builder
-	res, err := o.Direct(t.Context(), Reasoner, Query{Prompt: "What is the capital of France?", MaxTokens: 64,
-		OnToken: func(s string) { streamed.WriteString(s) }, OnReasoning: func(s string) { thought.WriteString(s) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := res.AgentResponses[0]
-	if a.Peer != lives.h.ID().String() || len(a.Skipped) != 1 || a.Content != "Paris." || a.Reasoning != harmonyThought {
-		t.Fatalf("answered by %s (skipped %q): %q, reasoning %q; want the second holder's", a.Peer, a.Skipped, a.Content, a.Reasoning)
-	}
-	partial, rest, ok := strings.Cut(thought.String(), "\n\n")
-	if !ok || partial == "" || !strings.HasPrefix(harmonyThought, partial) || rest != harmonyThought {
-		t.Errorf("streamed reasoning %q; want the first holder's start, a blank line, then the second's whole", thought.String())
-	}
-	if streamed.String() != "Paris." {
-		t.Errorf("streamed answer %q, want the second holder's alone", streamed.String())
+	for _, c := range []struct {
+		name string
+		cut  int
+	}{{"dies", 3}, {"stuck", -3}} {
+		t.Run(c.name, func(t *testing.T) {
+			origin := newTestPeer(t, 4)
+			first := newTestPeerWith(t, gptossModel, 4, Reasoner)
+			lives := newTestPeerWith(t, gptossModel, 4, Reasoner)
+			replayHarmonyCut(t, first, nil, c.cut, ReasoningProtocolID, ProtocolID)
+			replayHarmony(t, lives, nil, ReasoningProtocolID, ProtocolID)
+			o := &Originator{Host: origin.h, View: viewOf(origin, first, lives),
+				Progress: swarm.Progress{Floor: 500 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond, MaxStall: 2 * time.Second}}
+			o.stats.observe(first.h.ID(), 0, 1000) // ranked first
+			o.stats.observe(lives.h.ID(), 0, 4)
+			var streamed, thought strings.Builder
+			res, err := o.Direct(t.Context(), Reasoner, Query{Prompt: "What is the capital of France?", MaxTokens: 64,
+				OnToken: func(s string) { streamed.WriteString(s) }, OnReasoning: func(s string) { thought.WriteString(s) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := res.AgentResponses[0]
+			if a.Peer != lives.h.ID().String() || len(a.Skipped) != 1 || a.Content != "Paris." || a.Reasoning != harmonyThought {
+				t.Fatalf("answered by %s (skipped %q): %q, reasoning %q; want the second holder's", a.Peer, a.Skipped, a.Content, a.Reasoning)
+			}
+			partial, rest, ok := strings.Cut(thought.String(), "\n\n")
+			if !ok || partial == "" || !strings.HasPrefix(harmonyThought, partial) || rest != harmonyThought {
+				t.Errorf("streamed reasoning %q; want the first holder's start, a blank line, then the second's whole", thought.String())
+			}
+			if streamed.String() != "Paris." {
+				t.Errorf("streamed answer %q, want the second holder's alone", streamed.String())
+			}
+			t.Logf("skipped: %q", a.Skipped)
+		})
 	}
 }
 

@@ -134,43 +134,36 @@ func (g *GGUF) Uints(key string) []uint64 {
 	if !ok {
 		return nil
 	}
-	conv := func(n int, at func(int) int64) []uint64 {
-		out := make([]uint64, n)
-		for i := range out {
-			out[i] = uint64(max(at(i), 0))
-		}
-		return out
-	}
 	switch x := v.(type) {
 	case []uint8:
-		return conv(len(x), func(i int) int64 { return int64(x[i]) })
+		return toUints(x)
 	case []int8:
-		return conv(len(x), func(i int) int64 { return int64(x[i]) })
+		return toUints(x)
 	case []uint16:
-		return conv(len(x), func(i int) int64 { return int64(x[i]) })
+		return toUints(x)
 	case []int16:
-		return conv(len(x), func(i int) int64 { return int64(x[i]) })
+		return toUints(x)
 	case []uint32:
-		return conv(len(x), func(i int) int64 { return int64(x[i]) })
+		return toUints(x)
 	case []int32:
-		return conv(len(x), func(i int) int64 { return int64(x[i]) })
+		return toUints(x)
 	case []uint64:
 		return slices.Clone(x)
 	case []int64:
-		return conv(len(x), func(i int) int64 { return x[i] })
-	}
-	if n := g.Uint(key); n > 0 || isInteger(v) {
-		return []uint64{n}
+		return toUints(x)
+	case uint8, uint16, uint32, uint64, int8, int16, int32, int64:
+		return []uint64{g.Uint(key)}
 	}
 	return nil
 }
 
-func isInteger(v any) bool {
-	switch v.(type) {
-	case uint8, uint16, uint32, uint64, int8, int16, int32, int64:
-		return true
+// toUints widens integers, negative ones as 0.
+func toUints[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32](xs []T) []uint64 {
+	out := make([]uint64, len(xs))
+	for i, x := range xs {
+		out[i] = uint64(max(x, 0))
 	}
-	return false
+	return out
 }
 
 // ArrayLen returns the length of an array value, or 0.

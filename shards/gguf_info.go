@@ -66,6 +66,7 @@ func layerOf(name string) int {
 // ModelInfo summarises the header.
 func (g *GGUF) ModelInfo() ModelInfo {
 	arch := g.String("general.architecture")
+	kvHeads := g.Uints(arch + ".attention.head_count_kv")
 	mi := ModelInfo{
 		Arch:          arch,
 		Name:          g.String("general.name"),
@@ -73,21 +74,19 @@ func (g *GGUF) ModelInfo() ModelInfo {
 		Hidden:        int(min(g.Uint(arch+".embedding_length"), math.MaxInt32)),
 		ContextLength: int(min(g.Uint(arch+".context_length"), math.MaxInt32)),
 		HeadCount:     maxInt(g.Uints(arch + ".attention.head_count")),
-		HeadCountKV:   maxInt(g.Uints(arch + ".attention.head_count_kv")),
+		HeadCountKV:   maxInt(kvHeads),
 		VocabSize:     g.ArrayLen("tokenizer.ggml.tokens"),
 		Experts:       int(min(g.Uint(arch+".expert_count"), math.MaxInt32)),
 		ExpertsUsed:   int(min(g.Uint(arch+".expert_used_count"), math.MaxInt32)),
 	}
-	if kv := g.Uints(arch + ".attention.head_count_kv"); len(kv) > 1 {
-		attn := 0
-		for _, x := range kv {
-			if x > 0 {
-				attn++
-			}
+	attn := 0
+	for _, x := range kvHeads {
+		if x > 0 {
+			attn++
 		}
-		if attn < len(kv) {
-			mi.AttentionLayers = attn
-		}
+	}
+	if len(kvHeads) > 1 && attn < len(kvHeads) {
+		mi.AttentionLayers = attn
 	}
 	byType := map[GGMLType]int64{}
 	perLayer := map[int]int64{}
