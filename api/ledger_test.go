@@ -166,7 +166,11 @@ func TestContendedSwarmServesContributorsFirst(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := ask(p, "reasoner", 8); err != nil {
+			// 160 tokens: each answer holds the slot long enough that the
+			// order answers reach their askers is the order the server
+			// served them in (with 8, a laptop's answer served third once
+			// reached its asker after a phone's, under make test).
+			if err := ask(p, "reasoner", 160); err != nil {
 				t.Errorf("%s: %v", p.ID(), err)
 			}
 			mu.Lock()
