@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"time"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/connmgr"
@@ -13,7 +12,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/pnet"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
-	basicconnmgr "github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
 	tls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/llmswarm/llmswarm/internal/version"
 	"github.com/llmswarm/llmswarm/moa"
+	"github.com/llmswarm/llmswarm/swarm"
 )
 
 // Version is the swarmd version announced in identify and capability records.
@@ -60,7 +59,7 @@ func newHost(cfg Config, key crypto.PrivKey, psk pnet.PSK, gater connmgr.Connect
 	if err != nil {
 		return nil, nil, fmt.Errorf("resource manager: %w", err)
 	}
-	cm, err := basicconnmgr.NewConnManager(cfg.ConnLow, cfg.ConnHigh, basicconnmgr.WithGracePeriod(time.Minute))
+	cm, err := swarm.NewConnManager(cfg.ConnLow, cfg.ConnHigh)
 	if err != nil {
 		rm.Close()
 		return nil, nil, fmt.Errorf("connection manager: %w", err)

@@ -46,6 +46,14 @@ func (e *exchange) heldBy(id peer.ID, now time.Time) {
 	e.holders[id] = now
 }
 
+// heldWithin reports whether id asked this peer something within heldFor.
+func (e *exchange) heldWithin(id peer.ID, now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t, ok := e.holders[id]
+	return ok && now.Sub(t) < heldFor
+}
+
 // holdersNow returns the peers that asked this peer something within
 // heldFor.
 func (e *exchange) holdersNow(now time.Time) []peer.ID {

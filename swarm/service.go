@@ -471,7 +471,8 @@ func (s *Service) learnAddrs(c *gossip.Capability) {
 // sweep makes dead the peers whose lease ended unanswered (the keeper's
 // probes extend the leases of peers that answer) and forgets long-dead
 // ones, and every tagEvery tags the table's live peers for the
-// connection manager (tagTable).
+// connection manager (tagTable) and closes the connections this peer
+// has no use for (closeIdleConns).
 func (s *Service) sweep(ctx context.Context) {
 	defer s.wg.Done()
 	every := max(s.view.live.Heartbeat/4, 50*time.Millisecond)
@@ -489,45 +490,10 @@ func (s *Service) sweep(ctx context.Context) {
 			if now.Sub(lastTag) >= tagEvery {
 				lastTag = now
 				s.tagTable()
+				s.closeIdleConns(now)
 			}
 			// A peer a call found hung is routable again once it answers.
 			s.view.RecheckHung(s.host, Progress{}.Defaults().ProbeTimeout)
 		}
-	}
-}
-
-// Tagging the table's peers for the connection manager.
-const (
-	tableTag   = "swarm-table"
-	tableValue = 20
-	tagEvery   = 5 * time.Second
-)
-
-// tagTable tags the connections of the table's live peers, so that the
-// connection manager, trimming, closes others first (a DHT lookup's,
-// a peer's that holds this one but is not in its table): the probes of
-// the table then run over connections it keeps, not new ones, and a
-// neighbour is not cut and redialled each time the manager trims.
-func (s *Service) tagTable() {
-	cm := s.host.ConnManager()
-	live := map[peer.ID]bool{}
-	for _, p := range s.view.rows() {
-		if p.Alive {
-			live[p.ID] = true
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for id := range s.tagged {
-		if !live[id] {
-			cm.UntagPeer(id, tableTag)
-			delete(s.tagged, id)
-		}
-	}
-	for id := range live {
-		// Again each time: the manager forgets a peer's tags when its
-		// last connection closes.
-		cm.TagPeer(id, tableTag, tableValue)
-		s.tagged[id] = true
 	}
 }

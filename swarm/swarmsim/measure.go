@@ -150,17 +150,47 @@ type Tables struct {
 	MeanRows, MaxRows   float64 // rows of the peer table (alive or not, itself included)
 	MeanAlive           float64 // of them alive
 	MeanConns, MaxConns float64 // open libp2p connections
+	// Of a peer's connections, on average: to a peer in both tables (its
+	// and the other's), in its own only, in the other's only, in neither
+	// (a DHT lookup's, a seed's).
+	ConnsBoth, ConnsMine, ConnsTheirs, ConnsNeither float64
 }
 
 func (t Tables) String() string {
-	return fmt.Sprintf("peer table %.0f rows (max %.0f, %.0f alive), %.0f connections (max %.0f)",
-		t.MeanRows, t.MaxRows, t.MeanAlive, t.MeanConns, t.MaxConns)
+	return fmt.Sprintf("peer table %.0f rows (max %.0f, %.0f alive), %.0f connections (max %.0f; tables: both %.0f, own %.0f, other's %.0f, neither %.0f)",
+		t.MeanRows, t.MaxRows, t.MeanAlive, t.MeanConns, t.MaxConns, t.ConnsBoth, t.ConnsMine, t.ConnsTheirs, t.ConnsNeither)
 }
 
 // Tables reads every live peer's table and connections.
 func (s *Sim) Tables() Tables {
 	var rows, alive, conns []float64
-	for _, p := range s.Live() {
+	live := s.Live()
+	byID := make(map[peer.ID]*Peer, len(live))
+	for _, p := range live {
+		byID[p.ID()] = p
+	}
+	var t Tables
+	for _, p := range live {
+		for _, c := range p.Host.Network().Conns() {
+			q := byID[c.RemotePeer()]
+			mine := p.Service.View().Alive(c.RemotePeer())
+			theirs := q != nil && q.Service.View().Alive(p.ID())
+			switch {
+			case mine && theirs:
+				t.ConnsBoth++
+			case mine:
+				t.ConnsMine++
+			case theirs:
+				t.ConnsTheirs++
+			default:
+				t.ConnsNeither++
+			}
+		}
+	}
+	if n := float64(len(live)); n > 0 {
+		t.ConnsBoth, t.ConnsMine, t.ConnsTheirs, t.ConnsNeither = t.ConnsBoth/n, t.ConnsMine/n, t.ConnsTheirs/n, t.ConnsNeither/n
+	}
+	for _, p := range live {
 		ps := p.Service.View().Peers()
 		n := 0
 		for _, q := range ps {
@@ -172,7 +202,6 @@ func (s *Sim) Tables() Tables {
 		alive = append(alive, float64(n))
 		conns = append(conns, float64(len(p.Host.Network().Conns())))
 	}
-	var t Tables
 	t.MeanRows, _, t.MaxRows = stats(rows)
 	t.MeanAlive, _, _ = stats(alive)
 	t.MeanConns, _, t.MaxConns = stats(conns)

@@ -16,7 +16,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	libp2pquic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 
 	"github.com/llmswarm/llmswarm/gossip"
@@ -191,7 +190,7 @@ func (s *Sim) start(p *Peer, link Link, seeds []peer.AddrInfo) error {
 	}
 	trust := swarm.NewTrust()
 	gate := gossip.NewGate(trust, 0)
-	cm, err := connmgr.NewConnManager(s.cfg.ConnLow, s.cfg.ConnHigh, connmgr.WithGracePeriod(time.Minute))
+	cm, err := swarm.NewConnManager(s.cfg.ConnLow, s.cfg.ConnHigh)
 	if err != nil {
 		return err
 	}
