@@ -57,6 +57,8 @@ type recordsAnswer struct {
 	Self   []byte   `json:"self,omitempty"`   // the answerer's sealed record
 	Sample [][]byte `json:"sample,omitempty"` // sealed records of others: leads
 	Error  string   `json:"error,omitempty"`  // why the request was refused
+	// Held says the answerer's table holds the asker alive (mutual.go).
+	Held bool `json:"held,omitempty"`
 }
 
 // exchange serves and asks the record exchange.
@@ -73,6 +75,8 @@ type exchange struct {
 	// connected's question of the same peer).
 	inflight map[peer.ID]*question
 	holders  map[peer.ID]time.Time // askers by when they last asked (push.go)
+	// newcomers are the askers for a sample, oldest first (newcomers.go).
+	newcomers []newcomer
 }
 
 // question is a question of the record exchange in progress; a second
@@ -131,7 +135,11 @@ func (e *exchange) serve(st network.Stream) {
 		recordFrames.WriteJSON(st, 0, recordsAnswer{Error: err.Error()}, maxAnswerBytes)
 		return
 	}
-	ans := recordsAnswer{Sample: e.s.view.sample(req.Sample, maxSampleBytes, from)}
+	now := time.Now()
+	ans := recordsAnswer{Sample: e.sampleFor(req.Sample, from, now), Held: e.s.view.Alive(from)}
+	if req.Sample > 0 && req.Self != nil {
+		e.noteNewcomer(from, req.Self, remoteAddr(e.s.host, from), now)
+	}
 	if req.Have == 0 || e.s.selfSeq() > req.Have {
 		if ans.Self, err = e.s.sealedSelf(); err != nil {
 			recordFrames.WriteJSON(st, 0, recordsAnswer{Error: "no record to give: " + err.Error()}, maxAnswerBytes)
@@ -285,6 +293,7 @@ func (e *exchange) ask1(ctx context.Context, id peer.ID) (*gossip.Capability, er
 	defer e.s.heardFirst() // after the sample is in the view
 	e.s.learnAddrs(c)
 	e.s.view.observe(c, ans.Self, got, remoteAddr(e.s.host, id), e.s.keep.currentLease())
+	e.s.view.holdsUs(id, ans.Held)
 	bad := 0
 	for _, b := range ans.Sample {
 		rc, sid, err := gossip.OpenCapability(b)
@@ -320,8 +329,12 @@ func (e *exchange) check(ctx context.Context, id peer.ID, have uint64) error {
 // an error.
 func (e *exchange) checkWith(ctx context.Context, id peer.ID, req recordsRequest) error {
 	ans, err := e.ask(ctx, id, req)
-	if err != nil || ans.Self == nil {
+	if err != nil {
 		return err
+	}
+	e.s.view.holdsUs(id, ans.Held)
+	if ans.Self == nil {
+		return nil
 	}
 	c, signer, err := gossip.OpenCapability(ans.Self)
 	if err != nil {
