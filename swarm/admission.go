@@ -126,12 +126,16 @@ func (v *View) admitLocked(id peer.ID, c *gossip.Capability, addr netip.Addr, no
 	if id == v.self {
 		return nil, true
 	}
-	if !v.roomLocked(id, c, now) {
-		return nil, false
-	}
 	evict := func(p *Peer) {
 		delete(v.peers, p.ID)
 		evicted = append(evicted, *p)
+	}
+	if !v.freeRoomLocked(id, c, now) {
+		victim := v.swapVictimLocked(id, now) // mutual.go
+		if victim == nil {
+			return nil, false
+		}
+		evict(victim)
 	}
 	adm := v.opts.admission
 	if !v.proven(id) {

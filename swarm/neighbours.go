@@ -197,8 +197,14 @@ func (v *View) neighboursLocked(n *needs) int {
 }
 
 // roomLocked reports whether the bound of neighbours lets id, not in the
-// table, in with its record c (nil: not known yet). v.mu must be held.
+// table, in with its record c (nil: not known yet), in place of a
+// neighbour if need be (mutual.go). v.mu must be held.
 func (v *View) roomLocked(id peer.ID, c *gossip.Capability, now time.Time) bool {
+	return v.freeRoomLocked(id, c, now) || v.swapVictimLocked(id, now) != nil
+}
+
+// freeRoomLocked is roomLocked without taking a neighbour's place.
+func (v *View) freeRoomLocked(id peer.ID, c *gossip.Capability, now time.Time) bool {
 	bound := v.opts.admission.Neighbours
 	if bound < 0 || id == v.self || v.proven(id) || v.opts.protect != nil && v.opts.protect(id) {
 		return true

@@ -66,6 +66,7 @@ func New(h host.Host, router *gossip.Router, kad *dht.IpfsDHT, self SelfFunc, li
 		keep: newKeeper(h, v, log), log: log, changed: make(chan struct{}, 1), heard: make(chan struct{}),
 		tagged: map[peer.ID]bool{}}
 	s.xchg = newExchange(s)
+	v.holds = func(id peer.ID) bool { return s.xchg.heldWithin(id, time.Now()) }
 	s.probe.lease = s.keep.currentLease
 	s.probe.ask = func(ctx context.Context, id peer.ID) error {
 		_, err := s.xchg.fetch1(ctx, id)

@@ -25,8 +25,9 @@ type Peer struct {
 	// connection to this peer); zero when unknown.
 	Addr netip.Addr
 
-	until  time.Time // alive until then unless it answers again (Sweep)
-	sealed []byte    // Cap as its peer signed it (nil: not kept)
+	until   time.Time // alive until then unless it answers again (Sweep)
+	sealed  []byte    // Cap as its peer signed it (nil: not kept)
+	holdsUs bool      // its last answer said its table holds this peer (mutual.go)
 }
 
 // Liveness parameters of a View and of the Service that keeps it.
@@ -94,6 +95,10 @@ type View struct {
 	wanted map[string]time.Time // models wanted, until when (neighbours.go)
 	subs   subscribers
 	hung   hungSet // peers found hung (hung.go)
+	// holds reports whether a peer asked this one anything within
+	// heldFor (the Service's record exchange; nil: none known). It is
+	// called with mu held.
+	holds func(peer.ID) bool
 }
 
 // NewView returns an empty table for the peer self.
