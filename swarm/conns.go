@@ -29,7 +29,7 @@ import (
 // routing-table peer aside. The DHT keeps such peers in its routing table
 // and dials them again when a lookup needs them.
 const (
-	connIdle    = 30 * time.Second
+	connIdle    = 10 * time.Second
 	dhtTag      = "kbucket" // kad-dht's tag (and protection) of each peer in its routing table
 	dhtTagValue = 5         // kad-dht's own value of that tag
 	connGrace   = time.Minute

@@ -149,7 +149,8 @@ func stats(xs []float64) (mean, median, maxv float64) {
 type Tables struct {
 	MeanRows, MaxRows   float64 // rows of the peer table (alive or not, itself included)
 	MeanAlive           float64 // of them alive
-	MeanConns, MaxConns float64 // open libp2p connections
+	MeanConns, MaxConns float64 // open libp2p connections of a peer, seeds aside
+	SeedConns           float64 // of the busiest seed
 	// Of a peer's connections, on average: to a peer in both tables (its
 	// and the other's), in its own only, in the other's only, in neither
 	// (a DHT lookup's, a seed's).
@@ -157,8 +158,8 @@ type Tables struct {
 }
 
 func (t Tables) String() string {
-	return fmt.Sprintf("peer table %.0f rows (max %.0f, %.0f alive), %.0f connections (max %.0f; tables: both %.0f, own %.0f, other's %.0f, neither %.0f)",
-		t.MeanRows, t.MaxRows, t.MeanAlive, t.MeanConns, t.MaxConns, t.ConnsBoth, t.ConnsMine, t.ConnsTheirs, t.ConnsNeither)
+	return fmt.Sprintf("peer table %.0f rows (max %.0f, %.0f alive), %.0f connections (max %.0f, a seed %.0f; tables: both %.0f, own %.0f, other's %.0f, neither %.0f)",
+		t.MeanRows, t.MaxRows, t.MeanAlive, t.MeanConns, t.MaxConns, t.SeedConns, t.ConnsBoth, t.ConnsMine, t.ConnsTheirs, t.ConnsNeither)
 }
 
 // Tables reads every live peer's table and connections.
@@ -200,6 +201,10 @@ func (s *Sim) Tables() Tables {
 		}
 		rows = append(rows, float64(len(ps)))
 		alive = append(alive, float64(n))
+		if p.Index < s.cfg.Seeds {
+			t.SeedConns = max(t.SeedConns, float64(len(p.Host.Network().Conns())))
+			continue // every newcomer dials a seed: not a peer like the others
+		}
 		conns = append(conns, float64(len(p.Host.Network().Conns())))
 	}
 	t.MeanRows, _, t.MaxRows = stats(rows)

@@ -2,6 +2,7 @@ package swarmsim
 
 import (
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -148,7 +149,8 @@ func envDuration(name string, def time.Duration) time.Duration {
 // rather than all at once. SWARMSIM_REFRESH sets record_refresh (default
 // 5 min, longer than the warm-up and window: a shorter one puts the
 // refreshes in the window). SWARMSIM_GOROUTINES=FILE writes the idle
-// swarm's goroutines there, counted by stack (pprof's debug=1 text).
+// swarm's goroutines there, counted by stack (pprof's debug=1 text), and
+// SWARMSIM_HEAP=FILE its heap profile.
 func TestIdleScale(t *testing.T) {
 	ns := envInts(t, "SWARMSIM_SCALE")
 	if len(ns) == 0 {
@@ -169,11 +171,19 @@ func TestIdleScale(t *testing.T) {
 				defer func() { simulated = time.Since(start) }()
 				s := New(Config{Link: Link{Latency: 50 * time.Millisecond}, Refresh: envDuration("SWARMSIM_REFRESH", 0)})
 				defer s.Close()
-				for range n {
+				for i := range n {
 					if _, err := s.Add(Spec{}); err != nil {
 						t.Fatal(err)
 					}
 					time.Sleep(envDuration("SWARMSIM_JOIN", 0))
+					if (i+1)%100 == 0 && i+1 < n {
+						// Where a long start is (outside the bubble's clock too).
+						var ms runtime.MemStats
+						runtime.ReadMemStats(&ms)
+						t.Logf("joined %d at %s simulated: %s; heap %.1f MiB and %d goroutines per peer",
+							i+1, time.Since(start), s.Tables(),
+							float64(ms.HeapAlloc)/float64(i+1)/(1<<20), runtime.NumGoroutine()/(i+1))
+					}
 				}
 				d, err := s.Settle(10*time.Minute, t.Logf)
 				if err != nil {
@@ -190,6 +200,17 @@ func TestIdleScale(t *testing.T) {
 				r := s.Measure(idleWindow)
 				heap, gs := PerPeer(n)
 				t.Logf("SIMIDLE N=%d settle=%s %s; %s; heap %.1f MiB and %.0f goroutines per peer", n, d, r, s.Tables(), heap/(1<<20), gs)
+				if path := os.Getenv("SWARMSIM_HEAP"); path != "" {
+					// What the idle swarm's heap holds (pprof's format).
+					f, err := os.Create(path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer f.Close()
+					if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
 				if path := os.Getenv("SWARMSIM_GOROUTINES"); path != "" {
 					// What the goroutines per peer are, by stack, idle.
 					f, err := os.Create(path)
