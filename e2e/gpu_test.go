@@ -89,7 +89,10 @@ func TestGPUStageInCPUSwarm(t *testing.T) {
 			Hops   []struct{ Peer, Backend string }
 		}
 	}
-	a.ctlJSON(&res, append(trainedAsk, prompt)...)
+	// The first answer through the GPU stage waits for the originator's
+	// challenge of it, whose first graphs on llvmpipe compile their
+	// shaders on the CPU: 27 s once under make test's parallel packages.
+	a.ctlJSONWithin(2*time.Minute, &res, append(trainedAsk, prompt)...)
 	p := res.Pipeline
 	if len(p.Hops) != 2 || p.Hops[1].Peer != gID || p.Hops[1].Backend != "Vulkan 2/2+head" || p.Hops[0].Backend != "CPU" {
 		t.Fatalf("route %+v: want the CPU originator, then the GPU peer %s", p.Hops, gID)

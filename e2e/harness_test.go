@@ -297,7 +297,13 @@ func (d *daemon) bootstrapAddr() string {
 
 func (d *daemon) ctlJSON(v any, args ...string) {
 	d.t.Helper()
-	out, errOut, code := d.ctl(append([]string{"--json"}, args...)...)
+	d.ctlJSONWithin(30*time.Second, v, args...)
+}
+
+// ctlJSONWithin is ctlJSON with another limit on swarmctl's run.
+func (d *daemon) ctlJSONWithin(limit time.Duration, v any, args ...string) {
+	d.t.Helper()
+	out, errOut, code := runCtlWithin(limit, d.netns, append([]string{"--api", d.api, "--json"}, args...)...)
 	if code != 0 {
 		d.t.Fatalf("swarmctl %v: exit %d: %s", args, code, errOut)
 	}
