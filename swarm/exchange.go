@@ -20,8 +20,14 @@ import (
 // optionally, a sample of the records it holds of others. Each side's own
 // record came over its own stream (evidence that it is there); the sample
 // is only leads, each probed before its peer counts as alive. Newcomers learn the swarm this way at
-// once instead of waiting for records to be published.
-const RecordsProtocol = protocol.ID("/swarm/records/1.0.0")
+// once instead of waiting for records to be published. Version 1.1.0
+// adds the answer's held (mutual.go).
+const RecordsProtocol = protocol.ID("/swarm/records/1.1.0")
+
+// RecordsProtocolV1 is the record exchange before held: a peer answers it
+// too (held left out, as a 1.0.0 asker refuses a field it does not know),
+// and asks it of a peer that speaks no later version.
+const RecordsProtocolV1 = protocol.ID("/swarm/records/1.0.0")
 
 // Limits of the record exchange.
 const (
@@ -136,7 +142,10 @@ func (e *exchange) serve(st network.Stream) {
 		return
 	}
 	now := time.Now()
-	ans := recordsAnswer{Sample: e.sampleFor(req.Sample, from, now), Held: e.s.view.Alive(from)}
+	ans := recordsAnswer{Sample: e.sampleFor(req.Sample, from, now)}
+	if st.Protocol() != RecordsProtocolV1 {
+		ans.Held = e.s.view.Alive(from)
+	}
 	if req.Sample > 0 && req.Self != nil {
 		e.noteNewcomer(from, req.Self, remoteAddr(e.s.host, from), now)
 	}
@@ -364,7 +373,7 @@ func (r *refusal) Unwrap() error { return ErrRecords }
 func (e *exchange) ask(ctx context.Context, id peer.ID, req recordsRequest) (*recordsAnswer, error) {
 	ctx, cancel := context.WithTimeout(ctx, exchangeTimeout)
 	defer cancel()
-	st, err := e.s.host.NewStream(network.WithAllowLimitedConn(ctx, "records"), id, RecordsProtocol)
+	st, err := e.s.host.NewStream(network.WithAllowLimitedConn(ctx, "records"), id, RecordsProtocol, RecordsProtocolV1)
 	if err != nil {
 		return nil, fmt.Errorf("%w: opening a stream to %s: %w", ErrRecords, id, err)
 	}

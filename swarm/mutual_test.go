@@ -1,10 +1,14 @@
 package swarm
 
 import (
+	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/llmswarm/llmswarm/gossip"
 )
@@ -53,5 +57,75 @@ func TestMutualSwap(t *testing.T) {
 	beat(second)
 	if v.Alive(second) {
 		t.Fatal("a peer took the place of a neighbour that holds this one")
+	}
+}
+
+// TestRecordsV1Compatible: a peer answers a 1.0.0 asker without held (a
+// field a 1.0.0 asker's strict decoding refuses), 1.1.0 askers with it,
+// and asks a peer that speaks 1.0.0 only in 1.0.0.
+func TestRecordsV1Compatible(t *testing.T) {
+	a := newMember(t, fastLive, nil)
+	b := newMember(t, fastLive, nil)
+	link(t, a, b)
+	waitFor(t, 10*time.Second, "b holds a", func() bool { return b.s.View().Alive(a.h.ID()) })
+	self, err := a.s.sealedSelf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(recordsRequest{Self: self})
+	if err != nil {
+		t.Fatal(err)
+	}
+	askIn := func(proto protocol.ID) string {
+		t.Helper()
+		for range 5 {
+			time.Sleep(serveGap) // b answers an asker once per serveGap
+			st, err := a.h.NewStream(t.Context(), b.h.ID(), proto)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := recordFrames.Write(st, 0, body); err != nil {
+				t.Fatal(err)
+			}
+			_, raw, err := recordFrames.Read(st, maxAnswerBytes, nil)
+			st.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(raw), "asked again within") {
+				return string(raw)
+			}
+		}
+		t.Fatalf("b refused every question in %s", proto)
+		return ""
+	}
+	// What a 1.0.0 peer decodes an answer into: no held.
+	var v1 struct {
+		Self   []byte   `json:"self,omitempty"`
+		Sample [][]byte `json:"sample,omitempty"`
+		Error  string   `json:"error,omitempty"`
+	}
+	if err := recordFrames.DecodeJSON([]byte(askIn(RecordsProtocolV1)), &v1); err != nil || v1.Self == nil {
+		t.Fatalf("a 1.0.0 asker cannot read b's answer: %v (%+v)", err, v1)
+	}
+	var v11 recordsAnswer
+	if err := recordFrames.DecodeJSON([]byte(askIn(RecordsProtocol)), &v11); err != nil || !v11.Held {
+		t.Fatalf("a 1.1.0 asker's answer: %v, held %v: want held", err, v11.Held)
+	}
+
+	// A peer that speaks 1.0.0 only is asked in 1.0.0.
+	old := newMember(t, fastLive, nil)
+	old.h.RemoveStreamHandler(RecordsProtocol)
+	link(t, old, a)
+	for try := 1; ; try++ {
+		time.Sleep(serveGap) // a's question on connecting may have been answered
+		_, err := a.s.xchg.ask(t.Context(), old.h.ID(), recordsRequest{})
+		var refused *refusal
+		if err == nil {
+			break
+		}
+		if !errors.As(err, &refused) || try == 5 {
+			t.Fatalf("asking a 1.0.0 peer: %v", err)
+		}
 	}
 }

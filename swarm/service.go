@@ -99,6 +99,7 @@ func (s *Service) Start(ctx context.Context) error {
 	ctx, s.cancel = context.WithCancel(ctx)
 	s.started = time.Now()
 	s.host.SetStreamHandler(RecordsProtocol, s.xchg.serve)
+	s.host.SetStreamHandler(RecordsProtocolV1, s.xchg.serve)
 	nf := &notifiee{
 		connected:    func(id peer.ID) { s.spawn(func() { s.xchg.connected(ctx, id) }) },
 		disconnected: func(id peer.ID) { s.spawn(func() { s.keep.disconnected(id) }) },
@@ -118,6 +119,7 @@ func (s *Service) Start(ctx context.Context) error {
 		<-ctx.Done()
 		s.host.Network().StopNotify(nf)
 		s.host.RemoveStreamHandler(RecordsProtocol)
+		s.host.RemoveStreamHandler(RecordsProtocolV1)
 	}()
 	go s.receive(ctx, sub)
 	go s.announce(ctx)
