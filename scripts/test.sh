@@ -27,7 +27,13 @@ go vet ./...
 # Android-only code (internal/netif) keeps compiling.
 nocgo=$(go list -f '{{if .GoFiles}}{{.ImportPath}}{{range .Deps}} {{.}}{{end}}{{end}}' ./... | awk '$0 !~ /internal\/engine/ && NF {print $1}')
 GOOS=android GOARCH=arm64 CGO_ENABLED=0 go build $nocgo
-go test -race -count=1 -timeout 30m "$@" ./...
+# The simulation (swarm/swarmsim) runs without -race: under it, the race
+# runtime itself (ThreadSanitizer's SlotLock and StackDepot, C code, not a
+# race report) crashed twice in three make test runs once peers closed
+# the connections they have no use for, many goroutines ending in
+# synctest bubbles; the swarm package's tests run that code under -race.
+go test -race -count=1 -timeout 30m "$@" $(go list ./... | grep -v '/swarm/swarmsim$')
+go test -count=1 -timeout 30m "$@" ./swarm/swarmsim
 # 64 real daemons (e2e TestIdleTraffic64, issue 28's measurement) load the
 # machine as they start, which the other packages' tests would share: it
 # runs alone, after them.
