@@ -1,7 +1,6 @@
 package swarm
 
 import (
-	"math/rand/v2"
 	"net/netip"
 	"time"
 
@@ -87,20 +86,9 @@ func (e *exchange) sampleFor(n int, asker peer.ID, now time.Time) [][]byte {
 		}
 	}
 	e.mu.Unlock()
-	rand.Shuffle(len(recent), func(i, j int) { recent[i], recent[j] = recent[j], recent[i] })
-	var out [][]byte
-	size := 0
-	for _, b := range recent {
-		if len(out) == n {
-			return out
-		}
-		if size+len(b) <= maxSampleBytes {
-			size += len(b)
-			out = append(out, b)
-		}
+	out, size := pickRecords(recent, n, maxSampleBytes)
+	if len(out) == n {
+		return out
 	}
-	for _, b := range e.s.view.sample(n-len(out), maxSampleBytes-size, asker) {
-		out = append(out, b)
-	}
-	return out
+	return append(out, e.s.view.sample(n-len(out), maxSampleBytes-size, asker)...)
 }

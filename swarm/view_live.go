@@ -78,20 +78,25 @@ func (v *View) sample(n, maxBytes int, not peer.ID) [][]byte {
 		}
 	}
 	v.mu.RUnlock()
-	rand.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-	var out [][]byte
-	size := 0
-	for _, b := range all {
+	out, _ := pickRecords(all, n, maxBytes)
+	return out
+}
+
+// pickRecords shuffles recs and takes up to n of them within maxBytes in
+// all (one that does not fit is passed over); it returns them and their
+// bytes.
+func pickRecords(recs [][]byte, n, maxBytes int) (out [][]byte, size int) {
+	rand.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
+	for _, b := range recs {
 		if len(out) == n {
 			break
 		}
-		if size+len(b) > maxBytes {
-			continue
+		if size+len(b) <= maxBytes {
+			size += len(b)
+			out = append(out, b)
 		}
-		size += len(b)
-		out = append(out, b)
 	}
-	return out
+	return out, size
 }
 
 // material reports whether cur says something that matters beyond what
