@@ -13,8 +13,9 @@ import (
 // the same 64 peers (the contact's neighbours, the swarm's first peers
 // when it is the bootstrap peer for all), which no later peer's table
 // could ever change: those peers were probed by every peer of the swarm
-// (at 300 simulated peers joining one every 100 ms, up to 298
-// connections a peer while the rest had 157, growing with the swarm).
+// (at 300 simulated peers joining one every 100 ms, up to 255
+// connections a peer, the seed aside, while the mean was 155, growing
+// with the swarm).
 // So once its table is full a contact samples the newcomers that asked
 // it lately first (those that sent their record and asked for a sample,
 // within heldFor, the last maxNewcomers of them, at most
