@@ -1,6 +1,7 @@
 package swarmsim
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -180,9 +181,12 @@ func TestIdleScale(t *testing.T) {
 						// Where a long start is (outside the bubble's clock too).
 						var ms runtime.MemStats
 						runtime.ReadMemStats(&ms)
-						t.Logf("joined %d at %s simulated: %s; heap %.1f MiB and %d goroutines per peer",
+						t.Logf("joined %d at %s simulated: %s; heap %.1f MiB and %d goroutines per peer; %s resident",
 							i+1, time.Since(start), s.Tables(),
-							float64(ms.HeapAlloc)/float64(i+1)/(1<<20), runtime.NumGoroutine()/(i+1))
+							float64(ms.HeapAlloc)/float64(i+1)/(1<<20), runtime.NumGoroutine()/(i+1), resident())
+						if path := os.Getenv("SWARMSIM_HEAP"); path != "" {
+							writeProfile(t, fmt.Sprintf("%s.%d", path, i+1), "heap", 0)
+						}
 					}
 				}
 				d, err := s.Settle(10*time.Minute, t.Logf)
@@ -199,32 +203,52 @@ func TestIdleScale(t *testing.T) {
 				time.Sleep(idleWarmup)
 				r := s.Measure(idleWindow)
 				heap, gs := PerPeer(n)
-				t.Logf("SIMIDLE N=%d settle=%s %s; %s; heap %.1f MiB and %.0f goroutines per peer", n, d, r, s.Tables(), heap/(1<<20), gs)
+				t.Logf("SIMIDLE N=%d settle=%s %s; %s; heap %.1f MiB and %.0f goroutines per peer; %s resident", n, d, r, s.Tables(), heap/(1<<20), gs, resident())
 				if path := os.Getenv("SWARMSIM_HEAP"); path != "" {
 					// What the idle swarm's heap holds (pprof's format).
-					f, err := os.Create(path)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer f.Close()
-					if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-						t.Fatal(err)
-					}
+					writeProfile(t, path, "heap", 0)
 				}
 				if path := os.Getenv("SWARMSIM_GOROUTINES"); path != "" {
 					// What the goroutines per peer are, by stack, idle.
-					f, err := os.Create(path)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer f.Close()
-					if err := pprof.Lookup("goroutine").WriteTo(f, 1); err != nil {
-						t.Fatal(err)
-					}
+					writeProfile(t, path, "goroutine", 1)
 				}
 			})
 		})
 	}
+}
+
+// writeProfile writes the named pprof profile to path.
+func writeProfile(t *testing.T, path, name string, debug int) {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup(name).WriteTo(f, debug); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// resident is the process's resident memory now and at its peak (Linux's
+// VmRSS and VmHWM), or why it is not known.
+func resident() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "resident memory unknown (" + err.Error() + ")"
+	}
+	var rss, hwm string
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			rss = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			hwm = strings.TrimSpace(v)
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return fmt.Sprintf("%s (peak %s; Go: heap %d MiB held of %d MiB, stacks %d MiB, other %d MiB)", rss, hwm,
+		(ms.HeapSys-ms.HeapReleased)>>20, ms.HeapSys>>20, ms.StackSys>>20, (ms.Sys-ms.HeapSys-ms.StackSys)>>20)
 }
 
 // TestChangeCost measures what changes cost each peer at each N of
