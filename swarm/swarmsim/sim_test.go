@@ -151,7 +151,9 @@ func envDuration(name string, def time.Duration) time.Duration {
 // 5 min, longer than the warm-up and window: a shorter one puts the
 // refreshes in the window). SWARMSIM_GOROUTINES=FILE writes the idle
 // swarm's goroutines there, counted by stack (pprof's debug=1 text), and
-// SWARMSIM_HEAP=FILE its heap profile.
+// SWARMSIM_HEAP=FILE its heap profile (and FILE.100, FILE.200, ... the
+// heap's as that many have joined). A line every 100 joined says where
+// a long start is, with the process's resident memory and Go's share.
 func TestIdleScale(t *testing.T) {
 	ns := envInts(t, "SWARMSIM_SCALE")
 	if len(ns) == 0 {
