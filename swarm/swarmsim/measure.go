@@ -96,11 +96,21 @@ type Rates struct {
 	MaxBytes                   float64
 	MeanPackets, MedianPackets float64       // datagrams/s sent per peer
 	Protocols                  ProtocolRates // stream bytes/s sent per peer, by protocol
+	// The peer that sent the most: its index, whether it is a seed, and
+	// its stream bytes/s by protocol.
+	MaxIndex     int
+	MaxSeed      bool
+	MaxProtocols ProtocolRates
 }
 
 func (r Rates) String() string {
-	return fmt.Sprintf("%d peers over %s: %.1f KiB/s per peer (median %.1f, max %.1f), %.0f packets/s (median %.0f); streams: %s",
-		r.Peers, r.Window, r.MeanBytes/1024, r.MedianBytes/1024, r.MaxBytes/1024, r.MeanPackets, r.MedianPackets, r.Protocols)
+	busiest := "a peer"
+	if r.MaxSeed {
+		busiest = "a seed"
+	}
+	return fmt.Sprintf("%d peers over %s: %.1f KiB/s per peer (median %.1f, max %.1f: %s, peer %d, streams %s), %.0f packets/s (median %.0f); streams: %s",
+		r.Peers, r.Window, r.MeanBytes/1024, r.MedianBytes/1024, r.MaxBytes/1024, busiest, r.MaxIndex, r.MaxProtocols,
+		r.MeanPackets, r.MedianPackets, r.Protocols)
 }
 
 // Measure lets window of simulated time pass and returns what the live
@@ -117,16 +127,24 @@ func (s *Sim) Measure(window time.Duration) Rates {
 	secs := time.Since(start).Seconds()
 	r := Rates{Peers: len(peers), Window: time.Since(start)}
 	var bs, ps []float64
+	var maxB float64
 	r.Protocols = ProtocolRates{}
 	for i, p := range peers {
 		if p.Gone() {
 			continue
 		}
+		mine := ProtocolRates{}
 		for id, n := range p.protos.snapshot() {
-			r.Protocols[id] += float64(n-protos[i][id]) / secs / float64(len(peers))
+			mine[id] = float64(n-protos[i][id]) / secs
+			r.Protocols[id] += mine[id] / float64(len(peers))
 		}
 		t := p.Traffic()
-		bs = append(bs, float64(t.Bytes-before[i].Bytes)/secs)
+		b := float64(t.Bytes-before[i].Bytes) / secs
+		if len(bs) == 0 || b > maxB {
+			maxB = b
+			r.MaxIndex, r.MaxSeed, r.MaxProtocols = p.Index, p.Index < s.cfg.Seeds, mine
+		}
+		bs = append(bs, b)
 		ps = append(ps, float64(t.Packets-before[i].Packets)/secs)
 	}
 	r.MeanBytes, r.MedianBytes, r.MaxBytes = stats(bs)
