@@ -33,24 +33,25 @@ func newDHT(ctx context.Context, h host.Host, cfg Config) (*dht.IpfsDHT, error) 
 }
 
 // discovery finds peers on the LAN (mDNS) and keeps the bootstrap peers
-// connected.
+// connected while this peer is isolated.
 type discovery struct {
-	h       host.Host
-	log     *slog.Logger
-	health  *health
-	private bool // a swarm key is in use: a failed handshake likely means a key mismatch
-	mdns    interface{ Close() error }
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	h        host.Host
+	isolated func() bool // the peer table holds few live neighbours (swarm.View.Isolated)
+	log      *slog.Logger
+	health   *health
+	private  bool // a swarm key is in use: a failed handshake likely means a key mismatch
+	mdns     interface{ Close() error }
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // startDiscovery starts mDNS (unless cfg.NoMDNS) and the bootstrap loop.
 // A host where mDNS cannot start (no multicast interface: a container, a
 // phone on mobile data) goes on without it, with a warning; d.mdns is then
 // nil.
-func startDiscovery(ctx context.Context, h host.Host, cfg Config, psk pnet.PSK, log *slog.Logger, hl *health) (*discovery, error) {
+func startDiscovery(ctx context.Context, h host.Host, cfg Config, psk pnet.PSK, log *slog.Logger, hl *health, isolated func() bool) (*discovery, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	d := &discovery{h: h, log: log, health: hl, private: psk != nil, cancel: cancel}
+	d := &discovery{h: h, isolated: isolated, log: log, health: hl, private: psk != nil, cancel: cancel}
 	if !cfg.NoMDNS {
 		// Under a name of its swarm's own: peers of other swarms never
 		// hear of this one, nor it of them.
@@ -94,8 +95,13 @@ func (d *discovery) HandlePeerFound(ai peer.AddrInfo) {
 	d.log.Info("peer found on LAN", "peer", ai.ID)
 }
 
-// keepBootstrapped connects to the bootstrap peers and reconnects to any
-// that drops, backing off up to 30 s while they are unreachable.
+// keepBootstrapped connects to the bootstrap peers and, while this peer
+// is isolated (its table holds fewer live neighbours than half its
+// bound: a newcomer, a peer cut off from most of the swarm), reconnects
+// to any that drops, backing off up to 30 s while they are unreachable.
+// Past that a bootstrap peer is a neighbour like any other: redialled by
+// the whole swarm, it would hold every peer's connection
+// (swarm/bootstrap.go).
 func (d *discovery) keepBootstrapped(ctx context.Context, boot []peer.AddrInfo) {
 	defer d.wg.Done()
 	backoff := 250 * time.Millisecond
@@ -103,6 +109,9 @@ func (d *discovery) keepBootstrapped(ctx context.Context, boot []peer.AddrInfo) 
 		missing := 0
 		for _, ai := range boot {
 			if ai.ID == d.h.ID() || d.h.Network().Connectedness(ai.ID) == network.Connected {
+				continue
+			}
+			if !d.isolated() {
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)

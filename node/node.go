@@ -252,7 +252,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.pipeOrig = n.newPipelineOriginator()
 	n.startShardFetches(runCtx)
 	n.wireChecks(runCtx)
-	if n.disc, err = startDiscovery(runCtx, h, n.cfg, psk, n.log, &n.health); err != nil {
+	if n.disc, err = startDiscovery(runCtx, h, n.cfg, psk, n.log, &n.health, n.swarm.View().Isolated); err != nil {
 		if apiLn != nil {
 			apiLn.Close()
 		}

@@ -57,12 +57,13 @@ func (n *Node) wireBans() {
 // swarmOptions are the peer table's options from the config.
 func (n *Node) swarmOptions() []swarm.Option {
 	pt := n.cfg.PeerTable
-	keep := map[peer.ID]bool{}
+	boot := map[peer.ID]bool{}
 	for _, b := range n.cfg.Bootstrap {
 		if ai, err := ParseBootstrap(b); err == nil {
-			keep[ai.ID] = true
+			boot[ai.ID] = true
 		}
 	}
+	keep := map[peer.ID]bool{}
 	for _, s := range n.cfg.BMCPeers {
 		if id, err := peer.Decode(s); err == nil {
 			keep[id] = true
@@ -78,6 +79,9 @@ func (n *Node) swarmOptions() []swarm.Option {
 		swarm.WithTrust(n.trust),
 		swarm.WithDead(n.excluded), // the BMC's dead are not Routable
 		swarm.WithAdmission(swarm.Admission{UnprovenShare: pt.UnprovenShare, PerSubnet: pt.MaxUnprovenPerSubnet, Neighbours: neighbours}),
+		// Bootstrap peers are kept while this peer is isolated, and let go
+		// past that (swarm/bootstrap.go); BMC peers always.
+		swarm.WithBootstrap(func(id peer.ID) bool { return boot[id] }),
 		swarm.WithProtect(func(id peer.ID) bool { return keep[id] || swarm.InferenceStreamOpen(h, id) }),
 		// The peers with an inference stream open are in use: probed every
 		// heartbeat, for two minutes after their last stream. A BMC bridge

@@ -24,8 +24,9 @@ import (
 //     entries (the least recently seen there), and only when that subnet
 //     holds at least two more than the newcomer's, so that sybils cannot
 //     churn each other or a lone newcomer out. This peer itself, proven
-//     peers and protected peers (WithProtect: e.g. bootstrap peers, peers
-//     serving this peer's open requests) are never evicted alive.
+//     peers and protected peers (WithProtect: e.g. BMC peers, peers
+//     serving this peer's open requests; WithBootstrap: bootstrap peers
+//     while this peer is isolated) are never evicted alive.
 //   - Past Neighbours live rows of peers this peer does not need, a peer
 //     it does not need is refused (see neighbours.go): the table is a
 //     bounded neighbourhood, not a directory of the swarm.
@@ -62,6 +63,7 @@ type options struct {
 	trust     *Trust
 	admission Admission
 	protect   func(peer.ID) bool
+	boot      func(peer.ID) bool // bootstrap.go
 	stored    func() []string
 	dead      func(peer.ID) bool
 	inUse     func(peer.ID) bool
@@ -95,7 +97,7 @@ func (v *View) proven(id peer.ID) bool { return v.opts.trust != nil && v.opts.tr
 
 // keptAlive reports whether p may not be evicted while alive.
 func (v *View) keptAlive(p *Peer) bool {
-	return p.Self || v.proven(p.ID) || (v.opts.protect != nil && v.opts.protect(p.ID))
+	return p.Self || v.proven(p.ID) || v.kept(p.ID)
 }
 
 // Subnet is the network a peer is counted in by the caps on unproven or
@@ -186,7 +188,7 @@ func (v *View) admitLocked(id peer.ID, c *gossip.Capability, addr netip.Addr, no
 	return evicted, true
 }
 
-func (v *View) protected(p *Peer) bool { return v.opts.protect != nil && v.opts.protect(p.ID) }
+func (v *View) protected(p *Peer) bool { return v.kept(p.ID) }
 
 // deadVictimLocked is the peer dead the longest (never this one).
 func (v *View) deadVictimLocked() *Peer {

@@ -114,7 +114,7 @@ func (s *Service) wantsConn(id peer.ID, now time.Time) bool {
 	if _, ok := s.view.Get(id); ok || s.xchg.heldWithin(id, now) {
 		return true
 	}
-	if o := s.view.opts; o.inUse != nil && o.inUse(id) || o.protect != nil && o.protect(id) {
+	if o := s.view.opts; o.inUse != nil && o.inUse(id) || s.view.kept(id) {
 		return true
 	}
 	cm := s.host.ConnManager()

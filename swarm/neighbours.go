@@ -14,8 +14,9 @@ import (
 // table) run over connections it keeps, a round of them stays minutes
 // long, and its table, connections and memory do not grow with the swarm.
 // A peer is needed when it is this one, proven (Trust), protected
-// (WithProtect: bootstrap and BMC peers, peers serving this peer's open
-// requests), or holds what this peer needs and the table lacks:
+// (WithProtect: BMC peers, peers serving this peer's open requests), a
+// bootstrap peer while this peer is isolated (bootstrap.go), or holds
+// what this peer needs and the table lacks:
 //   - layers of a model this peer serves or wanted in the last wantFor
 //     (EnsureHolders: a route over it was asked for), while the table holds
 //     fewer than holdersKept live holders of the model or the peer holds
@@ -206,7 +207,7 @@ func (v *View) roomLocked(id peer.ID, c *gossip.Capability, now time.Time) bool 
 // freeRoomLocked is roomLocked without taking a neighbour's place.
 func (v *View) freeRoomLocked(id peer.ID, c *gossip.Capability, now time.Time) bool {
 	bound := v.opts.admission.Neighbours
-	if bound < 0 || id == v.self || v.proven(id) || v.opts.protect != nil && v.opts.protect(id) {
+	if bound < 0 || id == v.self || v.proven(id) || v.kept(id) {
 		return true
 	}
 	n := v.needsLocked(now)

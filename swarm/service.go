@@ -492,6 +492,9 @@ func (s *Service) sweep(ctx context.Context) {
 			}
 			if now.Sub(lastTag) >= tagEvery {
 				lastTag = now
+				for _, p := range s.view.LetGoBootstrap(now) {
+					s.log.Debug("bootstrap peer let go: the table is full and it does not hold this peer", "peer", p.ID)
+				}
 				s.tagTable()
 				s.closeIdleConns(now)
 			}

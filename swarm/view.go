@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -99,6 +100,8 @@ type View struct {
 	// heldFor (the Service's record exchange; nil: none known). It is
 	// called with mu held.
 	holds func(peer.ID) bool
+	// isolated: fewer live neighbours than half the bound (bootstrap.go).
+	isolated atomic.Bool
 }
 
 // NewView returns an empty table for the peer self.
@@ -108,7 +111,9 @@ func NewView(self peer.ID, live Liveness, opts ...Option) *View {
 		f(&o)
 	}
 	o.admission = o.admission.withDefaults()
-	return &View{self: self, live: live.withDefaults(), opts: o, peers: make(map[peer.ID]*Peer)}
+	v := &View{self: self, live: live.withDefaults(), opts: o, peers: make(map[peer.ID]*Peer)}
+	v.isolated.Store(true) // an empty table
+	return v
 }
 
 // Liveness returns the parameters the view judges peers by.

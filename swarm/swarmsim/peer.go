@@ -241,7 +241,8 @@ func (s *Sim) start(p *Peer, link Link, seeds []peer.AddrInfo) error {
 	p.Service = swarm.New(p.Host, p.Router, p.DHT, p.self, live, log,
 		swarm.WithTrust(trust),
 		swarm.WithAdmission(swarm.Admission{Neighbours: s.cfg.Neighbours}),
-		swarm.WithProtect(func(id peer.ID) bool { return keep[id] || swarm.InferenceStreamOpen(h, id) }),
+		swarm.WithBootstrap(func(id peer.ID) bool { return keep[id] }),
+		swarm.WithProtect(func(id peer.ID) bool { return swarm.InferenceStreamOpen(h, id) }),
 		swarm.WithInUse(func(id peer.ID) bool { return swarm.InferenceStreamOpen(h, id) }))
 	p.Host.SetStreamHandler(pipeline.ProtocolID, holdStage)
 	return p.Service.Start(ctx)
