@@ -1,6 +1,7 @@
 package swarm
 
 import (
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -54,18 +55,32 @@ func (v *View) LetGoBootstrap(now time.Time) []Peer {
 		v.isolated.Store(true)
 		return nil
 	}
-	v.mu.Lock()
+	v.mu.RLock()
 	n := v.needsLocked(now)
 	k := v.neighboursLocked(n)
 	v.isolated.Store(k < (bound+1)/2)
-	var gone []Peer
+	var maybe []peer.ID
 	if v.opts.boot != nil && k >= bound {
 		for id, p := range v.peers {
 			if p.Alive && v.opts.boot(id) && !p.holdsUs && !v.keptAlive(p) && !n.of(&p.Cap, true) &&
-				(v.holds == nil || !v.holds(id)) && (v.opts.inUse == nil || !v.opts.inUse(id)) {
-				delete(v.peers, id)
-				gone = append(gone, *p)
+				(v.holds == nil || !v.holds(id)) {
+				maybe = append(maybe, id)
 			}
+		}
+	}
+	v.mu.RUnlock()
+	// inUse is called with no lock held (WithInUse).
+	maybe = slices.DeleteFunc(maybe, func(id peer.ID) bool { return v.opts.inUse != nil && v.opts.inUse(id) })
+	if len(maybe) == 0 {
+		return nil
+	}
+	var gone []Peer
+	v.mu.Lock()
+	for _, id := range maybe {
+		// A row that changed meanwhile is looked at again next time.
+		if p, ok := v.peers[id]; ok && p.Alive && !p.holdsUs {
+			delete(v.peers, id)
+			gone = append(gone, *p)
 		}
 	}
 	v.mu.Unlock()
