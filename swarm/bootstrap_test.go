@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-
-	"github.com/llmswarm/llmswarm/gossip"
 )
 
 // TestBootstrapLetGo: a bootstrap peer is kept while the table is
@@ -14,18 +12,9 @@ import (
 // any other past that, and let go by a full table unless it holds this
 // peer; an isolated table takes it back.
 func TestBootstrapLetGo(t *testing.T) {
-	self, seed := testID(t), testID(t)
-	asked := map[peer.ID]bool{}
-	v := NewView(self, Liveness{MaxPeers: 64}, WithAdmission(Admission{UnprovenShare: 1, PerSubnet: -1, Neighbours: 4}),
-		WithBootstrap(func(id peer.ID) bool { return id == seed }))
-	v.holds = func(id peer.ID) bool { return asked[id] }
+	seed := testID(t)
 	now := time.Now()
-	seq := uint64(0)
-	beat := func(id peer.ID) {
-		seq++
-		v.Observe(&gossip.Capability{PeerID: id.String(), Seq: seq}, now)
-	}
-	beat(self)
+	v, asked, beat := boundView(t, 4, now, WithBootstrap(func(id peer.ID) bool { return id == seed }))
 	beat(seed)
 	ns := []peer.ID{testID(t), testID(t), testID(t), testID(t)}
 	for _, id := range ns[:3] {

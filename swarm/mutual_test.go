@@ -18,17 +18,8 @@ import (
 // said so, and it asked nothing), never in place of one that holds this
 // peer, and refuses a peer that does not hold it.
 func TestMutualSwap(t *testing.T) {
-	self := testID(t)
-	asked := map[peer.ID]bool{}
-	v := NewView(self, Liveness{MaxPeers: 64}, WithAdmission(Admission{UnprovenShare: 1, PerSubnet: -1, Neighbours: 2}))
-	v.holds = func(id peer.ID) bool { return asked[id] }
 	now := time.Now()
-	seq := uint64(0)
-	beat := func(id peer.ID) {
-		seq++
-		v.Observe(&gossip.Capability{PeerID: id.String(), Seq: seq}, now)
-	}
-	beat(self)
+	v, asked, beat := boundView(t, 2, now)
 	a, b := testID(t), testID(t)
 	beat(a)
 	beat(b)
@@ -58,6 +49,24 @@ func TestMutualSwap(t *testing.T) {
 	if v.Alive(second) {
 		t.Fatal("a peer took the place of a neighbour that holds this one")
 	}
+}
+
+// boundView is a table of at most bound neighbours, this peer in it,
+// whose holders are the peers marked in asked; beat observes a peer's
+// next record at now, as its answer would.
+func boundView(t *testing.T, bound int, now time.Time, opts ...Option) (v *View, asked map[peer.ID]bool, beat func(peer.ID)) {
+	self := testID(t)
+	asked = map[peer.ID]bool{}
+	opts = append([]Option{WithAdmission(Admission{UnprovenShare: 1, PerSubnet: -1, Neighbours: bound})}, opts...)
+	v = NewView(self, Liveness{MaxPeers: 64}, opts...)
+	v.holds = func(id peer.ID) bool { return asked[id] }
+	seq := uint64(0)
+	beat = func(id peer.ID) {
+		seq++
+		v.Observe(&gossip.Capability{PeerID: id.String(), Seq: seq}, now)
+	}
+	beat(self)
+	return v, asked, beat
 }
 
 // TestRecordsV1Compatible: a peer answers a 1.0.0 asker without held (a
